@@ -9,6 +9,7 @@ require (
 
 require (
 	github.com/stretchr/testify v1.11.1 // indirect
+	github.com/yalue/onnxruntime_go v1.27.0 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 )
