@@ -1,0 +1,379 @@
+package sensor
+
+import (
+	"bufio"
+	"fmt"
+	"image"
+	_ "image/jpeg" // register the decoders Replay reads
+	_ "image/png"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/zerohop/zerohop/sensor/internal/pcd"
+)
+
+// ReplayConfig configures NewReplay. The zero value plays each frame once,
+// reading files as they are needed.
+type ReplayConfig struct {
+	// Loop plays the frames endlessly: frame seq is file seq mod N, and
+	// Frames reports 0.
+	Loop bool
+	// Preload reads and decodes every file at construction and keeps the
+	// results in memory; FillPoints and FillImage then only copy (no file
+	// access, no allocation per frame). Without it each frame reads its files
+	// (and decodes its image, which allocates).
+	Preload bool
+	// ImageDir, if set, is where the images are; points stay in the
+	// directory given to NewReplay (KITTI keeps velodyne_points and image_02
+	// apart). Images in the points directory are then ignored.
+	ImageDir string
+	// Encoding converts every image to it; 0 keeps grey images mono8 and
+	// writes all others as rgb8.
+	Encoding ImageEncoding
+}
+
+// Replay plays recorded frames from a directory:
+//
+//   - point clouds: KITTI .bin (float32 x, y, z, intensity records, exactly
+//     the slot layout, read straight into dst) and PCD v0.7 with DATA ascii
+//     or binary (fields x, y, z required, intensity or i optional → 0, any
+//     order, extra fields skipped, types I/U/F of any size converted to
+//     float32). Points with a non-finite x, y or z are dropped.
+//   - images: PNG and JPEG, written as rgb8, or mono8 for grey files (see
+//     ReplayConfig.Encoding). Alpha is composited over black.
+//
+// Files are recognised by extension (.bin, .pcd, .png, .jpg, .jpeg, any case);
+// other files and subdirectories are ignored. Point files sorted by name form
+// one stream and image files sorted by name the other; frame k pairs the k-th
+// of each, whatever their names (so cloud_0001.pcd may pair with
+// img_0001.png). When both streams exist they must have the same length. A
+// directory with only one kind of file provides only that stream; the other
+// Fill method returns ErrNotProvided.
+//
+// Every file's header is read at construction (slot sizing needs the largest
+// cloud and image), so bad headers and sizes show up there; defects deeper in
+// a file show up when its frame is filled, unless Preload is set. Errors name
+// the file.
+//
+// A Replay is not safe for concurrent use: it reuses one read buffer.
+type Replay struct {
+	cfg           ReplayConfig
+	points        []pointFile
+	images        []imageFile
+	frames        int
+	maxPoints     int
+	maxImageBytes int
+	br            *bufio.Reader // reused by every fill
+}
+
+type pointFile struct {
+	path  string
+	isPCD bool
+	count int    // points declared by the header or implied by the size
+	data  []byte // the decoded points when preloaded
+}
+
+type imageFile struct {
+	path string
+	enc  ImageEncoding
+	info ImageInfo // geometry when preloaded
+	data []byte    // the converted pixels when preloaded
+}
+
+// readBufferSize bounds one PCD header or ascii data line.
+const readBufferSize = 64 << 10
+
+// NewReplay scans dir (and cfg.ImageDir) and reads every file's header.
+func NewReplay(dir string, cfg ReplayConfig) (*Replay, error) {
+	if cfg.Encoding != 0 && !cfg.Encoding.Valid() {
+		return nil, fmt.Errorf("replay: config Encoding %v is not valid", cfg.Encoding)
+	}
+	r := &Replay{cfg: cfg, br: bufio.NewReaderSize(nil, readBufferSize)}
+	pointNames, imageNames, err := listFrames(dir)
+	if err != nil {
+		return nil, err
+	}
+	imageDir := dir
+	if cfg.ImageDir != "" {
+		imageDir = cfg.ImageDir
+		if _, imageNames, err = listFrames(imageDir); err != nil {
+			return nil, err
+		}
+	}
+	if len(pointNames) == 0 && len(imageNames) == 0 {
+		return nil, fmt.Errorf("replay: %q has no point (.bin, .pcd) or image (.png, .jpg, .jpeg) files", dir)
+	}
+	if len(pointNames) != 0 && len(imageNames) != 0 && len(pointNames) != len(imageNames) {
+		return nil, fmt.Errorf("replay: %d point files in %q but %d images in %q; frames pair them by sorted order, so the counts must match",
+			len(pointNames), dir, len(imageNames), imageDir)
+	}
+	r.frames = max(len(pointNames), len(imageNames))
+	for _, name := range pointNames {
+		pf, err := r.openPoints(filepath.Join(dir, name))
+		if err != nil {
+			return nil, err
+		}
+		r.points = append(r.points, pf)
+		r.maxPoints = max(r.maxPoints, pf.count)
+	}
+	for _, name := range imageNames {
+		im, size, err := r.openImage(filepath.Join(imageDir, name))
+		if err != nil {
+			return nil, err
+		}
+		r.images = append(r.images, im)
+		r.maxImageBytes = max(r.maxImageBytes, size)
+	}
+	return r, nil
+}
+
+// listFrames returns the point and image file names in dir, sorted by name.
+func listFrames(dir string) (points, images []string, err error) {
+	entries, err := os.ReadDir(dir) // sorted by name
+	if err != nil {
+		return nil, nil, fmt.Errorf("replay: %w", err)
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		switch strings.ToLower(filepath.Ext(e.Name())) {
+		case ".bin", ".pcd":
+			points = append(points, e.Name())
+		case ".png", ".jpg", ".jpeg":
+			images = append(images, e.Name())
+		}
+	}
+	return points, images, nil
+}
+
+// openPoints reads a point file's header (and, with Preload, its points).
+func (r *Replay) openPoints(path string) (pointFile, error) {
+	pf := pointFile{path: path, isPCD: strings.EqualFold(filepath.Ext(path), ".pcd")}
+	f, err := os.Open(path)
+	if err != nil {
+		return pf, fmt.Errorf("replay: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return pf, fmt.Errorf("replay: %w", err)
+	}
+	if !pf.isPCD {
+		if pf.count, err = binCount(st.Size()); err != nil {
+			return pf, fmt.Errorf("replay: %q: %w", path, err)
+		}
+	} else {
+		r.br.Reset(f)
+		h, _, err := readPCDHeader(r.br, st.Size())
+		if err != nil {
+			return pf, fmt.Errorf("replay: %q: %w", path, err)
+		}
+		pf.count = h.Points
+	}
+	if r.cfg.Preload {
+		buf := make([]byte, pf.count*PointStep)
+		n, err := r.readPoints(&pf, buf)
+		if err != nil {
+			return pf, err
+		}
+		pf.data = buf[:n*PointStep]
+	}
+	return pf, nil
+}
+
+// binCount is the number of points in a KITTI .bin file of size bytes.
+func binCount(size int64) (int, error) {
+	if size%PointStep != 0 {
+		return 0, fmt.Errorf("size %d bytes is not a multiple of %d (float32 x,y,z,i)", size, PointStep)
+	}
+	if size/PointStep > pcd.MaxPoints {
+		return 0, fmt.Errorf("size %d bytes is more than %d points", size, pcd.MaxPoints)
+	}
+	return int(size / PointStep), nil
+}
+
+// readPCDHeader parses a PCD header from br and checks that binary data fits
+// in a file of fileSize bytes.
+func readPCDHeader(br *bufio.Reader, fileSize int64) (pcd.Header, pcd.XYZI, error) {
+	h, err := pcd.ParseHeader(br)
+	if err != nil {
+		return h, pcd.XYZI{}, fmt.Errorf("PCD header: %w", err)
+	}
+	l, err := h.FindXYZI()
+	if err != nil {
+		return h, l, fmt.Errorf("PCD header: %w", err)
+	}
+	if data := h.DataSize(); data >= 0 && fileSize-int64(h.Len) < data {
+		return h, l, fmt.Errorf("binary data is %d bytes, but POINTS %d × %d-byte records need %d",
+			fileSize-int64(h.Len), h.Points, h.RecordSize, data)
+	}
+	return h, l, nil
+}
+
+// readPoints reads the points of pf from disk into dst and returns the count.
+// Errors name the file.
+func (r *Replay) readPoints(pf *pointFile, dst []byte) (int, error) {
+	fail := func(err error) (int, error) { return 0, fmt.Errorf("replay: %q: %w", pf.path, err) }
+	f, err := os.Open(pf.path)
+	if err != nil {
+		return 0, fmt.Errorf("replay: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("replay: %w", err)
+	}
+	if !pf.isPCD {
+		n, err := binCount(st.Size())
+		if err != nil {
+			return fail(err)
+		}
+		if n*PointStep > len(dst) {
+			return fail(fmt.Errorf("%d points (the file grew since the replay opened it?) exceed the buffer of %d points: %w", n, len(dst)/PointStep, ErrShortBuffer))
+		}
+		// KITTI records are the slot layout: read them in place.
+		if _, err := io.ReadFull(f, dst[:n*PointStep]); err != nil {
+			return fail(fmt.Errorf("read %d points: %w", n, err))
+		}
+		return pcd.CompactFinite(dst[:n*PointStep]), nil
+	}
+	r.br.Reset(f)
+	defer r.br.Reset(nil) // drop the file
+	h, l, err := readPCDHeader(r.br, st.Size())
+	if err != nil {
+		return fail(err)
+	}
+	if h.Points*PointStep > len(dst) {
+		return fail(fmt.Errorf("POINTS %d (the file changed since the replay opened it?) exceed the buffer of %d points: %w", h.Points, len(dst)/PointStep, ErrShortBuffer))
+	}
+	n, err := pcd.ReadPoints(r.br, &h, l, dst)
+	if err != nil {
+		return fail(fmt.Errorf("PCD %s data: %w", h.Data, err))
+	}
+	return n, nil
+}
+
+// openImage reads an image's header (and, with Preload, decodes it) and
+// returns the bytes its frame needs.
+func (r *Replay) openImage(path string) (imageFile, int, error) {
+	im := imageFile{path: path}
+	f, err := os.Open(path)
+	if err != nil {
+		return im, 0, fmt.Errorf("replay: %w", err)
+	}
+	defer f.Close()
+	c, format, err := image.DecodeConfig(f)
+	if err != nil {
+		return im, 0, fmt.Errorf("replay: %q: not a PNG or JPEG image: %w", path, err)
+	}
+	if format != "png" && format != "jpeg" {
+		return im, 0, fmt.Errorf("replay: %q: %s image: only PNG and JPEG are read", path, format)
+	}
+	if c.Width <= 0 || c.Height <= 0 || c.Width > 1<<15 || c.Height > 1<<15 {
+		return im, 0, fmt.Errorf("replay: %q: image size %d×%d is out of range", path, c.Width, c.Height)
+	}
+	im.enc = encodingFor(c.ColorModel, r.cfg.Encoding)
+	size := c.Width * c.Height * im.enc.BytesPerPixel()
+	if r.cfg.Preload {
+		buf := make([]byte, size)
+		info, err := r.decodeImage(&im, buf)
+		if err != nil {
+			return im, 0, err
+		}
+		im.info, im.data = info, buf[:info.Bytes()]
+	}
+	return im, size, nil
+}
+
+// decodeImage decodes im from disk into dst. Errors name the file.
+func (r *Replay) decodeImage(im *imageFile, dst []byte) (ImageInfo, error) {
+	f, err := os.Open(im.path)
+	if err != nil {
+		return ImageInfo{}, fmt.Errorf("replay: %w", err)
+	}
+	defer f.Close()
+	r.br.Reset(f)
+	defer r.br.Reset(nil)
+	img, _, err := image.Decode(r.br)
+	if err != nil {
+		return ImageInfo{}, fmt.Errorf("replay: %q: decode image: %w", im.path, err)
+	}
+	info, err := writeImage(dst, img, im.enc)
+	if err != nil {
+		return ImageInfo{}, fmt.Errorf("replay: %q: %w", im.path, err)
+	}
+	return info, nil
+}
+
+// MaxPoints is the largest point count among the point files.
+func (r *Replay) MaxPoints() int { return r.maxPoints }
+
+// MaxImageBytes is the largest image among the image files; 0 without images.
+func (r *Replay) MaxImageBytes() int { return r.maxImageBytes }
+
+// Frames is the number of frames, or 0 when looping.
+func (r *Replay) Frames() uint64 {
+	if r.cfg.Loop {
+		return 0
+	}
+	return uint64(r.frames)
+}
+
+// frame maps seq to a file index.
+func (r *Replay) frame(op string, seq uint64) (int, error) {
+	if r.cfg.Loop {
+		return int(seq % uint64(r.frames)), nil
+	}
+	if seq >= uint64(r.frames) {
+		return 0, fmt.Errorf("replay: %s frame %d of %d: %w", op, seq, r.frames, ErrEndOfFrames)
+	}
+	return int(seq), nil
+}
+
+// FillPoints writes the cloud of frame seq into dst, which must hold
+// MaxPoints()*PointStep bytes. With Preload it only copies and does not
+// allocate.
+func (r *Replay) FillPoints(seq uint64, dst []byte) (int, error) {
+	k, err := r.frame("FillPoints", seq)
+	if err != nil {
+		return 0, err
+	}
+	if len(r.points) == 0 {
+		return 0, fmt.Errorf("replay: FillPoints: no point files: %w", ErrNotProvided)
+	}
+	need := r.maxPoints * PointStep
+	if len(dst) < need {
+		return 0, fmt.Errorf("replay: FillPoints: dst has %d bytes, need %d (%d points × %d): %w",
+			len(dst), need, r.maxPoints, PointStep, ErrShortBuffer)
+	}
+	pf := &r.points[k]
+	if r.cfg.Preload {
+		return copy(dst, pf.data) / PointStep, nil
+	}
+	return r.readPoints(pf, dst[:need])
+}
+
+// FillImage writes the image of frame seq into dst, which must hold
+// MaxImageBytes() bytes. Without Preload it decodes the file, which
+// allocates; the pixels are then converted straight into dst.
+func (r *Replay) FillImage(seq uint64, dst []byte) (ImageInfo, error) {
+	k, err := r.frame("FillImage", seq)
+	if err != nil {
+		return ImageInfo{}, err
+	}
+	if len(r.images) == 0 {
+		return ImageInfo{}, fmt.Errorf("replay: FillImage: no image files: %w", ErrNotProvided)
+	}
+	if len(dst) < r.maxImageBytes {
+		return ImageInfo{}, fmt.Errorf("replay: FillImage: dst has %d bytes, need %d: %w", len(dst), r.maxImageBytes, ErrShortBuffer)
+	}
+	im := &r.images[k]
+	if r.cfg.Preload {
+		copy(dst, im.data)
+		return im.info, nil
+	}
+	return r.decodeImage(im, dst[:r.maxImageBytes])
+}
