@@ -1,14 +1,18 @@
-# zerohop build. Every target installs what it needs, idempotently.
+# zerohop build. Every target installs what it needs, idempotently
+# (scripts/deps.sh: npm if missing, then the pinned ONNX Runtime library).
 SHELL := /bin/bash
 GO    ?= go
 BIN   := bin
 
-.PHONY: all build test vet fmt-check demo bench bench-pool deps
+.PHONY: all build test vet fmt-check deps ort models models-check demo bench bench-pool bench-handoff bench-sensor fuzz
 
 all: build
 
 deps:
-	@true
+	@scripts/deps.sh
+
+ort:
+	scripts/ort/fetch.sh
 
 build: deps
 	$(GO) build -o $(BIN)/ ./cmd/...
@@ -21,7 +25,25 @@ fmt-check:
 	if [ -n "$$out" ]; then echo "gofmt: these files need formatting:"; echo "$$out"; exit 1; fi
 
 test: deps vet fmt-check
-	$(GO) test -race ./...
+	ZEROHOP_REQUIRE_ORT=1 $(GO) test -race ./...
+
+models:
+	@/usr/bin/python3 -c 'import onnx' 2>/dev/null || { echo "make models: needs python3-onnx (apt-get install -y python3-onnx)"; exit 1; }
+	/usr/bin/python3 models/gen_reference.py
+	/usr/bin/python3 infer/testdata/gen_testdata.py
+
+models-check:
+	@tmp=$$(mktemp -d); /usr/bin/python3 models/gen_reference.py --out $$tmp >/dev/null && \
+	cmp models/reference.onnx $$tmp/reference.onnx && cmp models/reference.json $$tmp/reference.json; \
+	rc=$$?; rm -rf $$tmp; exit $$rc
 
 bench-pool:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./pinned/
+
+bench-sensor:
+	$(GO) test -run '^$$' -bench 'BenchmarkSynthetic(Points|Image)$$' -benchmem -cpu 1 -count 5 ./sensor/
+
+fuzz:
+	$(GO) test ./handles -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 60s
+	$(GO) test ./handles -run '^$$' -fuzz '^FuzzRelease$$' -fuzztime 30s
+	$(GO) test -run '^$$' -fuzz FuzzParseHeader -fuzztime 60s ./sensor/internal/pcd/

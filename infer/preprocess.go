@@ -1,0 +1,442 @@
+package infer
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+)
+
+// PixelFormat is the layout of a source image's bytes.
+type PixelFormat uint8
+
+const (
+	PixelRGB8  PixelFormat = iota + 1 // 3 bytes per pixel: R, G, B
+	PixelBGR8                         // 3 bytes per pixel: B, G, R
+	PixelMono8                        // 1 byte per pixel: grey
+)
+
+// BytesPerPixel is 3 for RGB8 and BGR8, 1 for Mono8 and 0 for an unknown
+// format.
+func (f PixelFormat) BytesPerPixel() int {
+	switch f {
+	case PixelRGB8, PixelBGR8:
+		return 3
+	case PixelMono8:
+		return 1
+	}
+	return 0
+}
+
+// String is the ROS sensor_msgs/Image encoding name.
+func (f PixelFormat) String() string {
+	switch f {
+	case PixelRGB8:
+		return "rgb8"
+	case PixelBGR8:
+		return "bgr8"
+	case PixelMono8:
+		return "mono8"
+	}
+	return fmt.Sprintf("PixelFormat(%d)", uint8(f))
+}
+
+// PixelFormatFromEncoding maps a ROS sensor_msgs/Image encoding ("rgb8",
+// "bgr8", "mono8") to a PixelFormat.
+func PixelFormatFromEncoding(encoding string) (PixelFormat, error) {
+	for _, f := range []PixelFormat{PixelRGB8, PixelBGR8, PixelMono8} {
+		if f.String() == encoding {
+			return f, nil
+		}
+	}
+	return 0, fmt.Errorf("infer: %w: encoding %q: want rgb8, bgr8 or mono8", ErrImage, encoding)
+}
+
+// ImageView describes an image in memory someone else owns (typically a
+// leased slot). Preprocessing only reads it.
+type ImageView struct {
+	Pix    []byte
+	Width  int
+	Height int
+	Step   int // bytes from the start of one row to the next, >= Width*BytesPerPixel
+	Format PixelFormat
+}
+
+// maxImageSide bounds Width and Height so that no size arithmetic overflows.
+const maxImageSide = 1 << 16
+
+// Validate checks that the view's sizes are consistent with its buffer.
+func (v ImageView) Validate() error {
+	bpp := v.Format.BytesPerPixel()
+	switch {
+	case bpp == 0:
+		return fmt.Errorf("infer: %w: unknown pixel format %v", ErrImage, v.Format)
+	case v.Width <= 0 || v.Height <= 0 || v.Width > maxImageSide || v.Height > maxImageSide:
+		return fmt.Errorf("infer: %w: size %dx%d: want 1..%d per side", ErrImage, v.Width, v.Height, maxImageSide)
+	case v.Step < v.Width*bpp || v.Step > maxImageSide*4:
+		return fmt.Errorf("infer: %w: step %d for width %d %v: want %d..%d", ErrImage, v.Step, v.Width, v.Format, v.Width*bpp, maxImageSide*4)
+	}
+	if need := (v.Height-1)*v.Step + v.Width*bpp; len(v.Pix) < need {
+		return fmt.Errorf("infer: %w: %dx%d %v with step %d needs %d bytes, view has %d", ErrImage, v.Width, v.Height, v.Format, v.Step, need, len(v.Pix))
+	}
+	return nil
+}
+
+// ColorOrder is the channel order the model expects.
+type ColorOrder uint8
+
+const (
+	ColorRGB ColorOrder = iota // channel 0 = R (default)
+	ColorBGR                   // channel 0 = B
+)
+
+// ResizeMethod chooses how the source is resampled to the model's size.
+type ResizeMethod uint8
+
+const (
+	// ResizeAuto (the zero value) picks ResizeArea when the model input is
+	// no larger than the source in both directions, else ResizeBilinear.
+	ResizeAuto ResizeMethod = iota
+	// ResizeArea averages the source pixels of each destination pixel's
+	// footprint. Footprints are whole source pixels: destination column j
+	// covers source columns [j*sw/dw, (j+1)*sw/dw) (integer division), rows
+	// likewise, so every source pixel is read exactly once and belongs to
+	// one output pixel; with integer ratios (1280x720 → 256x144 is 5x5) it is
+	// exact area averaging. It does not alias on large reductions, which
+	// keeps small features such as a hazard patch from flickering.
+	ResizeArea
+	// ResizeBilinear samples with half-pixel centres (as OpenCV's
+	// INTER_LINEAR and PyTorch's align_corners=false), clamping at the
+	// edges. Right for enlarging; aliases when reducing by more than 2.
+	ResizeBilinear
+)
+
+// PreprocessParams describes the model's image input.
+type PreprocessParams struct {
+	Width, Height int        // model input size
+	Order         ColorOrder // channel order written into the tensor
+	// Mean and Std are per output channel (in Order): value = (x/255 -
+	// Mean[c]) / Std[c]. A zero Std means 1, so the zero value is plain x/255.
+	Mean, Std [3]float32
+	Resize    ResizeMethod
+}
+
+func (p PreprocessParams) validate() error {
+	if p.Width <= 0 || p.Height <= 0 || p.Width > maxImageSide || p.Height > maxImageSide {
+		return fmt.Errorf("infer: %w: model input size %dx%d", ErrImage, p.Width, p.Height)
+	}
+	if p.Order > ColorBGR || p.Resize > ResizeBilinear {
+		return fmt.Errorf("infer: %w: unknown color order %d or resize method %d", ErrImage, p.Order, p.Resize)
+	}
+	for c := range 3 {
+		m, s := float64(p.Mean[c]), float64(p.Std[c])
+		if math.IsNaN(m) || math.IsInf(m, 0) || math.IsNaN(s) || math.IsInf(s, 0) || s < 0 {
+			return fmt.Errorf("infer: %w: channel %d mean %v std %v: want finite, std >= 0", ErrImage, c, m, s)
+		}
+	}
+	return nil
+}
+
+// Preprocess resizes src to p's size, normalises it and writes float32 CHW
+// (3 planes of Width*Height) into dst[:3*Width*Height]. It reads src in place
+// (no copy of the frame), allocates nothing and runs on the calling
+// goroutine; Preprocessor spreads the same work over several cores.
+//
+// Mono8 sources fill all three channels with the grey value.
+func Preprocess(dst []float32, src ImageView, p PreprocessParams) error {
+	plan, err := newPrepPlan(dst, src, p)
+	if err != nil {
+		return err
+	}
+	plan.rows(0, p.Height)
+	return nil
+}
+
+// prepPlan is one frame's preprocessing, split by destination rows.
+type prepPlan struct {
+	pix              []byte
+	srcW, srcH, step int
+	bpp              int
+	dstW, dstH       int
+	area             bool
+	// For source byte k of a pixel (k < bpp; for Mono8 k = 0 feeds all
+	// three): the plane it is written to and out = x*scale + bias there.
+	planes      [3][]float32
+	scale, bias [3]float32
+}
+
+func newPrepPlan(dst []float32, src ImageView, p PreprocessParams) (prepPlan, error) {
+	if err := p.validate(); err != nil {
+		return prepPlan{}, err
+	}
+	if err := src.Validate(); err != nil {
+		return prepPlan{}, err
+	}
+	plane := p.Width * p.Height
+	if len(dst) < 3*plane {
+		return prepPlan{}, fmt.Errorf("infer: %w: destination holds %d values, %dx%dx3 needs %d", ErrImage, len(dst), p.Width, p.Height, 3*plane)
+	}
+	pl := prepPlan{
+		pix: src.Pix, srcW: src.Width, srcH: src.Height, step: src.Step,
+		bpp:  src.Format.BytesPerPixel(),
+		dstW: p.Width, dstH: p.Height,
+	}
+	switch p.Resize {
+	case ResizeArea:
+		pl.area = true
+	case ResizeAuto:
+		pl.area = p.Width <= src.Width && p.Height <= src.Height
+	}
+	// outChan[k]: the output channel fed by source byte k.
+	outChan := [3]int{0, 1, 2}
+	if (src.Format == PixelBGR8) != (p.Order == ColorBGR) && src.Format != PixelMono8 {
+		outChan = [3]int{2, 1, 0}
+	}
+	for k, c := range outChan {
+		std := p.Std[c]
+		if std == 0 {
+			std = 1
+		}
+		pl.planes[k] = dst[c*plane : (c+1)*plane]
+		pl.scale[k] = 1 / (255 * std)
+		pl.bias[k] = -p.Mean[c] / std
+	}
+	return pl, nil
+}
+
+// rows fills destination rows [i0, i1) of all three planes.
+func (pl *prepPlan) rows(i0, i1 int) {
+	switch {
+	case pl.area && pl.bpp == 3:
+		pl.areaRGB(i0, i1)
+	case pl.area:
+		pl.areaMono(i0, i1)
+	default:
+		pl.bilinear(i0, i1)
+	}
+}
+
+// footprint is the source range [lo, hi) behind destination index i of n;
+// never empty, so enlarging with ResizeArea degrades to nearest neighbour.
+func footprint(i, n, src int) (lo, hi int) {
+	lo = i * src / n
+	hi = (i + 1) * src / n
+	if hi <= lo {
+		hi = lo + 1
+	}
+	return lo, hi
+}
+
+func (pl *prepPlan) areaRGB(i0, i1 int) {
+	// Locals, not fields: stores into the planes would otherwise make the
+	// compiler reload pl's fields in the inner loops.
+	pix, step := pl.pix, pl.step
+	srcW, srcH, dstW, dstH := pl.srcW, pl.srcH, pl.dstW, pl.dstH
+	p0, p1, p2 := pl.planes[0], pl.planes[1], pl.planes[2]
+	a0, a1, a2 := pl.scale[0], pl.scale[1], pl.scale[2]
+	b0, b1, b2 := pl.bias[0], pl.bias[1], pl.bias[2]
+	for i := i0; i < i1; i++ {
+		y0, y1 := footprint(i, dstH, srcH)
+		out := p0[i*dstW : (i+1)*dstW]
+		out1 := p1[i*dstW : (i+1)*dstW]
+		out2 := p2[i*dstW : (i+1)*dstW]
+		x0 := 0
+		for j := range out {
+			next := (j + 1) * srcW / dstW // footprint(j+1)'s start
+			x1 := max(next, x0+1)
+			var s0, s1, s2 uint32
+			for y := y0; y < y1; y++ {
+				row := pix[y*step+x0*3 : y*step+x1*3]
+				for k := 0; k+2 < len(row); k += 3 {
+					s0 += uint32(row[k])
+					s1 += uint32(row[k+1])
+					s2 += uint32(row[k+2])
+				}
+			}
+			inv := 1 / float32((y1-y0)*(x1-x0))
+			out[j] = float32(s0)*inv*a0 + b0
+			out1[j] = float32(s1)*inv*a1 + b1
+			out2[j] = float32(s2)*inv*a2 + b2
+			x0 = next
+		}
+	}
+}
+
+func (pl *prepPlan) areaMono(i0, i1 int) {
+	pix, step := pl.pix, pl.step
+	srcW, srcH, dstW, dstH := pl.srcW, pl.srcH, pl.dstW, pl.dstH
+	p0, p1, p2 := pl.planes[0], pl.planes[1], pl.planes[2]
+	a0, a1, a2 := pl.scale[0], pl.scale[1], pl.scale[2]
+	b0, b1, b2 := pl.bias[0], pl.bias[1], pl.bias[2]
+	for i := i0; i < i1; i++ {
+		y0, y1 := footprint(i, dstH, srcH)
+		out := p0[i*dstW : (i+1)*dstW]
+		out1 := p1[i*dstW : (i+1)*dstW]
+		out2 := p2[i*dstW : (i+1)*dstW]
+		x0 := 0
+		for j := range out {
+			next := (j + 1) * srcW / dstW
+			x1 := max(next, x0+1)
+			var sum uint32
+			for y := y0; y < y1; y++ {
+				for _, v := range pix[y*step+x0 : y*step+x1] {
+					sum += uint32(v)
+				}
+			}
+			g := float32(sum) / float32((y1-y0)*(x1-x0))
+			out[j] = g*a0 + b0
+			out1[j] = g*a1 + b1
+			out2[j] = g*a2 + b2
+			x0 = next
+		}
+	}
+}
+
+// bilinearTap is the two source indices and the weight of the second for
+// destination index i of n (half-pixel centres, clamped).
+func bilinearTap(i, n, src int) (lo, hi int, w float32) {
+	f := (float32(i)+0.5)*float32(src)/float32(n) - 0.5
+	if f < 0 {
+		f = 0
+	}
+	lo = int(f)
+	if lo > src-1 {
+		lo = src - 1
+	}
+	hi = min(lo+1, src-1)
+	return lo, hi, f - float32(lo)
+}
+
+func (pl *prepPlan) bilinear(i0, i1 int) {
+	pix, step, bpp := pl.pix, pl.step, pl.bpp
+	srcW, srcH, dstW, dstH := pl.srcW, pl.srcH, pl.dstW, pl.dstH
+	p0, p1, p2 := pl.planes[0], pl.planes[1], pl.planes[2]
+	a0, a1, a2 := pl.scale[0], pl.scale[1], pl.scale[2]
+	b0, b1, b2 := pl.bias[0], pl.bias[1], pl.bias[2]
+	// lerp2 interpolates byte k of the pixels at offsets a, b in rows r0, r1.
+	lerp2 := func(r0, r1 []byte, a, b, k int, wx, wy float32) float32 {
+		top := float32(r0[a+k]) + wx*(float32(r0[b+k])-float32(r0[a+k]))
+		bot := float32(r1[a+k]) + wx*(float32(r1[b+k])-float32(r1[a+k]))
+		return top + wy*(bot-top)
+	}
+	for i := i0; i < i1; i++ {
+		y0, y1, wy := bilinearTap(i, dstH, srcH)
+		r0 := pix[y0*step : y0*step+srcW*bpp]
+		r1 := pix[y1*step : y1*step+srcW*bpp]
+		out := p0[i*dstW : (i+1)*dstW]
+		out1 := p1[i*dstW : (i+1)*dstW]
+		out2 := p2[i*dstW : (i+1)*dstW]
+		for j := range out {
+			x0, x1, wx := bilinearTap(j, dstW, srcW)
+			a, b := x0*bpp, x1*bpp
+			if bpp == 1 {
+				g := lerp2(r0, r1, a, b, 0, wx, wy)
+				out[j], out1[j], out2[j] = g*a0+b0, g*a1+b1, g*a2+b2
+				continue
+			}
+			out[j] = lerp2(r0, r1, a, b, 0, wx, wy)*a0 + b0
+			out1[j] = lerp2(r0, r1, a, b, 1, wx, wy)*a1 + b1
+			out2[j] = lerp2(r0, r1, a, b, 2, wx, wy)*a2 + b2
+		}
+	}
+}
+
+// Preprocessor runs Preprocess split by destination rows over a fixed set of
+// persistent worker goroutines (plus the caller's), so a frame costs no
+// goroutine start and no allocation.
+//
+// Run and Close must be called from one goroutine at a time (the frame
+// loop that owns it). Close stops the workers.
+type Preprocessor struct {
+	params PreprocessParams
+	plan   prepPlan        // this frame's job; written by Run before waking workers
+	wake   []chan struct{} // one per worker; closed by Close
+	done   chan struct{}   // one receive per worker per frame
+	wg     sync.WaitGroup
+	closed bool
+}
+
+// DefaultPreprocessParallelism caps the parallelism NewPreprocessor picks,
+// leaving cores to the robot's own software.
+const DefaultPreprocessParallelism = 4
+
+// NewPreprocessor starts parallelism-1 workers (the caller of Run does one
+// share). parallelism <= 0 means min(GOMAXPROCS, DefaultPreprocessParallelism).
+func NewPreprocessor(p PreprocessParams, parallelism int) (*Preprocessor, error) {
+	if err := p.validate(); err != nil {
+		return nil, err
+	}
+	if parallelism <= 0 {
+		parallelism = min(runtime.GOMAXPROCS(0), DefaultPreprocessParallelism)
+	}
+	parallelism = min(parallelism, p.Height)
+	pp := &Preprocessor{
+		params: p,
+		wake:   make([]chan struct{}, parallelism-1),
+		done:   make(chan struct{}, parallelism),
+	}
+	for w := range pp.wake {
+		pp.wake[w] = make(chan struct{})
+		pp.wg.Add(1)
+		go pp.work(w + 1)
+	}
+	return pp, nil
+}
+
+// band is share k of the destination rows, of n shares.
+func (pp *Preprocessor) band(k int) (int, int) {
+	n := len(pp.wake) + 1
+	return k * pp.params.Height / n, (k + 1) * pp.params.Height / n
+}
+
+func (pp *Preprocessor) work(k int) {
+	defer pp.wg.Done()
+	for range pp.wake[k-1] {
+		pp.plan.rows(pp.band(k))
+		pp.done <- struct{}{}
+	}
+}
+
+// Params returns the parameters the Preprocessor was made with.
+func (pp *Preprocessor) Params() PreprocessParams { return pp.params }
+
+// Parallelism is the number of goroutines sharing a frame, the caller's
+// included.
+func (pp *Preprocessor) Parallelism() int { return len(pp.wake) + 1 }
+
+// Run is Preprocess with the rows shared among the workers. It returns when
+// dst is complete; src is not read after it returns.
+func (pp *Preprocessor) Run(dst []float32, src ImageView) error {
+	if pp.closed {
+		return fmt.Errorf("infer: preprocessor: %w", ErrClosed)
+	}
+	plan, err := newPrepPlan(dst, src, pp.params)
+	if err != nil {
+		return err
+	}
+	// The channel sends order this write before the workers' reads, and
+	// their sends on done order their writes to dst before Run returns.
+	pp.plan = plan
+	for _, w := range pp.wake {
+		w <- struct{}{}
+	}
+	pp.plan.rows(pp.band(0))
+	for range pp.wake {
+		<-pp.done
+	}
+	pp.plan = prepPlan{} // drop references to the caller's buffers
+	return nil
+}
+
+// Close stops the workers and waits for them. Further Runs fail with
+// ErrClosed; closing twice is a no-op.
+func (pp *Preprocessor) Close() {
+	if pp.closed {
+		return
+	}
+	pp.closed = true
+	for _, w := range pp.wake {
+		close(w)
+	}
+	pp.wg.Wait()
+}

@@ -1,0 +1,346 @@
+package infer
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+)
+
+// testImage makes a w x h image in format f with the given row step, filled
+// by pattern(x, y, channel byte index) and 0xEE in row padding.
+func testImage(w, h, step int, f PixelFormat, pattern func(x, y, k int) byte) ImageView {
+	bpp := f.BytesPerPixel()
+	pix := make([]byte, (h-1)*step+w*bpp) // exactly as long as needed
+	for i := range pix {
+		pix[i] = 0xEE
+	}
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			for k := 0; k < bpp; k++ {
+				pix[y*step+x*bpp+k] = pattern(x, y, k)
+			}
+		}
+	}
+	return ImageView{Pix: pix, Width: w, Height: h, Step: step, Format: f}
+}
+
+// noise is a deterministic pseudo-random pattern.
+func noise(x, y, k int) byte {
+	v := uint32(x*73856093) ^ uint32(y*19349663) ^ uint32(k*83492791)
+	v ^= v >> 13
+	v *= 0x5bd1e995
+	return byte(v >> 24)
+}
+
+// refPreprocess is a direct float64 transcription of the documented rules,
+// to compare the fast code against.
+func refPreprocess(src ImageView, p PreprocessParams) []float64 {
+	bpp := src.Format.BytesPerPixel()
+	at := func(x, y, k int) float64 {
+		if src.Format == PixelMono8 {
+			k = 0
+		}
+		return float64(src.Pix[y*src.Step+x*bpp+k])
+	}
+	// byteFor[c]: which source byte feeds output channel c.
+	byteFor := [3]int{0, 1, 2}
+	if src.Format != PixelMono8 && (src.Format == PixelBGR8) != (p.Order == ColorBGR) {
+		byteFor = [3]int{2, 1, 0}
+	}
+	area := p.Resize == ResizeArea || (p.Resize == ResizeAuto && p.Width <= src.Width && p.Height <= src.Height)
+	out := make([]float64, 3*p.Width*p.Height)
+	for c := 0; c < 3; c++ {
+		std := float64(p.Std[c])
+		if std == 0 {
+			std = 1
+		}
+		for i := 0; i < p.Height; i++ {
+			for j := 0; j < p.Width; j++ {
+				var v float64
+				if area {
+					y0, y1 := i*src.Height/p.Height, (i+1)*src.Height/p.Height
+					x0, x1 := j*src.Width/p.Width, (j+1)*src.Width/p.Width
+					y1, x1 = max(y1, y0+1), max(x1, x0+1)
+					for y := y0; y < y1; y++ {
+						for x := x0; x < x1; x++ {
+							v += at(x, y, byteFor[c])
+						}
+					}
+					v /= float64((y1 - y0) * (x1 - x0))
+				} else {
+					tap := func(i, n, size int) (int, int, float64) {
+						f := math.Max((float64(i)+0.5)*float64(size)/float64(n)-0.5, 0)
+						lo := min(int(f), size-1)
+						return lo, min(lo+1, size-1), f - float64(lo)
+					}
+					y0, y1, wy := tap(i, p.Height, src.Height)
+					x0, x1, wx := tap(j, p.Width, src.Width)
+					k := byteFor[c]
+					top := at(x0, y0, k)*(1-wx) + at(x1, y0, k)*wx
+					bot := at(x0, y1, k)*(1-wx) + at(x1, y1, k)*wx
+					v = top*(1-wy) + bot*wy
+				}
+				out[c*p.Width*p.Height+i*p.Width+j] = (v/255 - float64(p.Mean[c])) / std
+			}
+		}
+	}
+	return out
+}
+
+func TestPreprocessMatchesReference(t *testing.T) {
+	norm := PreprocessParams{Mean: [3]float32{0.485, 0.456, 0.406}, Std: [3]float32{0.229, 0.224, 0.225}}
+	cases := []struct {
+		name          string
+		w, h, padding int
+		f             PixelFormat
+		p             PreprocessParams
+	}{
+		{"rgb8 1280x720 to 256x144, exact 5x5 area", 1280, 720, 0, PixelRGB8, PreprocessParams{Width: 256, Height: 144}},
+		{"bgr8 to rgb swaps channels", 160, 90, 0, PixelBGR8, PreprocessParams{Width: 32, Height: 18}},
+		{"rgb8 to a bgr model swaps channels", 160, 90, 0, PixelRGB8, PreprocessParams{Width: 32, Height: 18, Order: ColorBGR}},
+		{"bgr8 to a bgr model keeps the order", 160, 90, 0, PixelBGR8, PreprocessParams{Width: 32, Height: 18, Order: ColorBGR}},
+		{"mono8 fills all channels", 200, 100, 0, PixelMono8, PreprocessParams{Width: 64, Height: 36}},
+		{"non-integer ratio 1000x700 to 288x160", 1000, 700, 0, PixelRGB8, PreprocessParams{Width: 288, Height: 160}},
+		{"padded rows are skipped", 100, 60, 13, PixelRGB8, PreprocessParams{Width: 40, Height: 24}},
+		{"mean and std", 320, 180, 0, PixelRGB8, PreprocessParams{Width: 64, Height: 36, Mean: norm.Mean, Std: norm.Std}},
+		{"enlarging uses bilinear", 64, 36, 0, PixelRGB8, PreprocessParams{Width: 256, Height: 144}},
+		{"bilinear on request when reducing", 640, 360, 5, PixelBGR8, PreprocessParams{Width: 256, Height: 144, Resize: ResizeBilinear}},
+		{"bilinear mono8", 50, 40, 3, PixelMono8, PreprocessParams{Width: 77, Height: 61}},
+		{"area on request when enlarging (nearest)", 30, 20, 0, PixelRGB8, PreprocessParams{Width: 64, Height: 48, Resize: ResizeArea}},
+		{"same size is a copy", 32, 16, 0, PixelRGB8, PreprocessParams{Width: 32, Height: 16}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			src := testImage(tc.w, tc.h, tc.w*tc.f.BytesPerPixel()+tc.padding, tc.f, noise)
+			want := refPreprocess(src, tc.p)
+			got := make([]float32, len(want))
+			if err := Preprocess(got, src, tc.p); err != nil {
+				t.Fatal(err)
+			}
+			for i := range want {
+				if d := math.Abs(float64(got[i]) - want[i]); d > 1e-4 || math.IsNaN(float64(got[i])) {
+					c, rest := i/(tc.p.Width*tc.p.Height), i%(tc.p.Width*tc.p.Height)
+					t.Fatalf("channel %d pixel (%d,%d): got %v, want %v", c, rest%tc.p.Width, rest/tc.p.Width, got[i], want[i])
+				}
+			}
+		})
+	}
+}
+
+// Channel routing checked on plain colours, independent of the reference.
+func TestPreprocessChannelOrder(t *testing.T) {
+	orangeBytes := [3]byte{255, 80, 0} // R, G, B
+	for _, tc := range []struct {
+		f     PixelFormat
+		order ColorOrder
+		want  [3]float32
+	}{
+		{PixelRGB8, ColorRGB, [3]float32{1, 80.0 / 255, 0}},
+		{PixelBGR8, ColorRGB, [3]float32{1, 80.0 / 255, 0}},
+		{PixelRGB8, ColorBGR, [3]float32{0, 80.0 / 255, 1}},
+		{PixelBGR8, ColorBGR, [3]float32{0, 80.0 / 255, 1}},
+	} {
+		src := testImage(8, 4, 24, tc.f, func(x, y, k int) byte {
+			if tc.f == PixelBGR8 {
+				k = 2 - k
+			}
+			return orangeBytes[k]
+		})
+		dst := make([]float32, 3*2*2)
+		if err := Preprocess(dst, src, PreprocessParams{Width: 2, Height: 2, Order: tc.order}); err != nil {
+			t.Fatal(err)
+		}
+		for c := range 3 {
+			if math.Abs(float64(dst[c*4]-tc.want[c])) > 1e-6 {
+				t.Fatalf("%v source, order %d: channels %v, want %v", tc.f, tc.order, []float32{dst[0], dst[4], dst[8]}, tc.want)
+			}
+		}
+	}
+}
+
+func TestPreprocessRejects(t *testing.T) {
+	good := testImage(64, 32, 192, PixelRGB8, noise)
+	p := PreprocessParams{Width: 16, Height: 8}
+	dst := make([]float32, 3*16*8)
+	cases := []struct {
+		name string
+		dst  []float32
+		src  ImageView
+		p    PreprocessParams
+		want string
+	}{
+		{"an unknown pixel format", dst, ImageView{Pix: good.Pix, Width: 64, Height: 32, Step: 192}, p, "unknown pixel format"},
+		{"a zero width", dst, ImageView{Pix: good.Pix, Height: 32, Step: 192, Format: PixelRGB8}, p, "size 0x32"},
+		{"a step shorter than a row", dst, ImageView{Pix: good.Pix, Width: 64, Height: 32, Step: 191, Format: PixelRGB8}, p, "step 191"},
+		{"a buffer shorter than the image", dst, ImageView{Pix: good.Pix[:len(good.Pix)-1], Width: 64, Height: 32, Step: 192, Format: PixelRGB8}, p, "needs 6144 bytes, view has 6143"},
+		{"a destination too small", dst[:3*16*8-1], good, p, "destination holds 383 values"},
+		{"a zero model size", dst, good, PreprocessParams{Width: 0, Height: 8}, "model input size 0x8"},
+		{"a negative std", dst, good, PreprocessParams{Width: 16, Height: 8, Std: [3]float32{1, -1, 1}}, "std -1"},
+		{"a NaN mean", dst, good, PreprocessParams{Width: 16, Height: 8, Mean: [3]float32{float32(math.NaN())}}, "mean NaN"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Preprocess(tc.dst, tc.src, tc.p)
+			if !errors.Is(err, ErrImage) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want ErrImage containing %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := PixelFormatFromEncoding("rgba8"); !errors.Is(err, ErrImage) {
+		t.Fatalf("rgba8: %v", err)
+	}
+	for _, f := range []PixelFormat{PixelRGB8, PixelBGR8, PixelMono8} {
+		if got, err := PixelFormatFromEncoding(f.String()); got != f || err != nil {
+			t.Fatalf("%v round trip: %v, %v", f, got, err)
+		}
+	}
+}
+
+// The parallel Preprocessor writes exactly what Preprocess writes.
+func TestPreprocessorMatchesSerial(t *testing.T) {
+	src := testImage(1280, 720, 1280*3+64, PixelBGR8, noise)
+	for _, par := range []int{1, 2, 3, 7, 0} {
+		for _, p := range []PreprocessParams{
+			{Width: 256, Height: 144},
+			{Width: 300, Height: 151, Resize: ResizeBilinear, Mean: [3]float32{0.5, 0.5, 0.5}},
+		} {
+			t.Run(fmt.Sprintf("parallelism %d, %dx%d", par, p.Width, p.Height), func(t *testing.T) {
+				want := make([]float32, 3*p.Width*p.Height)
+				if err := Preprocess(want, src, p); err != nil {
+					t.Fatal(err)
+				}
+				pp, err := NewPreprocessor(p, par)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer pp.Close()
+				got := make([]float32, len(want))
+				for round := 0; round < 3; round++ {
+					clear(got)
+					if err := pp.Run(got, src); err != nil {
+						t.Fatal(err)
+					}
+					for i := range want {
+						if got[i] != want[i] {
+							t.Fatalf("round %d, parallelism %d: value %d is %v, serial %v", round, pp.Parallelism(), i, got[i], want[i])
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestPreprocessAllocatesNothing(t *testing.T) {
+	src := testImage(1280, 720, 1280*3, PixelRGB8, noise)
+	p := PreprocessParams{Width: 256, Height: 144}
+	dst := make([]float32, 3*256*144)
+	if n := testing.AllocsPerRun(5, func() {
+		if err := Preprocess(dst, src, p); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Fatalf("Preprocess allocates %v times per frame, want 0", n)
+	}
+	pp, err := NewPreprocessor(p, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pp.Close()
+	if n := testing.AllocsPerRun(5, func() {
+		if err := pp.Run(dst, src); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Fatalf("Preprocessor.Run allocates %v times per frame, want 0", n)
+	}
+}
+
+func TestPreprocessorClose(t *testing.T) {
+	pp, err := NewPreprocessor(PreprocessParams{Width: 8, Height: 8}, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pp.Close()
+	pp.Close()
+	src := testImage(16, 16, 48, PixelRGB8, noise)
+	if err := pp.Run(make([]float32, 3*64), src); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Run after Close: %v, want ErrClosed", err)
+	}
+}
+
+// End to end on the CPU path: a 1280x720 bgr8 camera frame with orange
+// paint in its lower right, preprocessed straight into the session's image
+// tensor, penalises the right sectors.
+func TestPreprocessIntoReferenceModel(t *testing.T) {
+	s := newRefSession(t)
+	cfg := s.Config()
+	p, err := cfg.PreprocessParams()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pp, err := NewPreprocessor(p, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pp.Close()
+	frame := testImage(1280, 720, 1280*3, PixelBGR8, func(x, y, k int) byte {
+		if x >= 800 && x < 1200 && y >= 500 {
+			return [3]byte{0, 80, 255}[k] // orange, B G R
+		}
+		return 128
+	})
+	if err := pp.Run(s.Image(), frame); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Run(); err != nil {
+		t.Fatal(err)
+	}
+	scores := s.Scores()
+	if minOf(pick(scores, rightSectors)) > 0.5 || minOf(pick(scores, leftSectors)) != 1 {
+		t.Fatalf("scores %v: want the right sectors penalised and the left ones not", scores)
+	}
+}
+
+func BenchmarkPreprocess1280x720(b *testing.B) {
+	rgb := testImage(1280, 720, 1280*3, PixelRGB8, noise)
+	mono := testImage(1280, 720, 1280, PixelMono8, noise)
+	area := PreprocessParams{Width: 256, Height: 144}
+	bilinear := PreprocessParams{Width: 256, Height: 144, Resize: ResizeBilinear}
+	dst := make([]float32, 3*256*144)
+	for _, bc := range []struct {
+		name string
+		src  ImageView
+		p    PreprocessParams
+		par  int // 0: serial Preprocess
+	}{
+		{"rgb8/area/serial", rgb, area, 0},
+		{"rgb8/area/parallel2", rgb, area, 2},
+		{"rgb8/bilinear/serial", rgb, bilinear, 0},
+		{"mono8/area/serial", mono, area, 0},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(bc.src.Pix)))
+			if bc.par == 0 {
+				for b.Loop() {
+					if err := Preprocess(dst, bc.src, bc.p); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return
+			}
+			pp, err := NewPreprocessor(bc.p, bc.par)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer pp.Close()
+			for b.Loop() {
+				if err := pp.Run(dst, bc.src); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

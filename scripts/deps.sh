@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Install what zerohop's build and tests need on a fresh Debian/Ubuntu machine
+# that has only Go and gcc, idempotently: npm (to fetch the pinned ONNX
+# Runtime library from the onnxruntime-node package). Nothing is installed
+# when it is already present.
+set -euo pipefail
+need=()
+command -v npm >/dev/null || need+=(npm)
+if ((${#need[@]})); then
+	echo "deps: installing Debian packages: ${need[*]}"
+	sudo_cmd=""
+	[[ $(id -u) -eq 0 ]] || sudo_cmd="sudo"
+	$sudo_cmd apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+exec "$(dirname "$0")/ort/fetch.sh"
