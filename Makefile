@@ -25,7 +25,7 @@ fmt-check:
 	if [ -n "$$out" ]; then echo "gofmt: these files need formatting:"; echo "$$out"; exit 1; fi
 
 test: deps vet fmt-check
-	ZEROHOP_REQUIRE_ORT=1 $(GO) test -race ./...
+	ZEROHOP_REQUIRE_ORT=1 $(GO) test -race -timeout 10m ./...
 
 models:
 	@/usr/bin/python3 -c 'import onnx' 2>/dev/null || { echo "make models: needs python3-onnx (apt-get install -y python3-onnx)"; exit 1; }

@@ -158,6 +158,7 @@ type Pool struct {
 	// active ids are visible to Publish and Release.
 	claimed atomic.Uint32
 	active  atomic.Uint32
+	nextID  atomic.Uint32 // where Subscribe starts looking for a free id
 	closed  atomic.Bool
 
 	stats counters
@@ -470,7 +471,12 @@ func (p *Pool) Subscribe(limit int) (SubscriberID, error) {
 		if free == 0 {
 			return 0, fmt.Errorf("pool %q: %w (%d in use)", p.name, ErrTooManySubscriber, MaxSubscribers)
 		}
-		id := bits.TrailingZeros32(free)
+		// Take the first free id at or after the cursor, so that an id just
+		// given up is not reused at once: a message still in flight for its
+		// previous owner then cannot reach a new one.
+		cur := p.nextID.Load() % MaxSubscribers
+		rot := free>>cur | free<<(MaxSubscribers-cur)&(1<<MaxSubscribers-1)
+		id := (int(cur) + bits.TrailingZeros32(rot)) % MaxSubscribers
 		if !p.claimed.CompareAndSwap(taken, taken|1<<id) {
 			continue
 		}
@@ -479,6 +485,7 @@ func (p *Pool) Subscribe(limit int) (SubscriberID, error) {
 		sm.state.Store(0)
 		sm.limit.Store(uint64(limit))
 		sm.drops.Store(0)
+		p.nextID.Store(uint32(id) + 1)
 		p.active.Or(1 << id)
 		return SubscriberID(id), nil
 	}

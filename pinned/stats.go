@@ -164,3 +164,15 @@ func (p *Pool) SubscriberDrops(sub SubscriberID) uint64 {
 	}
 	return p.subs[sub].drops.Load()
 }
+
+// InUse counts the slots not on the free list (being written or held),
+// without allocating.
+func (p *Pool) InUse() int {
+	n := 0
+	for i := range p.slots {
+		if p.slots[i].word.Load()&(writerBit|holdsMask) != 0 {
+			n++
+		}
+	}
+	return n
+}

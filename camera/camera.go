@@ -1,0 +1,298 @@
+// Package camera is the camera node as a library: it owns one pool per data
+// class (point clouds, images), has a sensor.Source write each frame
+// straight into a slot, and publishes the slot's handle through a
+// Publisher (the unix transport, or in-process for composed mode). It
+// never blocks on a subscriber: frames that cannot be delivered are dropped
+// for that subscriber and counted.
+package camera
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/zerohop/zerohop/handles"
+	"github.com/zerohop/zerohop/monotime"
+	"github.com/zerohop/zerohop/pinned"
+	"github.com/zerohop/zerohop/sensor"
+)
+
+// Topic indices of the two streams every camera serves.
+const (
+	TopicPoints = 0
+	TopicImage  = 1
+)
+
+// Topic names subscribers ask for.
+const (
+	PointsTopicName = "points"
+	ImageTopicName  = "image"
+)
+
+// TopicName returns the name of topic index i.
+func TopicName(i int) string {
+	if i == TopicImage {
+		return ImageTopicName
+	}
+	return PointsTopicName
+}
+
+// Publisher delivers a written slot of a topic with its handle.
+type Publisher interface {
+	Publish(topic int, slot pinned.Slot, h *handles.Handle) (int, error)
+}
+
+// Config configures a camera.
+type Config struct {
+	Source sensor.Source
+	Rate   float64 // frames per second; default 30
+	// Slots per pool; 0 applies pinned.SlotsFor(period, ConsumerTime,
+	// Subscribers).
+	Slots        uint32
+	ConsumerTime time.Duration // slowest consumer's per-frame p99; default 50 ms
+	Subscribers  int           // expected subscribers; default 2
+	Shared       bool          // memfd pools, for other processes
+	Lock         bool          // mlock the pools
+	Pinner       pinned.Pinner
+	// Checksum fills each handle's payload checksum (test mode; costs a
+	// pass over the payload).
+	Checksum bool
+	// Frames stops after this many frames; 0 runs until the source ends or
+	// ctx is done.
+	Frames uint64
+	// PointsFrameID and ImageFrameID go into handles; defaults "lidar",
+	// "camera".
+	PointsFrameID, ImageFrameID string
+	Log                         *zap.Logger
+}
+
+// Stats counts the camera's frames.
+type Stats struct {
+	Frames     uint64 // frame ticks handled
+	Published  [2]uint64
+	Exhausted  [2]uint64 // no free slot: frame skipped
+	Late       uint64    // ticks missed because a frame took longer than the period
+	Delivered  [2]uint64 // handles sent, summed over subscribers
+	FillErrors uint64
+}
+
+// Camera renders frames into its pools and publishes them.
+type Camera struct {
+	cfg    Config
+	log    *zap.Logger
+	pools  [2]*pinned.Pool
+	points handles.PointFormat
+	ids    [2]handles.FrameID
+
+	frames, late, fillErrors   atomic.Uint64
+	published, exhausted, sent [2]atomic.Uint64
+}
+
+// New creates the camera's pools, sized for the source.
+func New(cfg Config) (*Camera, error) {
+	if cfg.Source == nil {
+		return nil, errors.New("camera: no source")
+	}
+	if cfg.Rate == 0 {
+		cfg.Rate = 30
+	}
+	if cfg.Rate < 0 || cfg.Rate > 10000 {
+		return nil, fmt.Errorf("camera: rate %g Hz, want (0, 10000]", cfg.Rate)
+	}
+	if cfg.ConsumerTime == 0 {
+		cfg.ConsumerTime = 50 * time.Millisecond
+	}
+	if cfg.Subscribers == 0 {
+		cfg.Subscribers = 2
+	}
+	if cfg.PointsFrameID == "" {
+		cfg.PointsFrameID = "lidar"
+	}
+	if cfg.ImageFrameID == "" {
+		cfg.ImageFrameID = "camera"
+	}
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	c := &Camera{cfg: cfg, log: cfg.Log}
+	var err error
+	if c.ids[TopicPoints], err = handles.NewFrameID(cfg.PointsFrameID); err != nil {
+		return nil, fmt.Errorf("camera: points frame id: %w", err)
+	}
+	if c.ids[TopicImage], err = handles.NewFrameID(cfg.ImageFrameID); err != nil {
+		return nil, fmt.Errorf("camera: image frame id: %w", err)
+	}
+	slots := cfg.Slots
+	if slots == 0 {
+		period := time.Duration(float64(time.Second) / cfg.Rate)
+		if slots, err = pinned.SlotsFor(period, cfg.ConsumerTime, cfg.Subscribers); err != nil {
+			return nil, fmt.Errorf("camera: %w", err)
+		}
+	}
+	sizes := [2]uint64{
+		uint64(cfg.Source.MaxPoints()) * sensor.PointStep,
+		uint64(cfg.Source.MaxImageBytes()),
+	}
+	epoch := uint32(time.Now().UnixNano()>>10) | 1
+	for i, size := range sizes {
+		if size == 0 {
+			continue // the source has no such stream
+		}
+		p, err := pinned.New(pinned.Geometry{SlotCount: slots, SlotSize: size}, pinned.Options{
+			Name: TopicName(i), ID: uint32(i + 1), Shared: cfg.Shared, Lock: cfg.Lock,
+			Pinner: cfg.Pinner, Epoch: epoch + uint32(i),
+		})
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("camera: %w", err)
+		}
+		c.pools[i] = p
+	}
+	if c.pools[TopicPoints] == nil && c.pools[TopicImage] == nil {
+		return nil, errors.New("camera: the source provides neither points nor images")
+	}
+	c.points = handles.PointFormat{
+		Step: sensor.PointStep, X: sensor.PointOffsetX, Y: sensor.PointOffsetY,
+		Z: sensor.PointOffsetZ, Intensity: sensor.PointOffsetIntensity, Datatype: handles.DatatypeFloat32,
+	}
+	c.log.Info("camera pools ready", zap.Uint32("slots", slots),
+		zap.Uint64("points_slot_bytes", sizes[0]), zap.Uint64("image_slot_bytes", sizes[1]),
+		zap.Bool("shared", cfg.Shared), zap.Float64("rate_hz", cfg.Rate))
+	return c, nil
+}
+
+// Pool returns topic's pool (nil when the source lacks that stream).
+func (c *Camera) Pool(topic int) *pinned.Pool { return c.pools[topic] }
+
+// Kind returns topic's handle kind.
+func Kind(topic int) handles.Kind {
+	if topic == TopicImage {
+		return handles.KindImage
+	}
+	return handles.KindPoints
+}
+
+// Close releases the pools. Call after Run returned and the publisher is
+// closed.
+func (c *Camera) Close() error {
+	var errs []error
+	for i, p := range c.pools {
+		if p != nil {
+			errs = append(errs, p.Close())
+			c.pools[i] = nil
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Run produces frames at the configured rate until ctx is done, the source
+// ends or Frames have been produced. It returns nil in those cases and an
+// error only for a failing source.
+func (c *Camera) Run(ctx context.Context, pub Publisher) error {
+	period := time.Duration(float64(time.Second) / c.cfg.Rate)
+	ticker := time.NewTicker(period)
+	defer ticker.Stop()
+	var h handles.Handle
+	for seq := uint64(0); ; seq++ {
+		if c.cfg.Frames > 0 && seq >= c.cfg.Frames {
+			return nil
+		}
+		if f := c.cfg.Source.Frames(); f > 0 && seq >= f {
+			return nil
+		}
+		err := c.Frame(seq, pub, &h)
+		if errors.Is(err, sensor.ErrEndOfFrames) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		}
+		// A tick already pending means this frame overran its period.
+		select {
+		case <-ticker.C:
+			c.late.Add(1)
+		default:
+		}
+	}
+}
+
+// Frame renders and publishes frame seq on both topics; h is scratch.
+func (c *Camera) Frame(seq uint64, pub Publisher, h *handles.Handle) error {
+	c.frames.Add(1)
+	capture := time.Now().UnixNano()
+	for topic, p := range c.pools {
+		if p == nil {
+			continue
+		}
+		slot, err := p.Acquire()
+		if err != nil {
+			c.exhausted[topic].Add(1)
+			continue
+		}
+		*h = handles.Handle{Kind: Kind(topic), Seq: seq, CaptureNs: capture, FrameID: c.ids[topic]}
+		buf := slot.Bytes()
+		if err := c.fill(topic, seq, buf, h); err != nil {
+			p.Abort(slot)
+			if errors.Is(err, sensor.ErrEndOfFrames) {
+				return err
+			}
+			c.fillErrors.Add(1)
+			return fmt.Errorf("camera frame %d %s: %w", seq, TopicName(topic), err)
+		}
+		if c.cfg.Checksum {
+			h.Checksum = handles.PayloadChecksum(buf[:h.Length])
+		}
+		h.PublishNs = monotime.Now()
+		n, err := pub.Publish(topic, slot, h)
+		if err != nil {
+			return fmt.Errorf("camera frame %d %s: publish: %w", seq, TopicName(topic), err)
+		}
+		c.published[topic].Add(1)
+		c.sent[topic].Add(uint64(n))
+	}
+	return nil
+}
+
+func (c *Camera) fill(topic int, seq uint64, buf []byte, h *handles.Handle) error {
+	if topic == TopicPoints {
+		n, err := c.cfg.Source.FillPoints(seq, buf)
+		if err != nil {
+			return err
+		}
+		h.Points = c.points
+		h.Points.Count = uint32(n)
+		h.Length = uint64(n) * sensor.PointStep
+		return nil
+	}
+	info, err := c.cfg.Source.FillImage(seq, buf)
+	if err != nil {
+		return err
+	}
+	enc, err := handles.ParseEncoding(info.Encoding.String())
+	if err != nil {
+		return err
+	}
+	h.Image = handles.ImageFormat{Width: uint32(info.Width), Height: uint32(info.Height), RowStep: uint32(info.Step), Encoding: enc}
+	h.Length = uint64(info.Step) * uint64(info.Height)
+	return nil
+}
+
+// Stats returns the camera's counters.
+func (c *Camera) Stats() Stats {
+	st := Stats{Frames: c.frames.Load(), Late: c.late.Load(), FillErrors: c.fillErrors.Load()}
+	for i := range c.pools {
+		st.Published[i] = c.published[i].Load()
+		st.Exhausted[i] = c.exhausted[i].Load()
+		st.Delivered[i] = c.sent[i].Load()
+	}
+	return st
+}

@@ -1,0 +1,188 @@
+package camera
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+
+	"github.com/zerohop/zerohop/handles"
+	"github.com/zerohop/zerohop/handles/transport"
+	"github.com/zerohop/zerohop/pinned"
+	"github.com/zerohop/zerohop/sensor"
+)
+
+// NodeConfig is everything the camera process is configured with.
+type NodeConfig struct {
+	Source       string // "synthetic" or "replay:DIR"
+	Loop         bool   // replay: loop
+	Rate         float64
+	Beams        int
+	AzimuthSteps int
+	ImageWidth   int
+	ImageHeight  int
+	Socket       string
+	AllowGID     int
+	Slots        uint32
+	Lock         bool
+	Checksum     bool
+	Frames       uint64
+	MetricsAddr  string // "" disables
+	Log          *zap.Logger
+}
+
+// OpenSource builds the source named by spec: "synthetic" or "replay:DIR".
+func OpenSource(spec string, cfg NodeConfig) (sensor.Source, error) {
+	switch {
+	case spec == "" || spec == "synthetic":
+		return sensor.NewSynthetic(sensor.SyntheticConfig{
+			Rate: cfg.Rate, Beams: cfg.Beams, AzimuthSteps: cfg.AzimuthSteps,
+			ImageWidth: cfg.ImageWidth, ImageHeight: cfg.ImageHeight,
+		})
+	case strings.HasPrefix(spec, "replay:"):
+		dir := strings.TrimPrefix(spec, "replay:")
+		if dir == "" {
+			return nil, errors.New(`--source replay:DIR needs a directory, e.g. replay:/data/kitti/seq00`)
+		}
+		return sensor.NewReplay(dir, sensor.ReplayConfig{Loop: cfg.Loop, Preload: true})
+	}
+	return nil, fmt.Errorf(`--source %q: want "synthetic" or "replay:DIR"`, spec)
+}
+
+// RunNode runs a camera process: source, shared pools, the unix socket
+// server and a metrics endpoint, until ctx is done or the frames run out.
+func RunNode(ctx context.Context, cfg NodeConfig) error {
+	log := cfg.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	src, err := OpenSource(cfg.Source, cfg)
+	if err != nil {
+		return err
+	}
+	cam, err := New(Config{
+		Source: src, Rate: cfg.Rate, Slots: cfg.Slots, Shared: true, Lock: cfg.Lock,
+		Checksum: cfg.Checksum, Frames: cfg.Frames, Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	defer cam.Close()
+	var topics []transport.Topic
+	for i := range 2 {
+		if p := cam.Pool(i); p != nil {
+			topics = append(topics, transport.Topic{Name: TopicName(i), Kind: Kind(i), Pool: p})
+		}
+	}
+	srv, err := transport.NewServer(transport.ServerConfig{Path: cfg.Socket, AllowGID: cfg.AllowGID, Topics: topics, Log: log})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx) }()
+
+	if cfg.MetricsAddr != "" {
+		stopMetrics, err := serveMetrics(ctx, cfg.MetricsAddr, cam, srv, log)
+		if err != nil {
+			cancel()
+			<-served
+			return err
+		}
+		defer stopMetrics()
+	}
+	log.Info("camera serving", zap.String("socket", srv.Path()), zap.String("source", cfg.Source))
+	runErr := cam.Run(ctx, indexPublisher{srv, topics, cam})
+	cancel()
+	serveErr := <-served
+	st := cam.Stats()
+	log.Info("camera stopped", zap.Uint64("frames", st.Frames), zap.Uint64("late", st.Late),
+		zap.Uint64s("exhausted", st.Exhausted[:]), zap.Uint64s("delivered", st.Delivered[:]))
+	return errors.Join(runErr, serveErr)
+}
+
+// indexPublisher maps camera topic indices onto server topic indices (a
+// source without images has only the points topic).
+type indexPublisher struct {
+	srv    *transport.Server
+	topics []transport.Topic
+	cam    *Camera
+}
+
+func (p indexPublisher) Publish(topic int, slot pinned.Slot, h *handles.Handle) (int, error) {
+	for i, t := range p.topics {
+		if t.Pool == p.cam.Pool(topic) {
+			return p.srv.Publish(i, slot, h)
+		}
+	}
+	return 0, fmt.Errorf("topic %d not served", topic)
+}
+
+func serveMetrics(ctx context.Context, addr string, cam *Camera, srv *transport.Server, log *zap.Logger) (func(), error) {
+	reg := prometheus.NewRegistry()
+	for i := range 2 {
+		p := cam.Pool(i)
+		if p == nil {
+			continue
+		}
+		labels := prometheus.Labels{"topic": TopicName(i)}
+		reg.MustRegister(
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "zerohop_camera_pool_in_use", Help: "Slots being written or held by subscribers.", ConstLabels: labels},
+				func() float64 { return float64(p.Stats().InUse) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "zerohop_camera_published_total", Help: "Frames published.", ConstLabels: labels},
+				func() float64 { return float64(cam.Stats().Published[i]) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "zerohop_camera_exhausted_total", Help: "Frames skipped for want of a free slot.", ConstLabels: labels},
+				func() float64 { return float64(cam.Stats().Exhausted[i]) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "zerohop_camera_subscriber_drops_total", Help: "Frames a subscriber missed because it was at its in-flight limit.", ConstLabels: labels},
+				func() float64 {
+					var n uint64
+					for _, s := range p.Stats().Subscribers {
+						n += s.Drops
+					}
+					return float64(n)
+				}),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "zerohop_camera_rejected_releases_total", Help: "Releases rejected as stale or forged.", ConstLabels: labels},
+				func() float64 { return float64(p.Stats().Rejected.Total()) }),
+		)
+	}
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "zerohop_camera_frames_late_total", Help: "Frame ticks missed because a frame overran its period."},
+			func() float64 { return float64(cam.Stats().Late) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "zerohop_camera_subscribers", Help: "Connected subscribers."},
+			func() float64 { return float64(srv.Stats().Connected) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "zerohop_camera_send_drops_total", Help: "Handles not sent because a subscriber socket was full or dead."},
+			func() float64 { return float64(srv.Stats().SendDrops) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "zerohop_camera_garbage_disconnects_total", Help: "Subscribers disconnected for protocol violations."},
+			func() float64 { return float64(srv.Stats().Garbage) }),
+	)
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics %q: %w", addr, err)
+	}
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn("metrics server stopped", zap.Error(err))
+		}
+	}()
+	log.Info("metrics endpoint", zap.String("url", "http://"+ln.Addr().String()+"/metrics"))
+	return func() {
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		hs.Shutdown(sctx)
+		<-done
+	}, nil
+}

@@ -1,0 +1,95 @@
+// Command camera is the zerohop camera node: a source (synthetic scene or
+// replayed files) writes every frame straight into shared slot memory and
+// the frame's handle goes to subscribers over a unix socket.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/zerohop/zerohop/camera"
+	"github.com/zerohop/zerohop/handles/transport"
+	"github.com/zerohop/zerohop/logging"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "camera:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("camera", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `Usage: camera [flags]
+
+Renders (synthetic) or replays camera images and LiDAR point clouds straight
+into shared, page-aligned slot memory and announces each frame to subscribers
+(the zerohop agent) over a unix socket. It never waits for a slow subscriber:
+frames it cannot deliver are dropped for that subscriber and counted.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	var (
+		cfg       camera.NodeConfig
+		imageSize string
+		logLevel  string
+		slots     uint
+	)
+	fs.StringVar(&cfg.Source, "source", "synthetic", `frame source: "synthetic" (moving obstacle, hazard marking) or "replay:DIR" (KITTI .bin, PCD, PNG/JPEG files)`)
+	fs.BoolVar(&cfg.Loop, "loop", false, "replay: loop over the files")
+	fs.Float64Var(&cfg.Rate, "rate", 30, "frames per second")
+	fs.IntVar(&cfg.Beams, "beams", 64, "synthetic LiDAR beams")
+	fs.IntVar(&cfg.AzimuthSteps, "azimuth-steps", 1800, "synthetic LiDAR azimuth steps per revolution")
+	fs.StringVar(&imageSize, "image-size", "1280x720", "synthetic image size WIDTHxHEIGHT")
+	fs.StringVar(&cfg.Socket, "socket", transport.DefaultSocketPath(), "unix socket to serve subscribers on")
+	fs.IntVar(&cfg.AllowGID, "allow-gid", -1, "also admit subscribers with this primary gid (default: same uid only)")
+	fs.UintVar(&slots, "slots", 0, "slots per pool (0: sizing rule for 2 subscribers taking up to 50 ms)")
+	fs.BoolVar(&cfg.Lock, "mlock", false, "lock the pools in memory (needs RLIMIT_MEMLOCK)")
+	fs.BoolVar(&cfg.Checksum, "checksum", false, "test mode: put a CRC-64 of each payload in its handle")
+	fs.Uint64Var(&cfg.Frames, "frames", 0, "stop after this many frames (0: run until stopped)")
+	fs.StringVar(&cfg.MetricsAddr, "metrics", "127.0.0.1:9091", `Prometheus /metrics and /healthz address ("" disables)`)
+	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
+	}
+	w, h, err := parseSize(imageSize)
+	if err != nil {
+		return err
+	}
+	cfg.ImageWidth, cfg.ImageHeight, cfg.Slots = w, h, uint32(slots)
+	log, err := logging.New(logLevel)
+	if err != nil {
+		return err
+	}
+	defer log.Sync()
+	cfg.Log = log
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return camera.RunNode(ctx, cfg)
+}
+
+func parseSize(s string) (int, int, error) {
+	ws, hs, ok := strings.Cut(s, "x")
+	w, err1 := strconv.Atoi(ws)
+	h, err2 := strconv.Atoi(hs)
+	if !ok || err1 != nil || err2 != nil || w <= 0 || h <= 0 {
+		return 0, 0, fmt.Errorf("--image-size %q: want WIDTHxHEIGHT, e.g. 1280x720", s)
+	}
+	return w, h, nil
+}

@@ -1,0 +1,422 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/bits"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/zerohop/zerohop/handles"
+	"github.com/zerohop/zerohop/pinned"
+)
+
+// Topic is one stream the camera serves: a name subscribers ask for, the
+// kind of data and the pool its slots come from.
+type Topic struct {
+	Name string
+	Kind handles.Kind
+	Pool *pinned.Pool
+}
+
+// ServerConfig configures the camera's side of the unix transport.
+type ServerConfig struct {
+	// Path of the SOCK_SEQPACKET socket (see DefaultSocketPath).
+	Path string
+	// AllowGID, when ≥ 0, also admits peers whose primary gid matches;
+	// peers with the camera's own uid are always admitted.
+	AllowGID int
+	Topics   []Topic
+	// Slack is how many slots a subscriber may hold beyond its depth (in
+	// transit, being replaced). Default 2.
+	Slack int
+	Log   *zap.Logger
+}
+
+// DefaultSocketPath is $XDG_RUNTIME_DIR/zerohop/camera.sock, or
+// /run/zerohop/camera.sock without XDG_RUNTIME_DIR.
+func DefaultSocketPath() string {
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return d + "/zerohop/camera.sock"
+	}
+	return "/run/zerohop/camera.sock"
+}
+
+// ServerStats counts what the server has seen.
+type ServerStats struct {
+	Accepted, Refused, Disconnected, Garbage uint64
+	// SendDrops are handles that could not be sent (subscriber socket full
+	// or dead); the hold was returned at once.
+	SendDrops uint64
+	Connected int
+}
+
+// Server serves pools to subscribers over a unix socket. Publish is safe to
+// call from one goroutine per topic concurrently with everything else.
+type Server struct {
+	cfg    ServerConfig
+	log    *zap.Logger
+	lfd    int
+	topics []*serverTopic
+
+	mu    sync.Mutex
+	conns map[*conn]struct{}
+	wg    sync.WaitGroup
+
+	accepted, refused, disconnected, garbage, sendDrops atomic.Uint64
+}
+
+type serverTopic struct {
+	Topic
+	// subs[id] is the connection that holds pool subscriber id; wanted is
+	// the set of ids Publish offers slots to. A connection is stored in
+	// subs before its bit is set in wanted, and removed after it is cleared.
+	subs   [pinned.MaxSubscribers]atomic.Pointer[conn]
+	wanted atomic.Uint32
+}
+
+type conn struct {
+	fd   int
+	name string
+	pid  int32
+	// mu orders sends against close: fd is closed under mu with closed set.
+	mu     sync.Mutex
+	closed bool
+	// subID[i] is this connection's subscriber id in topic i's pool, valid
+	// where joined[i].
+	subID  [MaxTopics]pinned.SubscriberID
+	joined [MaxTopics]bool
+	drops  atomic.Uint64
+}
+
+// NewServer validates the configuration and binds the socket.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	if cfg.Path == "" {
+		cfg.Path = DefaultSocketPath()
+	}
+	if cfg.Slack <= 0 {
+		cfg.Slack = 2
+	}
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	if len(cfg.Topics) == 0 || len(cfg.Topics) > MaxTopics {
+		return nil, fmt.Errorf("transport server: %d topics, want 1..%d", len(cfg.Topics), MaxTopics)
+	}
+	s := &Server{cfg: cfg, log: cfg.Log, conns: map[*conn]struct{}{}}
+	seen := map[string]bool{}
+	for _, t := range cfg.Topics {
+		if err := checkName(t.Name, "topic", TopicNameSize); err != nil {
+			return nil, fmt.Errorf("transport server: %w", err)
+		}
+		if seen[t.Name] {
+			return nil, fmt.Errorf("transport server: topic %q twice", t.Name)
+		}
+		seen[t.Name] = true
+		if t.Pool == nil {
+			return nil, fmt.Errorf("transport server: topic %q has no pool", t.Name)
+		}
+		s.topics = append(s.topics, &serverTopic{Topic: t})
+	}
+	lfd, err := listenSeqpacket(cfg.Path)
+	if err != nil {
+		return nil, fmt.Errorf("transport server: %w", err)
+	}
+	s.lfd = lfd
+	return s, nil
+}
+
+// Path is the socket path.
+func (s *Server) Path() string { return s.cfg.Path }
+
+// Serve accepts subscribers until ctx is done, then disconnects them all,
+// removes the socket and returns.
+func (s *Server) Serve(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() { shutdown(s.lfd) })
+	defer stop()
+	for {
+		fd, err := accept(s.lfd)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			if errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) {
+				s.log.Warn("accept: out of file descriptors", zap.Error(err))
+				continue
+			}
+			s.closeAll()
+			return fmt.Errorf("accept on %q: %w", s.cfg.Path, err)
+		}
+		c := &conn{fd: fd}
+		s.mu.Lock()
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go s.serveConn(ctx, c)
+	}
+	s.closeAll()
+	return nil
+}
+
+func (s *Server) closeAll() {
+	s.mu.Lock()
+	for c := range s.conns {
+		shutdown(c.fd)
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	closeFd(s.lfd)
+	os.Remove(s.cfg.Path)
+}
+
+// serveConn admits one subscriber, then receives its releases until it goes.
+func (s *Server) serveConn(ctx context.Context, c *conn) {
+	defer s.wg.Done()
+	stop := context.AfterFunc(ctx, func() { shutdown(c.fd) })
+	defer stop()
+	log := s.log.With(zap.Int("fd", c.fd))
+	if err := s.admit(c); err != nil {
+		s.refused.Add(1)
+		log.Warn("subscriber refused", zap.String("subscriber", c.name), zap.Int32("pid", c.pid), zap.Error(err))
+		sendBlocking(c.fd, marshalRefuse(err.Error()), nil)
+		s.drop(c)
+		return
+	}
+	s.accepted.Add(1)
+	log = log.With(zap.String("subscriber", c.name), zap.Int32("pid", c.pid))
+	log.Info("subscriber connected")
+	reason := s.receiveReleases(c)
+	if reason != nil {
+		s.garbage.Add(1) // before drop, so that it is counted once the subscriber is gone
+	}
+	s.drop(c)
+	if reason != nil {
+		log.Warn("subscriber disconnected for a protocol violation; its leases are reclaimed", zap.Error(reason))
+	} else {
+		log.Info("subscriber disconnected; its leases are reclaimed")
+	}
+}
+
+func (s *Server) admit(c *conn) error {
+	cred, err := peerCred(c.fd)
+	if err != nil {
+		return fmt.Errorf("SO_PEERCRED: %w", err)
+	}
+	c.pid = cred.Pid
+	if int(cred.Uid) != os.Getuid() && (s.cfg.AllowGID < 0 || int(cred.Gid) != s.cfg.AllowGID) {
+		return fmt.Errorf("peer pid %d uid %d gid %d: not the camera's uid %d and not the allowed gid %d", cred.Pid, cred.Uid, cred.Gid, os.Getuid(), s.cfg.AllowGID)
+	}
+	if err := setRecvTimeout(c.fd, 5); err != nil {
+		return fmt.Errorf("set hello timeout: %w", err)
+	}
+	buf := make([]byte, helloSize+1)
+	n, trunc, err := recv(c.fd, buf, false)
+	if err != nil {
+		return fmt.Errorf("waiting for hello: %w", err)
+	}
+	if trunc {
+		return fmt.Errorf("%w: hello longer than %d bytes", ErrProtocol, helloSize)
+	}
+	var h hello
+	if err := h.unmarshal(buf[:n]); err != nil {
+		return err
+	}
+	c.name = h.name
+	if err := setRecvTimeout(c.fd, 0); err != nil {
+		return fmt.Errorf("clear hello timeout: %w", err)
+	}
+	// Join each wanted topic's pool, then announce them with their fds.
+	var (
+		infos []poolInfo
+		fds   []int
+	)
+	defer func() { closeFds(fds) }()
+	for _, name := range h.topics {
+		ti := s.topicIndex(name)
+		if ti < 0 {
+			return fmt.Errorf("unknown topic %q (served: %s)", name, s.topicNames())
+		}
+		if c.joined[ti] {
+			return fmt.Errorf("topic %q asked for twice", name)
+		}
+		t := s.topics[ti]
+		id, err := t.Pool.Subscribe(h.depth + s.cfg.Slack)
+		if err != nil {
+			return err
+		}
+		c.subID[ti], c.joined[ti] = id, true
+		fd, err := t.Pool.ShareFd()
+		if err != nil {
+			return err
+		}
+		fds = append(fds, fd)
+		g := t.Pool.Geometry()
+		infos = append(infos, poolInfo{topic: name, geom: handles.Geometry{
+			PoolID: t.Pool.ID(), SlotCount: g.SlotCount, SlotCapacity: g.SlotSize, Kind: t.Kind,
+		}})
+	}
+	if err := sendBlocking(c.fd, marshalWelcome(infos), fds); err != nil {
+		return fmt.Errorf("send welcome: %w", err)
+	}
+	for ti, t := range s.topics {
+		if c.joined[ti] {
+			t.subs[c.subID[ti]].Store(c)
+			t.wanted.Or(1 << c.subID[ti])
+		}
+	}
+	return nil
+}
+
+// receiveReleases applies the subscriber's releases until it disconnects
+// (nil) or sends something that is not a valid release of a slot it holds.
+func (s *Server) receiveReleases(c *conn) error {
+	var buf [handles.ReleaseSize + 1]byte
+	var r handles.Release
+	for {
+		n, trunc, err := recv(c.fd, buf[:], false)
+		if err != nil {
+			if errors.Is(err, unix.ECONNRESET) {
+				return nil
+			}
+			return fmt.Errorf("receive: %w", err)
+		}
+		if n == 0 {
+			return nil // orderly close, or our own shutdown
+		}
+		if trunc {
+			return fmt.Errorf("%w: datagram longer than a %d-byte release", ErrProtocol, handles.ReleaseSize)
+		}
+		if err := r.Unmarshal(buf[:n]); err != nil {
+			return err
+		}
+		ti := s.poolTopic(r.PoolID)
+		if ti < 0 || !c.joined[ti] {
+			return fmt.Errorf("%w: release names pool %d, which this subscriber did not join", ErrProtocol, r.PoolID)
+		}
+		if err := s.topics[ti].Pool.Release(c.subID[ti], r.Slot, r.Generation); err != nil {
+			return err
+		}
+	}
+}
+
+// drop unregisters a connection, returns every slot it held and closes it.
+func (s *Server) drop(c *conn) {
+	for ti, t := range s.topics {
+		if !c.joined[ti] {
+			continue
+		}
+		id := c.subID[ti]
+		t.wanted.And(^uint32(1 << id))
+		t.subs[id].CompareAndSwap(c, nil)
+	}
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	for ti, t := range s.topics {
+		if c.joined[ti] {
+			t.Pool.Unsubscribe(c.subID[ti])
+		}
+	}
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	s.disconnected.Add(1)
+	closeFd(c.fd)
+}
+
+func (s *Server) topicIndex(name string) int {
+	for i, t := range s.topics {
+		if t.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+func (s *Server) poolTopic(id uint32) int {
+	for i, t := range s.topics {
+		if t.Pool.ID() == id {
+			return i
+		}
+	}
+	return -1
+}
+
+func (s *Server) topicNames() string {
+	var out string
+	for i, t := range s.topics {
+		if i > 0 {
+			out += ", "
+		}
+		out += t.Name
+	}
+	return out
+}
+
+// Subscribers returns the set of pool subscriber ids connected to topic i.
+func (s *Server) Subscribers(topic int) pinned.SubscriberSet {
+	return pinned.SubscriberSet(s.topics[topic].wanted.Load())
+}
+
+// Publish hands a written slot of topic i to every subscriber of the topic
+// and sends each the handle h, whose pool, slot and generation fields it
+// fills in. It never blocks: a subscriber at its in-flight limit or with a
+// full socket misses this frame (counted). It returns how many subscribers
+// got the handle.
+func (s *Server) Publish(topic int, slot pinned.Slot, h *handles.Handle) (int, error) {
+	t := s.topics[topic]
+	h.PoolID = t.Pool.ID()
+	h.Slot = slot.Index()
+	h.Generation = slot.Generation()
+	var rec [handles.Size]byte
+	h.MarshalTo(&rec)
+	held, err := t.Pool.Publish(slot, pinned.SubscriberSet(t.wanted.Load()))
+	if err != nil {
+		return 0, err
+	}
+	sent := 0
+	for m := uint32(held); m != 0; m &= m - 1 {
+		id := pinned.SubscriberID(bits.TrailingZeros32(m))
+		if c := t.subs[id].Load(); c != nil && c.send(rec[:]) {
+			sent++
+			continue
+		}
+		// Not sent: the subscriber will never release it, so we do.
+		s.sendDrops.Add(1)
+		t.Pool.Release(id, slot.Index(), slot.Generation())
+	}
+	return sent, nil
+}
+
+func (c *conn) send(b []byte) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	if err := sendNow(c.fd, b); err != nil {
+		c.drops.Add(1)
+		return false
+	}
+	return true
+}
+
+// Stats returns the server's counters.
+func (s *Server) Stats() ServerStats {
+	s.mu.Lock()
+	n := len(s.conns)
+	s.mu.Unlock()
+	return ServerStats{
+		Accepted:     s.accepted.Load(),
+		Refused:      s.refused.Load(),
+		Disconnected: s.disconnected.Load(),
+		Garbage:      s.garbage.Load(),
+		SendDrops:    s.sendDrops.Load(),
+		Connected:    n,
+	}
+}

@@ -1,0 +1,208 @@
+package transport
+
+// Every socket system call of the unix transport lives here. Invariants:
+//
+//   - Sockets are SOCK_SEQPACKET: each send is one datagram, delivered whole
+//     and in order, or not at all; a receive never merges two messages.
+//   - Sends on the camera's publish path use MSG_DONTWAIT|MSG_NOSIGNAL: a
+//     full subscriber socket is EAGAIN (a drop for that subscriber), a dead
+//     one EPIPE; the camera never blocks and never gets SIGPIPE.
+//   - A blocked recv is woken for shutdown by shutdown(2) on the same fd,
+//     never by close(2): the fd stays valid until its owner closes it.
+//   - Received fds (SCM_RIGHTS) are close-on-exec (MSG_CMSG_CLOEXEC) and
+//     every one is either handed to an owner or closed, also on error paths.
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+func listenSeqpacket(path string) (int, error) {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return -1, fmt.Errorf("create socket directory %q: %w", dir, err)
+	}
+	if err := os.Chmod(dir, 0o750); err != nil {
+		return -1, fmt.Errorf("chmod socket directory %q to 0750: %w", dir, err)
+	}
+	if err := removeStaleSocket(path); err != nil {
+		return -1, err
+	}
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("socket: %w", err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("bind %q: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o660); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("chmod socket %q to 0660: %w", path, err)
+	}
+	if err := unix.Listen(fd, 16); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("listen on %q: %w", path, err)
+	}
+	return fd, nil
+}
+
+// removeStaleSocket removes a socket file left by a camera that died, and
+// refuses to touch one a running camera still serves or a non-socket file.
+func removeStaleSocket(path string) error {
+	st, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("stat socket %q: %w", path, err)
+	}
+	if st.Mode()&os.ModeSocket == 0 {
+		return fmt.Errorf("socket path %q exists and is not a socket (%v); refusing to remove it", path, st.Mode())
+	}
+	fd, err := dialSeqpacket(path)
+	if err == nil {
+		unix.Close(fd)
+		return fmt.Errorf("socket %q is served by a running camera", path)
+	}
+	if err := os.Remove(path); err != nil {
+		return fmt.Errorf("remove stale socket %q: %w", path, err)
+	}
+	return nil
+}
+
+func dialSeqpacket(path string) (int, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("socket: %w", err)
+	}
+	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("connect %q: %w", path, err)
+	}
+	return fd, nil
+}
+
+func accept(lfd int) (int, error) {
+	for {
+		fd, _, err := unix.Accept4(lfd, unix.SOCK_CLOEXEC)
+		if err == unix.EINTR || err == unix.ECONNABORTED {
+			continue
+		}
+		return fd, err
+	}
+}
+
+func peerCred(fd int) (*unix.Ucred, error) {
+	return unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED)
+}
+
+func setRecvTimeout(fd int, sec int64) error {
+	return unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: sec})
+}
+
+// sendNow sends one datagram without blocking.
+func sendNow(fd int, b []byte) error {
+	for {
+		err := unix.Sendto(fd, b, unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL, nil)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// sendBlocking sends one datagram, waiting for room (control messages only).
+func sendBlocking(fd int, b []byte, fds []int) error {
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	for {
+		err := unix.Sendmsg(fd, b, oob, nil, unix.MSG_NOSIGNAL)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// recv receives one datagram into b. A datagram longer than b is reported
+// as truncated (MSG_TRUNC gives its full length). n == 0 with a nil error
+// is an orderly shutdown by the peer. Non-blocking when dontwait is set.
+func recv(fd int, b []byte, dontwait bool) (n int, truncated bool, err error) {
+	flags := unix.MSG_TRUNC
+	if dontwait {
+		flags |= unix.MSG_DONTWAIT
+	}
+	for {
+		n, err = recvNoAddr(fd, b, flags)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, false, err
+		}
+		return min(n, len(b)), n > len(b), nil
+	}
+}
+
+// recvNoAddr is recvfrom(2) without the source address. unix.Recvfrom
+// allocates a Sockaddr per call, which the per-frame path cannot afford;
+// connected SEQPACKET sockets have no use for the address.
+func recvNoAddr(fd int, b []byte, flags int) (int, error) {
+	var p unsafe.Pointer
+	if len(b) > 0 {
+		p = unsafe.Pointer(&b[0])
+	}
+	n, _, errno := unix.Syscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(p), uintptr(len(b)), uintptr(flags), 0, 0)
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(n), nil
+}
+
+// recvWithFds receives one datagram and up to maxFds passed fds.
+func recvWithFds(fd int, b []byte, maxFds int) (int, []int, error) {
+	oob := make([]byte, unix.CmsgSpace(4*maxFds))
+	for {
+		n, oobn, flags, _, err := unix.Recvmsg(fd, b, oob, unix.MSG_CMSG_CLOEXEC)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+		var fds []int
+		if oobn > 0 {
+			msgs, perr := unix.ParseSocketControlMessage(oob[:oobn])
+			if perr != nil {
+				return 0, nil, fmt.Errorf("parse control message: %w", perr)
+			}
+			for i := range msgs {
+				got, rerr := unix.ParseUnixRights(&msgs[i])
+				if rerr == nil {
+					fds = append(fds, got...)
+				}
+			}
+		}
+		if flags&(unix.MSG_CTRUNC|unix.MSG_TRUNC) != 0 {
+			closeFds(fds)
+			return 0, nil, fmt.Errorf("%w: message or its fds truncated (flags %#x)", ErrProtocol, flags)
+		}
+		return n, fds, nil
+	}
+}
+
+func closeFds(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+func shutdown(fd int) { unix.Shutdown(fd, unix.SHUT_RDWR) }
+
+func closeFd(fd int) { unix.Close(fd) }

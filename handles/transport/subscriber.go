@@ -1,0 +1,381 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/zerohop/zerohop/handles"
+	"github.com/zerohop/zerohop/monotime"
+	"github.com/zerohop/zerohop/pinned"
+)
+
+// SubscriberConfig configures the agent's side of the unix transport.
+type SubscriberConfig struct {
+	Path   string   // camera socket; default DefaultSocketPath()
+	Name   string   // shown in the camera's logs
+	Topics []string // e.g. "points", "image"
+	// Depth is keep-last-N per topic (default 1): older undelivered leases
+	// are released as soon as a newer one arrives.
+	Depth int
+	// Spin makes the receive goroutine poll its socket instead of sleeping
+	// in recv: lower handoff latency for the price of one busy core.
+	Spin bool
+	// Reconnect backoff bounds; defaults 20 ms and 1 s.
+	MinBackoff, MaxBackoff time.Duration
+	// OnLease, if set, is called on the receive goroutine with every lease
+	// (inline delivery) instead of queueing it for Latest; it must Release
+	// the lease, now or later.
+	OnLease func(Lease)
+	// Pinner registers each mapped pool with the GPU (read-only).
+	Pinner pinned.Pinner
+	Log    *zap.Logger
+}
+
+// SubscriberStats counts a subscriber's traffic.
+type SubscriberStats struct {
+	Received, Superseded, Invalid, Connects uint64
+	Connected                               bool
+}
+
+// Subscriber receives handles from a camera over the unix transport and
+// hands out leases. Run owns the connection; Latest and Lease.Release may be
+// called from any goroutine.
+type Subscriber struct {
+	cfg  SubscriberConfig
+	log  *zap.Logger
+	mail []*mailbox
+
+	connected                               atomic.Bool
+	received, superseded, invalid, connects atomic.Uint64
+	connectedCh                             chan struct{}
+}
+
+// NewSubscriber validates cfg. Call Run to connect.
+func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
+	if cfg.Path == "" {
+		cfg.Path = DefaultSocketPath()
+	}
+	if cfg.Depth == 0 {
+		cfg.Depth = 1
+	}
+	if cfg.MinBackoff <= 0 {
+		cfg.MinBackoff = 20 * time.Millisecond
+	}
+	if cfg.MaxBackoff < cfg.MinBackoff {
+		cfg.MaxBackoff = max(time.Second, cfg.MinBackoff)
+	}
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	if cfg.Depth < 1 || cfg.Depth > MaxDepth {
+		return nil, fmt.Errorf("subscriber: depth %d, want 1..%d", cfg.Depth, MaxDepth)
+	}
+	if err := checkName(cfg.Name, "subscriber name", NameSize); err != nil {
+		return nil, fmt.Errorf("subscriber: %w", err)
+	}
+	if len(cfg.Topics) == 0 || len(cfg.Topics) > MaxTopics {
+		return nil, fmt.Errorf("subscriber: %d topics, want 1..%d", len(cfg.Topics), MaxTopics)
+	}
+	s := &Subscriber{cfg: cfg, log: cfg.Log, connectedCh: make(chan struct{}, 1)}
+	for _, t := range cfg.Topics {
+		if err := checkName(t, "topic", TopicNameSize); err != nil {
+			return nil, fmt.Errorf("subscriber: %w", err)
+		}
+		s.mail = append(s.mail, newMailbox(cfg.Depth, &s.superseded))
+	}
+	return s, nil
+}
+
+// Stats returns the subscriber's counters.
+func (s *Subscriber) Stats() SubscriberStats {
+	return SubscriberStats{
+		Received: s.received.Load(), Superseded: s.superseded.Load(),
+		Invalid: s.invalid.Load(), Connects: s.connects.Load(), Connected: s.connected.Load(),
+	}
+}
+
+// Connected reports whether a camera connection is up.
+func (s *Subscriber) Connected() bool { return s.connected.Load() }
+
+// Latest waits until topic has a lease, and returns the freshest one,
+// releasing any older queued ones. The caller must Release it.
+func (s *Subscriber) Latest(ctx context.Context, topic int) (Lease, error) {
+	return s.mail[topic].latest(ctx)
+}
+
+// TryLatest is Latest without waiting; ok is false when nothing is queued.
+func (s *Subscriber) TryLatest(topic int) (l Lease, ok bool) {
+	select {
+	case l = <-s.mail[topic].ch:
+	default:
+		return Lease{}, false
+	}
+	for {
+		select {
+		case newer := <-s.mail[topic].ch:
+			l.Release()
+			s.superseded.Add(1)
+			l = newer
+		default:
+			return l, true
+		}
+	}
+}
+
+// Run connects to the camera and receives until ctx is done, reconnecting
+// with backoff whenever the camera goes away. It returns ctx's error, or
+// at once an error the camera gave when refusing this subscriber.
+func (s *Subscriber) Run(ctx context.Context) error {
+	backoff := s.cfg.MinBackoff
+	failing := false
+	for ctx.Err() == nil {
+		sess, err := s.connect()
+		if err != nil {
+			if errors.Is(err, ErrRefused) {
+				return err
+			}
+			if !failing {
+				s.log.Info("waiting for the camera", zap.String("socket", s.cfg.Path), zap.Error(err))
+				failing = true
+			}
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+			}
+			backoff = min(2*backoff, s.cfg.MaxBackoff)
+			continue
+		}
+		failing = false
+		backoff = s.cfg.MinBackoff
+		s.connects.Add(1)
+		s.connected.Store(true)
+		select {
+		case s.connectedCh <- struct{}{}:
+		default:
+		}
+		s.log.Info("connected to the camera", zap.String("socket", s.cfg.Path))
+		err = s.receive(ctx, sess)
+		s.connected.Store(false)
+		sess.dead.Store(true)
+		// Tell the camera now, even while leases keep the fd open: it
+		// reclaims every hold of this connection on seeing it close.
+		shutdown(sess.fd)
+		for _, m := range s.mail {
+			m.drain()
+		}
+		sess.unref()
+		if err != nil {
+			s.log.Warn("camera connection dropped", zap.Error(err))
+		} else if ctx.Err() == nil {
+			s.log.Info("camera went away; reconnecting")
+		}
+	}
+	return ctx.Err()
+}
+
+// WaitConnected waits until Run has connected (at least once since the last
+// call) or ctx is done.
+func (s *Subscriber) WaitConnected(ctx context.Context) error {
+	select {
+	case <-s.connectedCh:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// session is one connection to the camera: its socket, the pools it
+// mapped and the holds taken through it. It is freed (views unmapped, fd
+// closed) when the connection is gone and the last lease is released, so a
+// lease never points at unmapped memory.
+type session struct {
+	fd        int
+	topicPool [MaxTopics]uint32
+	views     [MaxTopics]*pinned.View
+	validator *handles.Validator
+	holds     holdTable
+	refs      atomic.Int64
+	dead      atomic.Bool
+	log       *zap.Logger
+}
+
+func (ss *session) unref() {
+	if ss.refs.Add(-1) != 0 {
+		return
+	}
+	for _, v := range ss.views {
+		if v != nil {
+			v.Close()
+		}
+	}
+	closeFd(ss.fd)
+}
+
+func (ss *session) valid() bool { return !ss.dead.Load() }
+
+func (ss *session) release(topic int, pool, slot uint32, gen uint64) error {
+	if !ss.holds.give(topic, slot, gen) {
+		return ErrReleased
+	}
+	defer ss.unref()
+	if ss.dead.Load() {
+		return nil // the camera reclaimed everything when we went away
+	}
+	r := handles.Release{PoolID: pool, Slot: slot, Generation: gen}
+	var rec [handles.ReleaseSize]byte
+	r.MarshalTo(&rec)
+	err := sendNow(ss.fd, rec[:])
+	if err == unix.EAGAIN {
+		err = sendBlocking(ss.fd, rec[:], nil) // bounded by SO_SNDTIMEO
+	}
+	if err != nil {
+		// The camera cannot learn of this release; drop the connection so
+		// that it reclaims every hold instead of leaking this one.
+		ss.log.Warn("release not delivered; reconnecting", zap.Error(err))
+		shutdown(ss.fd)
+		return fmt.Errorf("send release of pool %d slot %d: %w", r.PoolID, r.Slot, err)
+	}
+	return nil
+}
+
+func (s *Subscriber) connect() (*session, error) {
+	fd, err := dialSeqpacket(s.cfg.Path)
+	if err != nil {
+		return nil, err
+	}
+	ss := &session{fd: fd, log: s.log}
+	ss.refs.Store(1)
+	ok := false
+	defer func() {
+		if !ok {
+			ss.unref()
+		}
+	}()
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &unix.Timeval{Sec: 1}); err != nil {
+		return nil, fmt.Errorf("set send timeout: %w", err)
+	}
+	h := hello{depth: s.cfg.Depth, name: s.cfg.Name, topics: s.cfg.Topics}
+	if err := sendBlocking(fd, h.marshal(), nil); err != nil {
+		return nil, fmt.Errorf("send hello: %w", err)
+	}
+	if err := setRecvTimeout(fd, 5); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 512)
+	n, fds, err := recvWithFds(fd, buf, MaxTopics)
+	if err != nil {
+		return nil, fmt.Errorf("waiting for welcome: %w", err)
+	}
+	if reason, refused := refusal(buf[:n]); refused {
+		closeFds(fds)
+		return nil, fmt.Errorf("%w: %s", ErrRefused, reason)
+	}
+	pools, err := unmarshalWelcome(buf[:n])
+	if err != nil || len(pools) != len(fds) || len(pools) != len(s.cfg.Topics) {
+		closeFds(fds)
+		if err == nil {
+			err = fmt.Errorf("%w: welcome announces %d pools with %d fds for %d topics", ErrProtocol, len(pools), len(fds), len(s.cfg.Topics))
+		}
+		return nil, err
+	}
+	geoms := make([]handles.Geometry, len(pools))
+	for i, p := range pools {
+		ti := -1
+		for j, t := range s.cfg.Topics {
+			if t == p.topic {
+				ti = j
+			}
+		}
+		if ti < 0 || ss.views[ti] != nil {
+			closeFds(fds[i:])
+			return nil, fmt.Errorf("%w: welcome announces topic %q", ErrProtocol, p.topic)
+		}
+		v, err := pinned.OpenView(fds[i], p.geom.PoolID,
+			pinned.Geometry{SlotCount: p.geom.SlotCount, SlotSize: p.geom.SlotCapacity},
+			pinned.ViewOptions{Pinner: s.cfg.Pinner})
+		if err != nil {
+			closeFds(fds[i+1:])
+			return nil, fmt.Errorf("topic %q: %w", p.topic, err)
+		}
+		ss.views[ti] = v
+		ss.topicPool[ti] = p.geom.PoolID
+		ss.holds.init(ti, p.geom.SlotCount)
+		geoms[i] = p.geom
+	}
+	if ss.validator, err = handles.NewValidator(geoms...); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrProtocol, err)
+	}
+	if err := setRecvTimeout(fd, 0); err != nil {
+		return nil, err
+	}
+	ok = true
+	return ss, nil
+}
+
+// receive takes handles until the connection ends. nil means the camera
+// closed it (or ctx ended); an error means the camera sent something
+// invalid.
+func (s *Subscriber) receive(ctx context.Context, ss *session) error {
+	// A blocked recv wakes when data arrives; keep that wake-up on one
+	// thread rather than through the netpoller.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	stop := context.AfterFunc(ctx, func() { shutdown(ss.fd) })
+	defer stop()
+	var buf [handles.Size + 1]byte
+	var h handles.Handle
+	spins := 0
+	for {
+		n, trunc, err := recv(ss.fd, buf[:], s.cfg.Spin)
+		if err == unix.EAGAIN {
+			if spins++; spins&0xfff == 0 && ctx.Err() != nil {
+				return nil
+			}
+			continue
+		}
+		if err != nil {
+			if errors.Is(err, unix.ECONNRESET) {
+				return nil
+			}
+			return fmt.Errorf("receive: %w", err)
+		}
+		if n == 0 {
+			return nil
+		}
+		now := monotime.Now()
+		if trunc {
+			s.invalid.Add(1)
+			return fmt.Errorf("%w: datagram longer than a %d-byte handle", ErrProtocol, handles.Size)
+		}
+		if err := ss.validator.Decode(&h, buf[:n]); err != nil {
+			s.invalid.Add(1)
+			return err
+		}
+		ti := -1
+		for i := range s.cfg.Topics {
+			if ss.topicPool[i] == h.PoolID {
+				ti = i
+				break
+			}
+		}
+		if ti < 0 || !ss.holds.take(ti, h.Slot, h.Generation) {
+			s.invalid.Add(1)
+			return fmt.Errorf("%w: handle for pool %d slot %d generation %d, which we already hold", ErrProtocol, h.PoolID, h.Slot, h.Generation)
+		}
+		ss.refs.Add(1)
+		s.received.Add(1)
+		l := Lease{Handle: h, Topic: ti, ReceivedNs: now, data: ss.views[ti].Slot(h.Slot)[:h.Length], owner: ss}
+		if s.cfg.OnLease != nil {
+			s.cfg.OnLease(l)
+		} else {
+			s.mail[ti].put(l)
+		}
+	}
+}

@@ -1,0 +1,342 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zerohop/zerohop/handles"
+	"github.com/zerohop/zerohop/pinned"
+)
+
+// fixture is a server with one points pool on a socket in a temp dir.
+type fixture struct {
+	t      *testing.T
+	pool   *pinned.Pool
+	srv    *Server
+	path   string
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func newFixture(t *testing.T, slots uint32) *fixture {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "sock", "camera.sock")
+	pool, err := pinned.New(pinned.Geometry{SlotCount: slots, SlotSize: 4096}, pinned.Options{Name: "points", ID: 1, Shared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, pool: pool, path: path}
+	f.start()
+	t.Cleanup(func() {
+		f.stop()
+		pool.Close()
+	})
+	return f
+}
+
+func (f *fixture) start() {
+	srv, err := NewServer(ServerConfig{Path: f.path, AllowGID: -1, Topics: []Topic{{Name: "points", Kind: handles.KindPoints, Pool: f.pool}}})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	f.srv, f.cancel, f.done = srv, cancel, make(chan error, 1)
+	go func() { f.done <- srv.Serve(ctx) }()
+}
+
+func (f *fixture) stop() {
+	if f.cancel == nil {
+		return
+	}
+	f.cancel()
+	if err := <-f.done; err != nil {
+		f.t.Error(err)
+	}
+	f.cancel = nil
+}
+
+// publish writes a frame whose first byte is seq and publishes it.
+func (f *fixture) publish(seq uint64) int {
+	f.t.Helper()
+	slot, err := f.pool.Acquire()
+	if err != nil {
+		f.t.Fatalf("acquire for frame %d: %v", seq, err)
+	}
+	b := slot.Bytes()
+	b[0] = byte(seq)
+	h := handles.Handle{Kind: handles.KindPoints, Seq: seq, Length: 32,
+		Points: handles.PointFormat{Count: 2, Step: 16, X: 0, Y: 4, Z: 8, Intensity: 12, Datatype: handles.DatatypeFloat32}}
+	h.Checksum = handles.PayloadChecksum(b[:32])
+	n, err := f.srv.Publish(0, slot, &h)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return n
+}
+
+func (f *fixture) waitInUse(want int64) {
+	f.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for f.pool.Stats().InUse != want {
+		if time.Now().After(deadline) {
+			f.t.Fatalf("pool in use = %d, want %d", f.pool.Stats().InUse, want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func (f *fixture) waitSubscribers(n int) {
+	f.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for f.srv.Subscribers(0).Len() != n {
+		if time.Now().After(deadline) {
+			f.t.Fatalf("%d subscribers connected, want %d", f.srv.Subscribers(0).Len(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func startSubscriber(t *testing.T, cfg SubscriberConfig) (*Subscriber, context.CancelFunc, func() error) {
+	t.Helper()
+	if cfg.Name == "" {
+		cfg.Name = "test"
+	}
+	if cfg.Topics == nil {
+		cfg.Topics = []string{"points"}
+	}
+	s, err := NewSubscriber(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	var once sync.Once
+	var runErr error
+	wait := func() error {
+		once.Do(func() { runErr = <-done })
+		return runErr
+	}
+	t.Cleanup(func() {
+		cancel()
+		wait()
+	})
+	return s, cancel, wait
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestHandoffDeliversAViewOfTheSlot(t *testing.T) {
+	f := newFixture(t, 4)
+	sub, _, _ := startSubscriber(t, SubscriberConfig{Path: f.path})
+	f.waitSubscribers(1)
+	if n := f.publish(7); n != 1 {
+		t.Fatalf("publish reached %d subscribers, want 1", n)
+	}
+	l, err := sub.Latest(ctxT(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Handle.Seq != 7 || len(l.Bytes()) != 32 || l.Bytes()[0] != 7 {
+		t.Fatalf("lease seq %d, %d bytes, first %d; want seq 7, 32 bytes, first 7", l.Handle.Seq, len(l.Bytes()), l.Bytes()[0])
+	}
+	if handles.PayloadChecksum(l.Bytes()) != l.Handle.Checksum {
+		t.Fatal("payload checksum mismatch")
+	}
+	if !l.Valid() {
+		t.Fatal("fresh lease not valid")
+	}
+	f.waitInUse(1)
+	if err := l.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(); !errors.Is(err, ErrReleased) {
+		t.Fatalf("second release = %v, want ErrReleased", err)
+	}
+	f.waitInUse(0)
+	if st := f.pool.Stats(); st.Rejected.Total() != 0 {
+		t.Fatalf("the camera rejected %d releases", st.Rejected.Total())
+	}
+}
+
+func TestKeepLastReleasesSupersededAtOnce(t *testing.T) {
+	f := newFixture(t, 8)
+	sub, _, _ := startSubscriber(t, SubscriberConfig{Path: f.path, Depth: 1})
+	f.waitSubscribers(1)
+	// Superseded leases go back without the consumer doing anything.
+	for seq := uint64(1); seq <= 4; seq++ {
+		f.publish(seq)
+		deadline := time.Now().Add(5 * time.Second)
+		for sub.Stats().Received < seq && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Microsecond)
+		}
+		f.waitInUse(1)
+	}
+	l, err := sub.Latest(ctxT(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Handle.Seq != 4 {
+		t.Fatalf("latest is frame %d, want 4", l.Handle.Seq)
+	}
+	if got := sub.Stats().Superseded; got != 3 {
+		t.Fatalf("superseded = %d, want 3", got)
+	}
+	l.Release()
+	f.waitInUse(0)
+}
+
+func TestDisconnectReclaimsEveryLease(t *testing.T) {
+	f := newFixture(t, 8)
+	var mu sync.Mutex
+	var kept []Lease
+	_, cancel, done := startSubscriber(t, SubscriberConfig{Path: f.path, OnLease: func(l Lease) {
+		mu.Lock()
+		kept = append(kept, l) // never released
+		mu.Unlock()
+	}})
+	f.waitSubscribers(1)
+	for seq := uint64(1); seq <= 3; seq++ {
+		f.publish(seq)
+	}
+	f.waitInUse(3)
+	cancel()
+	done()
+	f.waitInUse(0)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, l := range kept {
+		if l.Valid() {
+			t.Fatal("lease still valid after its connection closed")
+		}
+		_ = l.Bytes()[0] // still mapped: reading must not fault
+	}
+}
+
+func TestInFlightLimitDropsInsteadOfBlocking(t *testing.T) {
+	f := newFixture(t, 16)
+	_, _, _ = startSubscriber(t, SubscriberConfig{Path: f.path, Depth: 1, OnLease: func(Lease) {}})
+	f.waitSubscribers(1)
+	// Depth 1 + slack 2 = 3 in flight; the rest are dropped for it.
+	start := time.Now()
+	for seq := uint64(1); seq <= 10; seq++ {
+		f.publish(seq)
+	}
+	if el := time.Since(start); el > time.Second {
+		t.Fatalf("10 publishes took %v", el)
+	}
+	st := f.pool.Stats()
+	if len(st.Subscribers) != 1 || st.Subscribers[0].Drops != 7 {
+		t.Fatalf("subscriber stats %+v, want 7 drops", st.Subscribers)
+	}
+	if st.InUse != 3 {
+		t.Fatalf("in use = %d, want 3", st.InUse)
+	}
+}
+
+func TestReconnectAfterCameraRestart(t *testing.T) {
+	f := newFixture(t, 4)
+	sub, _, _ := startSubscriber(t, SubscriberConfig{Path: f.path, MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
+	f.waitSubscribers(1)
+	f.publish(1)
+	old, err := sub.Latest(ctxT(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.stop()
+	f.waitInUse(0)
+	f.start()
+	f.waitSubscribers(1)
+	if old.Valid() {
+		t.Fatal("lease from the old connection still valid")
+	}
+	_ = old.Bytes()[0] // mapped, not dangling
+	if err := old.Release(); err != nil {
+		t.Fatalf("release of an invalidated lease: %v", err)
+	}
+	f.publish(2)
+	l, err := sub.Latest(ctxT(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Handle.Seq != 2 {
+		t.Fatalf("after reconnect got frame %d, want 2", l.Handle.Seq)
+	}
+	l.Release()
+	f.waitInUse(0)
+	if got := sub.Stats().Connects; got != 2 {
+		t.Fatalf("connects = %d, want 2", got)
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	f := newFixture(t, 2)
+	tests := []struct {
+		name   string
+		topics []string
+		want   string
+	}{
+		{"unknown topic", []string{"lasers"}, `unknown topic "lasers"`},
+		{"topic twice", []string{"points", "points"}, "asked for twice"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := NewSubscriber(SubscriberConfig{Path: f.path, Name: "x", Topics: tt.topics})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = s.Run(ctxT(t))
+			if !errors.Is(err, ErrRefused) || !contains(err.Error(), tt.want) {
+				t.Fatalf("Run = %v, want ErrRefused mentioning %q", err, tt.want)
+			}
+		})
+	}
+	if f.srv.Stats().Refused != 2 {
+		t.Fatalf("refused = %d, want 2", f.srv.Stats().Refused)
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+func TestSocketFileRules(t *testing.T) {
+	f := newFixture(t, 1)
+	st, err := os.Stat(f.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o660 {
+		t.Fatalf("socket mode %v, want 0660", st.Mode().Perm())
+	}
+	dst, _ := os.Stat(filepath.Dir(f.path))
+	if dst.Mode().Perm() != 0o750 {
+		t.Fatalf("socket directory mode %v, want 0750", dst.Mode().Perm())
+	}
+	// A second camera on the same socket is refused, not allowed to steal it.
+	if _, err := NewServer(ServerConfig{Path: f.path, Topics: []Topic{{Name: "points", Kind: handles.KindPoints, Pool: f.pool}}}); err == nil || !contains(err.Error(), "running camera") {
+		t.Fatalf("second server on a live socket: %v", err)
+	}
+	// A regular file in the way is not deleted.
+	other := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(other, []byte("keep"), 0o600)
+	if _, err := NewServer(ServerConfig{Path: other, Topics: []Topic{{Name: "points", Kind: handles.KindPoints, Pool: f.pool}}}); err == nil || !contains(err.Error(), "not a socket") {
+		t.Fatalf("server over a regular file: %v", err)
+	}
+	// A stale socket from a dead camera is replaced.
+	f.stop()
+	fd, err := listenSeqpacket(f.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeFd(fd) // bound, now nobody listens: stale
+	f.start()
+}
