@@ -121,6 +121,26 @@ func (m *mailbox) latest(ctx context.Context) (Lease, error) {
 	}
 }
 
+// tryLatest is latest without waiting.
+func (m *mailbox) tryLatest() (Lease, bool) {
+	var l Lease
+	select {
+	case l = <-m.ch:
+	default:
+		return Lease{}, false
+	}
+	for {
+		select {
+		case newer := <-m.ch:
+			l.Release()
+			m.superseded.Add(1)
+			l = newer
+		default:
+			return l, true
+		}
+	}
+}
+
 // drain releases every queued lease (the connection is going away).
 func (m *mailbox) drain() {
 	for {

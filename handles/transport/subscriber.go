@@ -111,23 +111,7 @@ func (s *Subscriber) Latest(ctx context.Context, topic int) (Lease, error) {
 }
 
 // TryLatest is Latest without waiting; ok is false when nothing is queued.
-func (s *Subscriber) TryLatest(topic int) (l Lease, ok bool) {
-	select {
-	case l = <-s.mail[topic].ch:
-	default:
-		return Lease{}, false
-	}
-	for {
-		select {
-		case newer := <-s.mail[topic].ch:
-			l.Release()
-			s.superseded.Add(1)
-			l = newer
-		default:
-			return l, true
-		}
-	}
-}
+func (s *Subscriber) TryLatest(topic int) (Lease, bool) { return s.mail[topic].tryLatest() }
 
 // Run connects to the camera and receives until ctx is done, reconnecting
 // with backoff whenever the camera goes away. It returns ctx's error, or
