@@ -37,6 +37,9 @@ models-check:
 	cmp models/reference.onnx $$tmp/reference.onnx && cmp models/reference.json $$tmp/reference.json; \
 	rc=$$?; rm -rf $$tmp; exit $$rc
 
+demo: build
+	scripts/demo.sh
+
 bench-pool:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./pinned/
 

@@ -1,0 +1,269 @@
+// Package agent is the agent node's pipeline as a library: per frame pair
+// it takes the freshest point cloud and camera image leases, filters the
+// cloud into a BEV raster, preprocesses the image, runs the model, plans a
+// Twist and publishes it, then releases the leases. A watchdog zeroes the
+// command when frames stop or any stage fails (design invariant 7).
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/zerohop/zerohop/handles"
+	"github.com/zerohop/zerohop/handles/transport"
+	"github.com/zerohop/zerohop/infer"
+	"github.com/zerohop/zerohop/planner"
+	"github.com/zerohop/zerohop/telemetry"
+	"github.com/zerohop/zerohop/voxel"
+)
+
+// Topic indices the agent subscribes to, in this order.
+const (
+	TopicPoints = 0
+	TopicImage  = 1
+)
+
+// FrameSource hands out leases: the unix transport's Subscriber or the
+// in-process transport.
+type FrameSource interface {
+	C(topic int) <-chan transport.Lease
+	TryLatest(topic int) (transport.Lease, bool)
+}
+
+// CmdSink receives every command the agent decides, zero commands
+// included. It is called from the pipeline goroutine only.
+type CmdSink interface {
+	PublishTwist(t planner.Twist, stamp time.Time) error
+}
+
+// Config wires a pipeline together. Every component is owned by the
+// caller, who closes it after Run returns.
+type Config struct {
+	Source    FrameSource
+	Filter    *voxel.Filter
+	BEV       *voxel.BEV
+	Session   *infer.Session
+	Prep      *infer.Preprocessor
+	Planner   *planner.Planner
+	Watchdog  *planner.Watchdog
+	Recorder  *telemetry.Recorder
+	Sink      CmdSink
+	MaxPoints int
+	// PairTolerance is how far apart in capture time a cloud and an image
+	// may be to be processed together; default 20 ms.
+	PairTolerance time.Duration
+	// Tick is how often the watchdog is checked while no frame arrives;
+	// default a quarter of its timeout.
+	Tick time.Duration
+	Log  *zap.Logger
+}
+
+// Pipeline runs the agent's per-frame work on one goroutine.
+type Pipeline struct {
+	cfg    Config
+	log    *zap.Logger
+	pts    *voxel.Points
+	image  transport.Lease
+	hasImg bool
+	last   planner.Twist
+}
+
+// New checks the configuration.
+func New(cfg Config) (*Pipeline, error) {
+	switch {
+	case cfg.Source == nil, cfg.Filter == nil, cfg.BEV == nil, cfg.Session == nil, cfg.Prep == nil,
+		cfg.Planner == nil, cfg.Watchdog == nil, cfg.Recorder == nil, cfg.Sink == nil:
+		return nil, errors.New("agent: every pipeline component must be set")
+	case cfg.MaxPoints <= 0:
+		return nil, fmt.Errorf("agent: max points %d", cfg.MaxPoints)
+	}
+	if cfg.PairTolerance <= 0 {
+		cfg.PairTolerance = 20 * time.Millisecond
+	}
+	if cfg.Tick <= 0 {
+		cfg.Tick = cfg.Watchdog.Timeout() / 4
+	}
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	return &Pipeline{cfg: cfg, log: cfg.Log, pts: voxel.NewPoints(cfg.MaxPoints)}, nil
+}
+
+// Run processes frames until ctx is done. On return it has published a
+// zero command and released every lease it held.
+func (p *Pipeline) Run(ctx context.Context) error {
+	tick := time.NewTimer(p.cfg.Tick)
+	defer tick.Stop()
+	defer p.stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case l := <-p.cfg.Source.C(TopicPoints):
+			p.frame(l)
+		case l := <-p.cfg.Source.C(TopicImage):
+			p.keepImage(l)
+			continue
+		case <-tick.C:
+		}
+		// Between frames (and after each), the watchdog decides whether
+		// the robot may keep its command.
+		now := time.Now()
+		if ok, _ := p.cfg.Watchdog.Check(now); !ok {
+			p.publish(planner.Zero(), now)
+		}
+		tick.Reset(p.cfg.Tick)
+	}
+}
+
+// stop publishes zero and releases what is held: SIGINT/SIGTERM path.
+func (p *Pipeline) stop() {
+	p.publish(planner.Zero(), time.Now())
+	if p.hasImg {
+		p.image.Release()
+		p.hasImg = false
+	}
+}
+
+// keepImage holds the freshest image for pairing, releasing the older one.
+func (p *Pipeline) keepImage(l transport.Lease) {
+	if newer, ok := p.cfg.Source.TryLatest(TopicImage); ok {
+		l.Release()
+		p.cfg.Recorder.Inc(telemetry.FramesSuperseded)
+		l = newer
+	}
+	p.cfg.Recorder.Inc(telemetry.FramesReceived)
+	if p.hasImg {
+		p.image.Release()
+		p.cfg.Recorder.Inc(telemetry.FramesSuperseded)
+	}
+	p.image, p.hasImg = l, true
+}
+
+// pairImage returns the held image if its capture time is within tolerance
+// of the cloud's, waiting up to the tolerance for a newer one if the held
+// image is older.
+func (p *Pipeline) pairImage(cloud *handles.Handle) bool {
+	tol := int64(p.cfg.PairTolerance)
+	if l, ok := p.cfg.Source.TryLatest(TopicImage); ok {
+		p.keepImage(l)
+	}
+	if p.hasImg && p.image.Handle.CaptureNs >= cloud.CaptureNs-tol {
+		return p.image.Handle.CaptureNs <= cloud.CaptureNs+tol
+	}
+	wait := time.NewTimer(p.cfg.PairTolerance)
+	defer wait.Stop()
+	select {
+	case l := <-p.cfg.Source.C(TopicImage):
+		p.keepImage(l)
+	case <-wait.C:
+		return false
+	}
+	d := p.image.Handle.CaptureNs - cloud.CaptureNs
+	return d >= -tol && d <= tol
+}
+
+// frame runs every stage on the freshest cloud and its paired image.
+func (p *Pipeline) frame(cloud transport.Lease) {
+	rec := p.cfg.Recorder
+	if newer, ok := p.cfg.Source.TryLatest(TopicPoints); ok {
+		cloud.Release()
+		rec.Inc(telemetry.FramesSuperseded)
+		cloud = newer
+	}
+	defer cloud.Release()
+	rec.Inc(telemetry.FramesReceived)
+	rec.Record(telemetry.StageHandoff, time.Duration(cloud.ReceivedNs-cloud.Handle.PublishNs))
+	stamp := time.Unix(0, cloud.Handle.CaptureNs)
+	if !p.pairImage(&cloud.Handle) {
+		rec.Inc(telemetry.FramesDropped)
+		p.log.Debug("no image within the pairing tolerance", zap.Uint64("seq", cloud.Handle.Seq))
+		return
+	}
+	p.cfg.Watchdog.Fresh(stamp)
+	if err := p.stages(&cloud); err != nil {
+		rec.Inc(telemetry.FramesDropped)
+		return
+	}
+	now := time.Now()
+	cmd, err := p.cfg.Planner.Plan(planner.Input{Scores: p.cfg.Session.Scores(), Clearance: p.cfg.Session.Clearance(), Stamp: stamp}, now)
+	rec.RecordSince(telemetry.StagePlan, now)
+	if err != nil {
+		p.cfg.Watchdog.Fail("plan", err)
+	}
+	out := p.cfg.Watchdog.Output(time.Now(), cmd, p.cfg.Planner)
+	p.publish(out, stamp)
+	rec.Record(telemetry.StageE2E, time.Duration(time.Now().UnixNano()-cloud.Handle.CaptureNs))
+	rec.Inc(telemetry.FramesProcessed)
+	// The image is released once used; the next cloud pairs with a newer one.
+	p.image.Release()
+	p.hasImg = false
+}
+
+// stages runs voxel → BEV → preprocess → infer; a failure is reported to
+// the watchdog, which zeroes the output.
+func (p *Pipeline) stages(cloud *transport.Lease) error {
+	rec := p.cfg.Recorder
+	h := &cloud.Handle
+	in := voxel.Cloud{Data: cloud.Bytes(), Count: int(h.Points.Count), Step: int(h.Points.Step),
+		OffX: int(h.Points.X), OffY: int(h.Points.Y), OffZ: int(h.Points.Z), OffI: int(h.Points.Intensity)}
+	t := time.Now()
+	if err := p.cfg.Filter.Run(in, p.pts); err != nil {
+		p.cfg.Watchdog.Fail("voxel", err)
+		return err
+	}
+	t = p.lap(telemetry.StageVoxel, t)
+	if err := p.cfg.BEV.Fill(p.pts, p.cfg.Session.BEV()); err != nil {
+		p.cfg.Watchdog.Fail("bev", err)
+		return err
+	}
+	t = p.lap(telemetry.StageBEV, t)
+	ih := &p.image.Handle
+	view := infer.ImageView{Pix: p.image.Bytes(), Width: int(ih.Image.Width), Height: int(ih.Image.Height),
+		Step: int(ih.Image.RowStep), Format: pixelFormat(ih.Image.Encoding)}
+	if err := p.cfg.Prep.Run(p.cfg.Session.Image(), view); err != nil {
+		p.cfg.Watchdog.Fail("preprocess", err)
+		return err
+	}
+	p.lap(telemetry.StagePreprocess, t)
+	d, err := p.cfg.Session.Run()
+	rec.Record(telemetry.StageInfer, d)
+	if err != nil {
+		p.cfg.Watchdog.Fail("infer", err)
+		return err
+	}
+	return nil
+}
+
+func (p *Pipeline) lap(stage telemetry.StageID, since time.Time) time.Time {
+	now := time.Now()
+	p.cfg.Recorder.Record(stage, now.Sub(since))
+	return now
+}
+
+func (p *Pipeline) publish(t planner.Twist, stamp time.Time) {
+	if err := p.cfg.Sink.PublishTwist(t, stamp); err != nil {
+		p.log.Warn("publish cmd_vel", zap.Error(err))
+	}
+	p.last = t
+}
+
+// Last returns the last command published.
+func (p *Pipeline) Last() planner.Twist { return p.last }
+
+func pixelFormat(e handles.Encoding) infer.PixelFormat {
+	switch e {
+	case handles.EncodingRGB8:
+		return infer.PixelRGB8
+	case handles.EncodingBGR8:
+		return infer.PixelBGR8
+	case handles.EncodingMono8:
+		return infer.PixelMono8
+	}
+	return 0
+}
+

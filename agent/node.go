@@ -1,0 +1,272 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/zerohop/zerohop/camera"
+	"github.com/zerohop/zerohop/handles/transport"
+	"github.com/zerohop/zerohop/infer"
+	"github.com/zerohop/zerohop/models"
+	"github.com/zerohop/zerohop/planner"
+	"github.com/zerohop/zerohop/telemetry"
+	"github.com/zerohop/zerohop/voxel"
+)
+
+// NodeConfig is everything the agent process is configured with.
+type NodeConfig struct {
+	// Camera "" subscribes to a camera process over Socket; "synthetic" or
+	// "replay:DIR" runs the camera source in this process (composed mode).
+	Camera      string
+	Socket      string
+	Name        string
+	Spin        bool
+	Model       string // ONNX file; "" = the embedded reference model
+	ModelConfig string // JSON; "" = the reference model's config
+	ORTLib      string
+	Providers   string
+	TRTCache    string
+	Threads     int // ONNX Runtime intra-op threads
+	Leaf        float32
+	MinPoints   int
+	MaxPoints   int
+	Watchdog    time.Duration
+	HTTP        string
+	// Listener, if set, is used instead of listening on HTTP (tests).
+	Listener net.Listener
+	// Duration stops the agent after this long (0: until ctx is done).
+	Duration time.Duration
+	// Rate of the in-process camera (composed mode).
+	Rate float64
+	Sink CmdSink // default: a LogSink
+	Log  *zap.Logger
+}
+
+// RunNode builds the agent (model, filter, planner, watchdog, latency
+// endpoint, frame source) and runs it until ctx is done. Any configuration
+// or start-up error is returned before anything is served: no half-started
+// service.
+func RunNode(ctx context.Context, cfg NodeConfig) error {
+	log := cfg.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if cfg.Duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.Duration)
+		defer cancel()
+	}
+	if cfg.MaxPoints <= 0 {
+		cfg.MaxPoints = 500_000
+	}
+	if cfg.Leaf == 0 {
+		cfg.Leaf = 0.2
+	}
+
+	// Inference first: it is what most often fails to start.
+	lib, err := infer.FindLibrary(cfg.ORTLib)
+	if err != nil {
+		return err
+	}
+	rt, err := infer.OpenRuntime(lib)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	mcfg := infer.ReferenceConfig()
+	if cfg.ModelConfig != "" {
+		if mcfg, err = infer.LoadConfig(cfg.ModelConfig); err != nil {
+			return err
+		}
+	}
+	providers, err := infer.ParseProviders(orDefault(cfg.Providers, infer.DefaultProviders))
+	if err != nil {
+		return err
+	}
+	opts := infer.SessionOptions{Providers: providers, TensorRTCacheDir: cfg.TRTCache, IntraOpThreads: cfg.Threads}
+	var sess *infer.Session
+	if cfg.Model == "" {
+		sess, err = infer.NewSessionFromBytes(rt, "reference.onnx (embedded)", models.ReferenceONNX(), mcfg, opts)
+	} else {
+		sess, err = infer.NewSession(rt, cfg.Model, mcfg, opts)
+	}
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	for _, s := range sess.Skipped() {
+		log.Info("execution provider skipped", zap.String("provider", s.Name), zap.String("reason", s.Reason))
+	}
+	log.Info("model ready", zap.String("model", sess.Model()), zap.String("provider", sess.Provider()))
+
+	pp, err := mcfg.PreprocessParams()
+	if err != nil {
+		return err
+	}
+	prep, err := infer.NewPreprocessor(pp, 2)
+	if err != nil {
+		return err
+	}
+	defer prep.Close()
+	bev, err := voxel.NewBEV(voxel.BEVConfig{})
+	if err != nil {
+		return err
+	}
+	if bev.Len() != len(sess.BEV()) {
+		return fmt.Errorf("model %s: BEV input has %d values, the raster %d (3×128×128)", sess.Model(), len(sess.BEV()), bev.Len())
+	}
+	filter, err := voxel.NewFilter(voxel.Config{Leaf: [3]float32{cfg.Leaf, cfg.Leaf, cfg.Leaf}, MinPoints: cfg.MinPoints}, cfg.MaxPoints)
+	if err != nil {
+		return err
+	}
+	defer filter.Close()
+	plan, err := planner.New(planner.Config{SectorHeadingsDeg: mcfg.SectorHeadingsDeg})
+	if err != nil {
+		return err
+	}
+	if plan.Sectors() != len(sess.Scores()) {
+		return fmt.Errorf("model %s: %d sector scores, the planner has %d sectors", sess.Model(), len(sess.Scores()), plan.Sectors())
+	}
+	wd, err := planner.NewWatchdog(planner.WatchdogConfig{
+		Timeout:     cfg.Watchdog,
+		IsNonFinite: func(err error) bool { return errors.Is(err, infer.ErrNonFinite) || errors.Is(err, planner.ErrNonFinite) },
+		OnIncident: func(i planner.Incident) {
+			log.Warn("watchdog: cmd_vel zeroed", zap.String("reason", i.Reason.String()), zap.String("detail", i.Detail))
+		},
+		OnRecover: func(i planner.Incident) {
+			log.Info("watchdog: commands resume", zap.String("after", i.Reason.String()), zap.Duration("zeroed_for", i.End.Sub(i.Start)))
+		},
+	})
+	if err != nil {
+		return err
+	}
+	rec, err := telemetry.New(telemetry.Options{})
+	if err != nil {
+		return err
+	}
+	rec.SetProvider(sess.Provider())
+	rec.SetGPU("none")
+	rec.SetVoxelPath("cpu")
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var bg []<-chan error
+	goRun := func(f func() error) {
+		ch := make(chan error, 1)
+		bg = append(bg, ch)
+		go func() { ch <- f() }()
+	}
+	defer func() {
+		cancel()
+		for _, ch := range bg {
+			<-ch
+		}
+	}()
+
+	// Frame source.
+	var src FrameSource
+	if cfg.Camera == "" {
+		sub, err := transport.NewSubscriber(transport.SubscriberConfig{
+			Path: cfg.Socket, Name: orDefault(cfg.Name, "agent"),
+			Topics: []string{camera.PointsTopicName, camera.ImageTopicName}, Spin: cfg.Spin, Log: log,
+		})
+		if err != nil {
+			return err
+		}
+		src = sub
+		refused := make(chan error, 1)
+		goRun(func() error {
+			err := sub.Run(ctx)
+			if errors.Is(err, transport.ErrRefused) {
+				refused <- err
+				cancel()
+			}
+			return nil
+		})
+		rec.AddGaugeFunc("camera_connected", "1 while connected to the camera.", func() float64 {
+			if sub.Connected() {
+				return 1
+			}
+			return 0
+		})
+		defer func() {
+			select {
+			case err := <-refused:
+				log.Error("camera refused this agent", zap.Error(err))
+			default:
+			}
+		}()
+	} else {
+		source, err := camera.OpenSource(cfg.Camera, camera.NodeConfig{Rate: cfg.Rate, Loop: true})
+		if err != nil {
+			return err
+		}
+		cam, err := camera.New(camera.Config{Source: source, Rate: cfg.Rate, Subscribers: 1, Log: log})
+		if err != nil {
+			return err
+		}
+		defer cam.Close()
+		var topics []transport.Topic
+		for i := range 2 {
+			if cam.Pool(i) == nil {
+				return fmt.Errorf("--camera %s: the source has no %s stream; the agent needs both", cfg.Camera, camera.TopicName(i))
+			}
+			topics = append(topics, transport.Topic{Name: camera.TopicName(i), Kind: camera.Kind(i), Pool: cam.Pool(i)})
+		}
+		inproc, err := transport.NewInproc(transport.InprocConfig{Topics: topics})
+		if err != nil {
+			return err
+		}
+		defer inproc.Close()
+		src = inproc
+		for i, t := range topics {
+			pool := t.Pool
+			rec.AddGaugeFunc("pool_in_use_"+camera.TopicName(i), "Slots in use in the in-process camera's "+camera.TopicName(i)+" pool.", func() float64 { return float64(pool.InUse()) })
+		}
+		goRun(func() error { return cam.Run(ctx, inproc) })
+	}
+
+	sink := cfg.Sink
+	if sink == nil {
+		sink = &LogSink{Log: log}
+	}
+	pipe, err := New(Config{Source: src, Filter: filter, BEV: bev, Session: sess, Prep: prep, Planner: plan,
+		Watchdog: wd, Recorder: rec, Sink: sink, MaxPoints: cfg.MaxPoints, Log: log})
+	if err != nil {
+		return err
+	}
+
+	web, err := telemetry.NewServer(rec, telemetry.ServerOptions{Health: func() error {
+		if ok, reason := wd.Check(time.Now()); !ok {
+			return errors.New(reason)
+		}
+		return nil
+	}})
+	if err != nil {
+		return err
+	}
+	ln := cfg.Listener
+	if ln == nil {
+		addr := orDefault(cfg.HTTP, telemetry.DefaultAddr)
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			return fmt.Errorf("--http %q: %w", addr, err)
+		}
+	}
+	log.Info("latency endpoint", zap.String("url", "http://"+ln.Addr().String()+"/"))
+	goRun(func() error { return web.ServeListener(ctx, ln) })
+
+	return pipe.Run(ctx)
+}
+
+func orDefault(s, def string) string {
+	if strings.TrimSpace(s) == "" {
+		return def
+	}
+	return s
+}

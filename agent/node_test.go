@@ -1,0 +1,254 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/zerohop/zerohop/camera"
+	"github.com/zerohop/zerohop/planner"
+)
+
+const (
+	envRole   = "ZEROHOP_AGENT_TEST_ROLE"
+	envSocket = "ZEROHOP_AGENT_TEST_SOCKET"
+)
+
+// The test binary doubles as the camera process.
+func TestMain(m *testing.M) {
+	if os.Getenv(envRole) == "camera" {
+		ctx, stop := signalContext()
+		defer stop()
+		err := camera.RunNode(ctx, camera.NodeConfig{Source: "synthetic", Rate: 30, Socket: os.Getenv(envSocket), AllowGID: -1})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// recordingSink is a CmdSink that keeps every command with its time.
+type recordingSink struct {
+	mu   sync.Mutex
+	cmds []timedCmd
+}
+
+type timedCmd struct {
+	at  time.Time
+	cmd planner.Twist
+}
+
+func (s *recordingSink) PublishTwist(t planner.Twist, _ time.Time) error {
+	s.mu.Lock()
+	s.cmds = append(s.cmds, timedCmd{time.Now(), t})
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *recordingSink) since(t0 time.Time) []timedCmd {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []timedCmd
+	for _, c := range s.cmds {
+		if !c.at.Before(t0) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// requireORT points the library search at the repository's cache (tests
+// run in agent/) and skips only when the library was never fetched and
+// make test (ZEROHOP_REQUIRE_ORT=1) is not asking for it.
+func requireORT(t *testing.T) {
+	t.Helper()
+	cache, _ := filepath.Abs(filepath.Join("..", ".cache"))
+	if os.Getenv("ZEROHOP_CACHE") == "" {
+		t.Setenv("ZEROHOP_CACHE", cache)
+	}
+	if os.Getenv("ZEROHOP_REQUIRE_ORT") != "1" {
+		if _, err := os.Stat(filepath.Join(cache, "ort")); err != nil {
+			t.Skip("ONNX Runtime library not fetched; run `make ort` (make test requires it)")
+		}
+	}
+}
+
+func startCameraProc(t *testing.T, socket string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envRole+"=camera", envSocket+"="+socket)
+	cmd.Stderr = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	return cmd
+}
+
+func TestEndToEndTwoProcesses(t *testing.T) {
+	requireORT(t)
+	socket := filepath.Join(t.TempDir(), "zh", "camera.sock")
+	cam := startCameraProc(t, socket)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + ln.Addr().String()
+	sink := &recordingSink{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- RunNode(ctx, NodeConfig{Socket: socket, Listener: ln, Sink: sink, Threads: 1, Providers: "cpu"})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+
+	// Commands flow and change as the obstacle moves.
+	deadline := time.Now().Add(30 * time.Second)
+	t0 := time.Now()
+	for {
+		cmds := sink.since(t0)
+		moving, left, right := 0, 0, 0
+		for _, c := range cmds {
+			if c.cmd.LinearX > 0 {
+				moving++
+			}
+			if c.cmd.AngularZ > 0.05 {
+				left++
+			}
+			if c.cmd.AngularZ < -0.05 {
+				right++
+			}
+		}
+		if moving > 30 && left > 3 && right > 3 {
+			t.Logf("%d commands: %d moving, %d turning left, %d turning right", len(cmds), moving, left, right)
+			break
+		}
+		select {
+		case err := <-done:
+			done <- err
+			t.Fatalf("agent stopped: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30 s: %d commands, %d moving, %d left, %d right; want motion and turns both ways", len(cmds), moving, left, right)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	resp, err := http.Get(base + "/latency")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var lat struct {
+		Provider string `json:"provider"`
+		Stages   []struct {
+			Name       string `json:"name"`
+			SinceStart struct {
+				Count uint64  `json:"count"`
+				P50   float64 `json:"p50"`
+				Max   float64 `json:"max"`
+			} `json:"since_start"`
+		} `json:"stages"`
+	}
+	if err := json.Unmarshal(body, &lat); err != nil {
+		t.Fatalf("/latency: %v", err)
+	}
+	for _, s := range lat.Stages {
+		if s.SinceStart.Count == 0 || s.SinceStart.P50 <= 0 || s.SinceStart.P50 > 1e6 || s.SinceStart.Max < s.SinceStart.P50 {
+			t.Errorf("stage %s: implausible %+v", s.Name, s.SinceStart)
+		}
+	}
+	if lat.Provider != "cpu" {
+		t.Errorf("/latency provider %q, want cpu", lat.Provider)
+	}
+	for _, stage := range []string{"handoff", "voxel", "bev", "preprocess", "infer", "plan", "e2e"} {
+		if !strings.Contains(string(body), `"`+stage+`"`) {
+			t.Errorf("/latency lacks stage %q", stage)
+		}
+	}
+	m, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, _ := io.ReadAll(m.Body)
+	m.Body.Close()
+	if !strings.Contains(string(mb), "zerohop_") {
+		t.Fatal("/metrics has no zerohop metrics")
+	}
+	if h, err := http.Get(base + "/healthz"); err != nil || h.StatusCode != 200 {
+		t.Fatalf("/healthz while frames flow: %v %v", h, err)
+	}
+
+	// Kill the camera: zero command within the watchdog period.
+	cam.Process.Signal(syscall.SIGKILL)
+	cam.Wait()
+	killed := time.Now()
+	var zeroAt time.Time
+	for time.Since(killed) < 2*time.Second && zeroAt.IsZero() {
+		for _, c := range sink.since(killed) {
+			if c.cmd.IsZero() {
+				zeroAt = c.at
+				break
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if zeroAt.IsZero() {
+		t.Fatal("no zero command within 2 s of the camera dying")
+	}
+	if d := zeroAt.Sub(killed); d > 200*time.Millisecond+100*time.Millisecond {
+		t.Fatalf("zero command %v after the camera died; watchdog is 200 ms", d)
+	}
+	for _, c := range sink.since(zeroAt.Add(time.Millisecond)) {
+		if !c.cmd.IsZero() {
+			t.Fatalf("non-zero command %+v after the camera died", c.cmd)
+		}
+	}
+	if h, err := http.Get(base + "/healthz"); err != nil || h.StatusCode != 503 {
+		t.Fatalf("/healthz with no camera = %v %v, want 503", h, err)
+	}
+
+	// Camera back: commands resume.
+	startCameraProc(t, socket)
+	back := time.Now()
+	for {
+		resumed := false
+		for _, c := range sink.since(back) {
+			if c.cmd.LinearX > 0 {
+				resumed = true
+			}
+		}
+		if resumed {
+			break
+		}
+		if time.Since(back) > 20*time.Second {
+			t.Fatal("commands did not resume after the camera came back")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,88 @@
+// Command agent is the zerohop agent node: it takes slot handles from a
+// camera, leases the slots, runs voxel filtering, inference and planning on
+// the slot memory, and publishes cmd_vel. It only parses flags and wires
+// packages together.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/zerohop/zerohop/agent"
+	"github.com/zerohop/zerohop/handles/transport"
+	"github.com/zerohop/zerohop/infer"
+	"github.com/zerohop/zerohop/logging"
+	"github.com/zerohop/zerohop/telemetry"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "agent:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `Usage: agent [flags]
+
+Leases camera images and LiDAR clouds from a zerohop camera (zero-copy, over
+a unix socket) or runs a camera source in this process (--camera), and per
+frame pair runs voxel filter → BEV raster → image preprocessing → ONNX model
+→ planner, publishing cmd_vel. A watchdog zeroes cmd_vel when frames stop or
+a stage fails. Per-stage latency: http://<--http>/ (page), /latency (JSON),
+/metrics (Prometheus), /healthz.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	var (
+		cfg      agent.NodeConfig
+		leaf     float64
+		logLevel string
+	)
+	fs.StringVar(&cfg.Camera, "camera", "", `run a camera source in this process instead of subscribing: "synthetic" or "replay:DIR"`)
+	fs.Float64Var(&cfg.Rate, "rate", 30, "frame rate of the in-process camera (--camera)")
+	fs.StringVar(&cfg.Socket, "socket", transport.DefaultSocketPath(), "camera socket to subscribe to")
+	fs.StringVar(&cfg.Name, "name", "agent", "subscriber name shown in the camera's log")
+	fs.BoolVar(&cfg.Spin, "spin", false, "poll the camera socket instead of sleeping (lower latency, one busy core)")
+	fs.StringVar(&cfg.Model, "model", "", "ONNX model file (default: the embedded reference model, see models/MODEL_CARD.md)")
+	fs.StringVar(&cfg.ModelConfig, "model-config", "", "JSON that maps the model's inputs and outputs (see models/README.md)")
+	fs.StringVar(&cfg.ORTLib, "ort-lib", "", "path of libonnxruntime.so (default: $ZEROHOP_ORT_LIB, the .cache, system paths)")
+	fs.StringVar(&cfg.Providers, "providers", infer.DefaultProviders, "execution providers in order of preference")
+	fs.StringVar(&cfg.TRTCache, "trt-cache", ".cache/trt", "TensorRT engine cache folder")
+	fs.IntVar(&cfg.Threads, "ort-threads", 1, "ONNX Runtime intra-op threads (1 keeps jitter and CPU use low for small models)")
+	fs.Float64Var(&leaf, "leaf", 0.2, "voxel leaf size in metres")
+	fs.IntVar(&cfg.MinPoints, "min-points", 1, "minimum points per voxel")
+	fs.IntVar(&cfg.MaxPoints, "max-points", 500000, "largest point cloud accepted")
+	fs.DurationVar(&cfg.Watchdog, "watchdog", 200*time.Millisecond, "zero cmd_vel when no fresh frame arrives within this period")
+	fs.StringVar(&cfg.HTTP, "http", telemetry.DefaultAddr, "latency endpoint address (localhost by default; 0.0.0.0:PORT for all interfaces)")
+	fs.DurationVar(&cfg.Duration, "duration", 0, "stop after this long (0: until SIGINT/SIGTERM)")
+	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
+	}
+	cfg.Leaf = float32(leaf)
+	log, err := logging.New(logLevel)
+	if err != nil {
+		return err
+	}
+	defer log.Sync()
+	cfg.Log = log
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return agent.RunNode(ctx, cfg)
+}

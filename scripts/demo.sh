@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# make demo: the whole pipeline on the embedded default. A camera process
+# renders the synthetic scene (64-beam LiDAR + 1280x720 camera, an obstacle
+# crossing the robot's path, a hazard marking only the camera sees) into
+# shared slots; an agent process leases them, runs voxel → BEV → model →
+# planner and logs cmd_vel. The latency page is served while it runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs="${DEMO_SECONDS:-20}"
+http="${DEMO_HTTP:-127.0.0.1:9090}"
+dir="$(mktemp -d)"
+sock="$dir/camera.sock"
+trap 'kill "${cam_pid:-}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$dir"' EXIT
+
+echo "demo: camera → $sock; agent latency page: http://$http/ (for $secs s)"
+bin/camera --socket "$sock" --metrics 127.0.0.1:0 --log-level warn &
+cam_pid=$!
+# Show a latency summary from the running agent shortly before it stops.
+(
+	sleep "$((secs - 2))"
+	echo "---- /latency (p50 / p99 / max in µs, over the run) ----"
+	curl -fsS "http://$http/latency" 2>/dev/null | /usr/bin/python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+print(f"  provider={d.get('provider')} gpu={d.get('gpu')} voxel={d.get('voxel_path')}")
+for s in d.get("stages", []):
+    t = s["since_start"]
+    print(f"  {s['name']:11s} n={t['count']:6d}  p50={t['p50']:9.1f}  p99={t['p99']:9.1f}  max={t['max']:9.1f}")
+print("  counters:", {k: int(v) for k, v in d.get("counters", {}).items()})
+' || echo "  (could not read /latency)"
+) &
+bin/agent --socket "$sock" --http "$http" --duration "${secs}s" --providers cpu
