@@ -154,6 +154,16 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	rec.SetGPU("none")
 	rec.SetVoxelPath("cpu")
 
+	// Listen before anything starts, so a taken port fails the start-up.
+	ln := cfg.Listener
+	if ln == nil {
+		addr := orDefault(cfg.HTTP, telemetry.DefaultAddr)
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			return fmt.Errorf("--http %q: %w", addr, err)
+		}
+	}
+	defer ln.Close()
+
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var bg []<-chan error
@@ -250,13 +260,6 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	}})
 	if err != nil {
 		return err
-	}
-	ln := cfg.Listener
-	if ln == nil {
-		addr := orDefault(cfg.HTTP, telemetry.DefaultAddr)
-		if ln, err = net.Listen("tcp", addr); err != nil {
-			return fmt.Errorf("--http %q: %w", addr, err)
-		}
 	}
 	log.Info("latency endpoint", zap.String("url", "http://"+ln.Addr().String()+"/"))
 	goRun(func() error { return web.ServeListener(ctx, ln) })

@@ -19,14 +19,6 @@ cam_pid=$!
 (
 	sleep "$((secs - 2))"
 	echo "---- /latency (p50 / p99 / max in µs, over the run) ----"
-	curl -fsS "http://$http/latency" 2>/dev/null | /usr/bin/python3 -c '
-import json, sys
-d = json.load(sys.stdin)
-print(f"  provider={d.get('provider')} gpu={d.get('gpu')} voxel={d.get('voxel_path')}")
-for s in d.get("stages", []):
-    t = s["since_start"]
-    print(f"  {s['name']:11s} n={t['count']:6d}  p50={t['p50']:9.1f}  p99={t['p99']:9.1f}  max={t['max']:9.1f}")
-print("  counters:", {k: int(v) for k, v in d.get("counters", {}).items()})
-' || echo "  (could not read /latency)"
+	curl -fsS "http://$http/latency" | /usr/bin/python3 scripts/latency_summary.py || echo "  (could not read /latency)"
 ) &
 bin/agent --socket "$sock" --http "$http" --duration "${secs}s" --providers cpu
