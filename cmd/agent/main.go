@@ -66,6 +66,7 @@ Flags:
 	fs.StringVar(&cfg.HTTP, "http", telemetry.DefaultAddr, "latency endpoint address (localhost by default; 0.0.0.0:PORT for all interfaces)")
 	fs.DurationVar(&cfg.Duration, "duration", 0, "stop after this long (0: until SIGINT/SIGTERM)")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	openSink := ros2Flags(fs)
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return nil
@@ -82,6 +83,12 @@ Flags:
 	}
 	defer log.Sync()
 	cfg.Log = log
+	sink, closeSink, err := openSink(log)
+	if err != nil {
+		return err
+	}
+	defer closeSink()
+	cfg.Sink = sink // nil: the log sink
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return agent.RunNode(ctx, cfg)
