@@ -266,4 +266,3 @@ func pixelFormat(e handles.Encoding) infer.PixelFormat {
 	}
 	return 0
 }
-

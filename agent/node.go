@@ -134,8 +134,10 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		return fmt.Errorf("model %s: %d sector scores, the planner has %d sectors", sess.Model(), len(sess.Scores()), plan.Sectors())
 	}
 	wd, err := planner.NewWatchdog(planner.WatchdogConfig{
-		Timeout:     cfg.Watchdog,
-		IsNonFinite: func(err error) bool { return errors.Is(err, infer.ErrNonFinite) || errors.Is(err, planner.ErrNonFinite) },
+		Timeout: cfg.Watchdog,
+		IsNonFinite: func(err error) bool {
+			return errors.Is(err, infer.ErrNonFinite) || errors.Is(err, planner.ErrNonFinite)
+		},
 		OnIncident: func(i planner.Incident) {
 			log.Warn("watchdog: cmd_vel zeroed", zap.String("reason", i.Reason.String()), zap.String("detail", i.Detail))
 		},
@@ -158,7 +160,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	ln := cfg.Listener
 	if ln == nil {
 		addr := orDefault(cfg.HTTP, telemetry.DefaultAddr)
-		if ln, err = net.Listen("tcp", addr); err != nil {
+		if ln, err = telemetry.Listen(ctx, addr); err != nil {
 			return fmt.Errorf("--http %q: %w", addr, err)
 		}
 	}

@@ -1,0 +1,264 @@
+package planner
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+)
+
+// DefaultWatchdogTimeout is the default WatchdogConfig.Timeout.
+const DefaultWatchdogTimeout = 200 * time.Millisecond
+
+// Reason classifies an incident.
+type Reason uint8
+
+const (
+	ReasonNone         Reason = iota
+	ReasonStale               // no frame yet, or the newest frame is older than Timeout
+	ReasonStageFailure        // a stage reported an error
+	ReasonNonFinite           // a stage reported NaN/Inf (WatchdogConfig.IsNonFinite)
+	numReasons
+)
+
+func (r Reason) String() string {
+	switch r {
+	case ReasonStale:
+		return "stale"
+	case ReasonStageFailure:
+		return "stage_failure"
+	case ReasonNonFinite:
+		return "non_finite"
+	}
+	return "none"
+}
+
+// Incident is one continuous period during which the output was zeroed.
+type Incident struct {
+	Reason Reason
+	Detail string    // human-readable cause, e.g. `stale: newest frame is 350ms old (timeout 200ms)`
+	Stage  string    // the failing stage (stage failure, non-finite)
+	Err    error     // the stage's error (stage failure, non-finite)
+	Start  time.Time // the Check that saw it first
+	End    time.Time // the Check that saw it over; zero while it lasts
+}
+
+// IncidentCounts counts incidents (not failing frames) by the reason that
+// started them.
+type IncidentCounts struct {
+	Stale        uint64
+	StageFailure uint64
+	NonFinite    uint64
+}
+
+// WatchdogConfig tunes a Watchdog; the zero value is the default.
+type WatchdogConfig struct {
+	// Timeout: the output is zeroed when the newest frame stamp is older
+	// than this (or further than this ahead of the clock). Default 200 ms.
+	Timeout time.Duration
+	// IsNonFinite classifies a Fail error as a non-finite incident. Default:
+	// errors.Is(err, ErrNonFinite). The agent also matches infer.ErrNonFinite.
+	IsNonFinite func(error) bool
+	// OnIncident is called once when an incident starts, from the Check that
+	// detects it, with no lock held: log it here. Optional.
+	OnIncident func(Incident)
+	// OnRecover is called once when an incident ends (End set), from the
+	// Check that sees it over, with no lock held. Optional.
+	OnRecover func(Incident)
+}
+
+// Watchdog decides whether commands may reach the robot (design invariant
+// 7): not before the first frame, not when the newest frame is older than
+// Timeout, and not after a stage failure until a newer frame arrives. Its
+// clock is injected: every time comes from the caller. Safe for concurrent
+// use; Check, Fresh and Fail do not allocate except when an incident starts.
+//
+// Call order per frame: Fresh(stamp) when the frame is taken, Fail(stage,
+// err) when any stage fails, and Output (or Check) just before publishing,
+// after the frame's stages. A failure is cleared by the next frame with a
+// newer stamp; if that frame fails too, Fail must come before the next
+// Check, or the incident ends and a new one starts.
+type Watchdog struct {
+	timeout     time.Duration
+	isNonFinite func(error) bool
+	onIncident  func(Incident)
+	onRecover   func(Incident)
+
+	mu         sync.Mutex
+	haveFrame  bool
+	newest     time.Time // newest frame stamp seen; valid if haveFrame
+	failed     bool      // a stage failed since the newest frame
+	failReason Reason
+	failStage  string
+	failErr    error
+	active     bool     // an incident is in progress
+	incident   Incident // valid while active
+	needReset  bool     // an incident started and no Output has reset a planner since
+	counts     [numReasons]uint64
+}
+
+// NewWatchdog returns a Watchdog; cfg.Timeout < 0 is an error wrapping
+// ErrConfig.
+func NewWatchdog(cfg WatchdogConfig) (*Watchdog, error) {
+	if cfg.Timeout < 0 {
+		return nil, fmt.Errorf("%w: watchdog Timeout %v: must be > 0 (0 means the default %v)",
+			ErrConfig, cfg.Timeout, DefaultWatchdogTimeout)
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultWatchdogTimeout
+	}
+	if cfg.IsNonFinite == nil {
+		cfg.IsNonFinite = func(err error) bool { return errors.Is(err, ErrNonFinite) }
+	}
+	return &Watchdog{timeout: cfg.Timeout, isNonFinite: cfg.IsNonFinite,
+		onIncident: cfg.OnIncident, onRecover: cfg.OnRecover}, nil
+}
+
+// Timeout returns the effective timeout.
+func (w *Watchdog) Timeout() time.Duration { return w.timeout }
+
+// Fresh reports a frame with capture time frameStamp. Stamps older than the
+// newest one seen change nothing; a newer one clears a pending stage failure.
+func (w *Watchdog) Fresh(frameStamp time.Time) {
+	w.mu.Lock()
+	if !w.haveFrame || frameStamp.After(w.newest) {
+		w.haveFrame, w.newest = true, frameStamp
+		w.failed = false
+		w.failErr = nil
+	}
+	w.mu.Unlock()
+}
+
+// Fail reports that a stage failed. The output stays zero until a frame
+// newer than the newest seen so far arrives. The first failure since the
+// newest frame is kept as the cause. A nil err still counts as a failure.
+func (w *Watchdog) Fail(stage string, err error) {
+	reason := ReasonStageFailure
+	if err != nil && w.isNonFinite(err) {
+		reason = ReasonNonFinite
+	}
+	w.mu.Lock()
+	if !w.failed {
+		w.failed, w.failReason, w.failStage, w.failErr = true, reason, stage, err
+	}
+	w.mu.Unlock()
+}
+
+// Check reports whether commands may be published at now. When not, reason
+// describes the incident in progress (the same string for its whole
+// duration, so callers may log it when it changes). An incident starts at
+// the first failing Check (OnIncident, count +1) and ends at the first
+// passing one (OnRecover).
+func (w *Watchdog) Check(now time.Time) (ok bool, reason string) {
+	w.mu.Lock()
+	cause := ReasonNone
+	var age time.Duration
+	switch {
+	case w.failed:
+		cause = w.failReason
+	case !w.haveFrame:
+		cause = ReasonStale
+	default:
+		age = now.Sub(w.newest)
+		if age > w.timeout || age < -w.timeout {
+			cause = ReasonStale
+		}
+	}
+
+	if cause == ReasonNone {
+		ended, wasActive := w.incident, w.active
+		w.active, w.incident = false, Incident{}
+		w.mu.Unlock()
+		if wasActive && w.onRecover != nil {
+			ended.End = now
+			w.onRecover(ended)
+		}
+		return true, ""
+	}
+
+	started := !w.active
+	if started {
+		w.active = true
+		w.incident = Incident{Reason: cause, Start: now, Detail: w.describe(cause, age)}
+		if cause != ReasonStale {
+			w.incident.Stage, w.incident.Err = w.failStage, w.failErr
+		}
+		w.counts[cause]++
+		w.needReset = true
+	}
+	inc := w.incident
+	w.mu.Unlock()
+	if started && w.onIncident != nil {
+		w.onIncident(inc)
+	}
+	return false, inc.Detail
+}
+
+// describe builds an incident's Detail; called with w.mu held.
+func (w *Watchdog) describe(cause Reason, age time.Duration) string {
+	switch {
+	case cause == ReasonStageFailure:
+		return fmt.Sprintf("stage_failure: stage %q failed: %v", w.failStage, w.failErr)
+	case cause == ReasonNonFinite:
+		return fmt.Sprintf("non_finite: stage %q produced NaN/Inf: %v", w.failStage, w.failErr)
+	case !w.haveFrame:
+		return "stale: no frame received yet"
+	case age < 0:
+		return fmt.Sprintf("stale: newest frame stamp is %v ahead of the clock (tolerance %v)", -age, w.timeout)
+	}
+	return fmt.Sprintf("stale: newest frame is %v old (timeout %v)", age, w.timeout)
+}
+
+// Output is the agent's output path: it returns cmd when Check(now) passes
+// and cmd is finite and within p's limits, else the zero Twist. Whenever it
+// zeroes the output it resets p (if not nil), so that once frames flow
+// again the acceleration limits ramp the robot up from rest. An invalid cmd
+// is also reported as a failure of stage "output".
+//
+// If an incident started and ended without any Output call seeing it (the
+// caller only used Check meanwhile), cmd was planned from the command before
+// the incident: the first passing Output then returns zero and resets p, and
+// the next frame ramps up from rest.
+func (w *Watchdog) Output(now time.Time, cmd Twist, p *Planner) Twist {
+	ok, _ := w.Check(now)
+	w.mu.Lock()
+	missed := ok && w.needReset && p != nil
+	if !ok || p != nil {
+		w.needReset = false
+	}
+	w.mu.Unlock()
+	if !ok || missed {
+		if p != nil {
+			p.Reset()
+		}
+		return Twist{}
+	}
+	limits := Limits{MaxSpeed: math.MaxFloat64, MaxReverse: math.MaxFloat64, MaxYawRate: math.MaxFloat64} // finiteness only
+	if p != nil {
+		limits = p.limits
+	}
+	if err := cmd.Valid(limits); err != nil {
+		w.Fail("output", err)
+		if p != nil {
+			p.Reset()
+		}
+		return Twist{}
+	}
+	return cmd
+}
+
+// Counts returns how many incidents started, by reason.
+func (w *Watchdog) Counts() IncidentCounts {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return IncidentCounts{Stale: w.counts[ReasonStale], StageFailure: w.counts[ReasonStageFailure],
+		NonFinite: w.counts[ReasonNonFinite]}
+}
+
+// Active returns the incident in progress, if any.
+func (w *Watchdog) Active() (Incident, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.incident, w.active
+}

@@ -1,0 +1,391 @@
+package planner
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// incidentLog collects the watchdog's callbacks, as the agent's logger would.
+type incidentLog struct {
+	started, ended []Incident
+}
+
+func newLoggedWatchdog(t *testing.T, cfg WatchdogConfig) (*Watchdog, *incidentLog) {
+	t.Helper()
+	log := &incidentLog{}
+	cfg.OnIncident = func(i Incident) { log.started = append(log.started, i) }
+	cfg.OnRecover = func(i Incident) { log.ended = append(log.ended, i) }
+	w, err := NewWatchdog(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, log
+}
+
+func TestWatchdogStaleness(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name    string
+		timeout time.Duration
+		frames  []time.Duration // stamps, relative to t0; nil = no frame at all
+		checkAt time.Duration
+		wantOK  bool
+		wantWhy string
+	}{
+		{"no frame yet", 0, nil, 0, false, "no frame received yet"},
+		{"fresh frame", 0, []time.Duration{0}, 50 * ms, true, ""},
+		{"exactly at the timeout", 0, []time.Duration{0}, 200 * ms, true, ""},
+		{"just past the default timeout", 0, []time.Duration{0}, 200*ms + 1, false, "is 200.000001ms old (timeout 200ms)"},
+		{"custom timeout", 50 * ms, []time.Duration{0}, 60 * ms, false, "timeout 50ms"},
+		{"newest stamp counts, not the last delivered", 0, []time.Duration{300 * ms, 100 * ms}, 450 * ms, true, ""},
+		{"old frame delivered late does not refresh", 0, []time.Duration{0, -time.Second}, 250 * ms, false, "250ms old"},
+		{"stamp slightly ahead of the clock is tolerated", 0, []time.Duration{100 * ms}, 0, true, ""},
+		{"stamp far ahead of the clock is stale", 0, []time.Duration{time.Hour}, 0, false, "ahead of the clock"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, log := newLoggedWatchdog(t, WatchdogConfig{Timeout: tt.timeout})
+			for _, f := range tt.frames {
+				w.Fresh(t0.Add(f))
+			}
+			ok, why := w.Check(t0.Add(tt.checkAt))
+			if ok != tt.wantOK || !strings.Contains(why, tt.wantWhy) {
+				t.Fatalf("Check = %v %q, want %v %q", ok, why, tt.wantOK, tt.wantWhy)
+			}
+			wantStale := uint64(0)
+			if !tt.wantOK {
+				wantStale = 1
+				if !strings.HasPrefix(why, "stale:") {
+					t.Errorf("reason %q does not start with its class", why)
+				}
+			}
+			if c := w.Counts(); c != (IncidentCounts{Stale: wantStale}) || len(log.started) != int(wantStale) {
+				t.Fatalf("counts %+v, %d incidents logged; want %d stale", c, len(log.started), wantStale)
+			}
+		})
+	}
+}
+
+// TestWatchdogZeroesStaleOutputWithinTimeout runs the agent's output path
+// at 100 Hz: frames flow at 30 Hz, then stop; the output must be zero from
+// the first check more than Timeout after the last frame.
+func TestWatchdogZeroesStaleOutputWithinTimeout(t *testing.T) {
+	w, log := newLoggedWatchdog(t, WatchdogConfig{})
+	moving := Twist{0.5, 0.1}
+	lastFrame := t0
+	for now := t0; now.Before(t0.Add(2 * time.Second)); now = now.Add(10 * time.Millisecond) {
+		if now.Before(t0.Add(time.Second)) && now.Sub(lastFrame) >= 33*time.Millisecond || now == t0 {
+			lastFrame = now
+			w.Fresh(now)
+		}
+		out := w.Output(now, moving, nil)
+		late := now.Sub(lastFrame) > w.Timeout()
+		if late && !out.IsZero() {
+			t.Fatalf("at %v, %v after the last frame: output %+v, want zero", now.Sub(t0), now.Sub(lastFrame), out)
+		}
+		if !late && out != moving {
+			t.Fatalf("at %v with a fresh frame: output %+v, want %+v", now.Sub(t0), out, moving)
+		}
+	}
+	if len(log.started) != 1 || w.Counts().Stale != 1 {
+		t.Fatalf("%d incidents logged, counts %+v; want exactly one stale incident", len(log.started), w.Counts())
+	}
+}
+
+func TestWatchdogStageFailure(t *testing.T) {
+	errInfer := errors.New("session run failed")
+	errNaN := fmt.Errorf("infer output: %w", ErrNonFinite)
+	tests := []struct {
+		name        string
+		stage       string
+		err         error
+		isNonFinite func(error) bool
+		want        IncidentCounts
+		wantWhy     string
+	}{
+		{"plain error", "infer", errInfer, nil, IncidentCounts{StageFailure: 1}, `stage_failure: stage "infer" failed: session run failed`},
+		{"wrapped planner.ErrNonFinite", "plan", errNaN, nil, IncidentCounts{NonFinite: 1}, `non_finite: stage "plan"`},
+		{"custom classifier", "infer", errInfer, func(err error) bool { return errors.Is(err, errInfer) }, IncidentCounts{NonFinite: 1}, "non_finite"},
+		{"nil error still fails", "voxel", nil, nil, IncidentCounts{StageFailure: 1}, `stage "voxel" failed`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, log := newLoggedWatchdog(t, WatchdogConfig{IsNonFinite: tt.isNonFinite})
+			w.Fresh(t0)
+			if ok, _ := w.Check(t0); !ok {
+				t.Fatal("setup: fresh frame not ok")
+			}
+			w.Fail(tt.stage, tt.err)
+			ok, why := w.Check(t0.Add(time.Millisecond))
+			if ok || why != log.started[0].Detail || !strings.Contains(why, tt.wantWhy) {
+				t.Fatalf("Check after Fail = %v %q, want false %q", ok, why, tt.wantWhy)
+			}
+			if got := w.Counts(); got != tt.want {
+				t.Fatalf("counts %+v, want %+v", got, tt.want)
+			}
+			inc := log.started[0]
+			if inc.Stage != tt.stage || inc.Err != tt.err || !inc.Start.Equal(t0.Add(time.Millisecond)) {
+				t.Fatalf("incident %+v: want stage %q, err %v, start at the failing check", inc, tt.stage, tt.err)
+			}
+			if out := w.Output(t0.Add(2*time.Millisecond), Twist{1, 0}, nil); !out.IsZero() {
+				t.Fatalf("output during a stage failure %+v, want zero", out)
+			}
+			// The same frame's stamp again does not clear the failure…
+			w.Fresh(t0)
+			if ok, _ := w.Check(t0.Add(3 * time.Millisecond)); ok {
+				t.Fatal("re-announcing the failed frame cleared the failure")
+			}
+			// …a newer frame does.
+			w.Fresh(t0.Add(30 * time.Millisecond))
+			if ok, why := w.Check(t0.Add(31 * time.Millisecond)); !ok {
+				t.Fatalf("newer frame did not clear the failure: %q", why)
+			}
+			if len(log.started) != 1 || len(log.ended) != 1 || !log.ended[0].End.Equal(t0.Add(31*time.Millisecond)) {
+				t.Fatalf("started %d, ended %+v; want one incident that ended at the passing check", len(log.started), log.ended)
+			}
+		})
+	}
+}
+
+func TestWatchdogOneLogPerIncident(t *testing.T) {
+	w, log := newLoggedWatchdog(t, WatchdogConfig{})
+	errX := errors.New("x")
+	now := t0
+	tick := func(d time.Duration) bool { now = now.Add(d); ok, _ := w.Check(now); return ok }
+
+	// Startup: stale until the first frame — incident 1 (stale), checked many times.
+	for range 10 {
+		if tick(10 * time.Millisecond) {
+			t.Fatal("ok before any frame")
+		}
+	}
+	w.Fresh(now)
+	if !tick(0) {
+		t.Fatal("not ok with a fresh frame")
+	}
+	// A stage fails on several consecutive frames — incident 2 (stage failure).
+	for range 5 {
+		w.Fail("infer", errX)
+		if tick(10 * time.Millisecond) {
+			t.Fatal("ok after a failure")
+		}
+		w.Fresh(now)
+		w.Fail("infer", errX) // the new frame fails too, before the next check
+	}
+	w.Fresh(now.Add(time.Millisecond))
+	if !tick(time.Millisecond) {
+		t.Fatal("no recovery")
+	}
+	// Frames stop, then a NaN arrives while stale — still one incident (3, stale).
+	for range 30 {
+		tick(10 * time.Millisecond)
+	}
+	w.Fail("plan", ErrNonFinite)
+	tick(10 * time.Millisecond)
+	w.Fresh(now)
+	tick(0)
+	// Non-finite on a fresh frame — incident 4.
+	w.Fresh(now.Add(time.Millisecond))
+	w.Fail("plan", ErrNonFinite)
+	tick(time.Millisecond)
+	w.Fresh(now.Add(time.Millisecond))
+	tick(time.Millisecond)
+
+	want := IncidentCounts{Stale: 2, StageFailure: 1, NonFinite: 1}
+	if got := w.Counts(); got != want {
+		t.Fatalf("counts %+v, want %+v", got, want)
+	}
+	if len(log.started) != 4 || len(log.ended) != 4 {
+		t.Fatalf("logged %d starts and %d ends, want 4 each", len(log.started), len(log.ended))
+	}
+	wantReasons := []Reason{ReasonStale, ReasonStageFailure, ReasonStale, ReasonNonFinite}
+	for i, inc := range log.started {
+		if inc.Reason != wantReasons[i] || log.ended[i].Reason != wantReasons[i] {
+			t.Errorf("incident %d: reason %v (ended %v), want %v", i, inc.Reason, log.ended[i].Reason, wantReasons[i])
+		}
+	}
+	if _, active := w.Active(); active {
+		t.Fatal("incident still active at the end")
+	}
+}
+
+// TestWatchdogResumeRampsFromRest: after an incident the planner starts
+// from rest, so the first command after recovery is limited by MaxAccel.
+func TestWatchdogResumeRampsFromRest(t *testing.T) {
+	p := mustNew(t, Config{})
+	w, _ := newLoggedWatchdog(t, WatchdogConfig{})
+	in := Input{Scores: scores(0, 0, 0, 0, 1, 0, 0, 0, 0)}
+	now := t0
+	frame := func() Twist {
+		now = now.Add(100 * time.Millisecond)
+		w.Fresh(now)
+		cmd, err := p.Plan(in, now)
+		if err != nil {
+			w.Fail("plan", err)
+		}
+		return w.Output(now, cmd, p)
+	}
+	var out Twist
+	for range 30 {
+		out = frame()
+	}
+	if out.LinearX != 1 {
+		t.Fatalf("setup: cruising at %v, want 1", out.LinearX)
+	}
+	// Frames stop for a second while the planner keeps being asked (e.g. on
+	// a timer with the last scores): output zero, planner reset each time.
+	lastFrame, zeroed := now, 0
+	for range 10 {
+		now = now.Add(100 * time.Millisecond)
+		cmd, _ := p.Plan(in, now)
+		out := w.Output(now, cmd, p)
+		if now.Sub(lastFrame) > w.Timeout() {
+			if !out.IsZero() {
+				t.Fatalf("output %+v while stale", out)
+			}
+			zeroed++
+		}
+	}
+	if zeroed != 8 {
+		t.Fatalf("%d stale outputs, want 8", zeroed)
+	}
+	out = frame()
+	if want := 0.05; out.LinearX != want { // 0.5 m/s² × one 100 ms period from rest
+		t.Fatalf("first command after recovery %+v, want LinearX %v (ramp from rest)", out, want)
+	}
+	out = frame()
+	if want := 0.10; out.LinearX != want {
+		t.Fatalf("second command after recovery %+v, want LinearX %v", out, want)
+	}
+}
+
+// TestWatchdogResumeAfterIncidentSeenOnlyByCheck: the caller watched a
+// stale period with Check alone (a timer), so the planner was never reset;
+// the first Output after recovery must not pass a command planned from the
+// pre-incident speed.
+func TestWatchdogResumeAfterIncidentSeenOnlyByCheck(t *testing.T) {
+	p := mustNew(t, Config{})
+	w, _ := newLoggedWatchdog(t, WatchdogConfig{})
+	in := Input{Scores: scores(0, 0, 0, 0, 1, 0, 0, 0, 0)}
+	now := t0
+	frame := func() Twist {
+		now = now.Add(100 * time.Millisecond)
+		w.Fresh(now)
+		cmd, err := p.Plan(in, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w.Output(now, cmd, p)
+	}
+	for range 30 {
+		frame()
+	}
+	for range 10 { // a second without frames, watched by a 100 ms timer
+		now = now.Add(100 * time.Millisecond)
+		w.Check(now)
+	}
+	got := []float64{frame().LinearX, frame().LinearX, frame().LinearX}
+	if want := []float64{0, 0.05, 0.10}; got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
+		t.Fatalf("speeds after recovery %v, want %v (one zero frame, then a ramp from rest)", got, want)
+	}
+}
+
+func TestWatchdogOutputRejectsInvalidCommand(t *testing.T) {
+	p := mustNew(t, Config{})
+	w, log := newLoggedWatchdog(t, WatchdogConfig{})
+	w.Fresh(t0)
+	if out := w.Output(t0, Twist{5, 0}, p); !out.IsZero() {
+		t.Fatalf("over-limit command passed: %+v", out)
+	}
+	if ok, why := w.Check(t0); ok || !strings.Contains(why, `stage "output"`) {
+		t.Fatalf("Check after an invalid command = %v %q, want an output-stage failure", ok, why)
+	}
+	if len(log.started) != 1 {
+		t.Fatalf("%d incidents logged, want 1", len(log.started))
+	}
+}
+
+func TestWatchdogConfigRejectsNegativeTimeout(t *testing.T) {
+	_, err := NewWatchdog(WatchdogConfig{Timeout: -time.Second})
+	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "Timeout -1s") {
+		t.Fatalf("err = %v, want ErrConfig naming Timeout -1s", err)
+	}
+}
+
+func TestWatchdogCheckDoesNotAllocate(t *testing.T) {
+	w, log := newLoggedWatchdog(t, WatchdogConfig{})
+	now := t0
+	healthy := testing.AllocsPerRun(1000, func() {
+		now = now.Add(time.Millisecond)
+		w.Fresh(now)
+		if out := w.Output(now, Twist{0.5, 0}, nil); out.IsZero() {
+			t.Fatal("healthy output zeroed")
+		}
+	})
+	now = now.Add(time.Second) // starts an incident at the next check: that one may allocate
+	w.Check(now)
+	ongoing := testing.AllocsPerRun(1000, func() {
+		now = now.Add(time.Millisecond)
+		if out := w.Output(now, Twist{0.5, 0}, nil); !out.IsZero() {
+			t.Fatal("stale output passed")
+		}
+	})
+	if healthy != 0 || ongoing != 0 || len(log.started) != 1 {
+		t.Fatalf("allocations per frame: %v healthy, %v during an incident (%d incidents); want 0, 0 (1)",
+			healthy, ongoing, len(log.started))
+	}
+}
+
+// TestWatchdogConcurrent exercises the documented concurrent use under -race:
+// a subscriber goroutine calls Fresh, stages call Fail, an output loop calls
+// Output. Counts must match the callbacks.
+func TestWatchdogConcurrent(t *testing.T) {
+	var mu sync.Mutex
+	starts, ends := 0, 0
+	w, err := NewWatchdog(WatchdogConfig{
+		OnIncident: func(Incident) { mu.Lock(); starts++; mu.Unlock() },
+		OnRecover:  func(Incident) { mu.Lock(); ends++; mu.Unlock() },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	const n = 2000
+	wg.Go(func() {
+		for i := range n {
+			w.Fresh(t0.Add(time.Duration(i) * time.Millisecond))
+		}
+	})
+	wg.Go(func() {
+		for i := range n / 10 {
+			w.Fail("infer", fmt.Errorf("frame %d", i))
+		}
+	})
+	wg.Go(func() {
+		for i := range n {
+			if out := w.Output(t0.Add(time.Duration(i)*time.Millisecond), Twist{1, 0}, nil); !out.IsZero() && out != (Twist{1, 0}) {
+				t.Errorf("output %+v", out)
+			}
+		}
+	})
+	wg.Wait()
+	c := w.Counts()
+	total := c.Stale + c.StageFailure + c.NonFinite
+	_, active := w.Active()
+	mu.Lock()
+	defer mu.Unlock()
+	if uint64(starts) != total || total == 0 {
+		t.Fatalf("%d incidents logged, counts %+v", starts, c)
+	}
+	if want := starts; active {
+		if ends != want-1 {
+			t.Fatalf("%d starts, %d ends with one active", starts, ends)
+		}
+	} else if ends != want {
+		t.Fatalf("%d starts, %d ends", starts, ends)
+	}
+}

@@ -1,0 +1,173 @@
+package telemetry
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"net"
+	"net/http"
+	"net/http/pprof" // its init also registers on http.DefaultServeMux, which zerohop never serves
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// DefaultAddr is where Serve listens when given "": loopback only.
+const DefaultAddr = "127.0.0.1:9090"
+
+// shutdownGrace bounds how long Serve waits for open requests (a pprof
+// profile can run for its "seconds") after ctx is done.
+const shutdownGrace = 5 * time.Second
+
+// pageSource is the / page, an html/template; parsed per Server, never
+// written.
+//
+//go:embed page.html
+var pageSource string
+
+// ServerOptions configure a Server; the zero value is valid.
+type ServerOptions struct {
+	// Health reports whether the agent is healthy: nil → /healthz answers
+	// 200 "ok", an error → 503 with the error's text. Called per request,
+	// concurrently. Default: always healthy.
+	Health func() error
+}
+
+// Server serves a Recorder over HTTP:
+//
+//	/              live latency chart (self-contained HTML, polls /latency)
+//	/latency       JSON Snapshot
+//	/metrics       Prometheus text format, from the Recorder's own registry
+//	/healthz       200 "ok" or 503 with the reason
+//	/debug/pprof/  net/http/pprof, registered on this mux only
+type Server struct {
+	rec    *Recorder
+	health func() error
+	mux    *http.ServeMux
+	page   *template.Template
+}
+
+// NewServer returns a Server for rec.
+func NewServer(rec *Recorder, opts ServerOptions) (*Server, error) {
+	page, err := template.New("page").Parse(pageSource)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: page template: %w", err)
+	}
+	s := &Server{rec: rec, health: opts.Health, mux: http.NewServeMux(), page: page}
+	s.mux.HandleFunc("GET /{$}", s.servePage)
+	s.mux.HandleFunc("GET /latency", s.serveLatency)
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(rec.Registry(), promhttp.HandlerOpts{}))
+	s.mux.HandleFunc("GET /healthz", s.serveHealth)
+	s.mux.HandleFunc("/debug/pprof/", pprof.Index) // also serves the named profiles (heap, goroutine, …)
+	s.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	s.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	s.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	s.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return s, nil
+}
+
+// ServeHTTP makes a Server an http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+func (s *Server) servePage(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'")
+	if err := s.page.Execute(w, struct{ Stages []string }{s.rec.Stages()}); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
+}
+
+func (s *Server) serveLatency(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(s.rec.Snapshot())
+}
+
+func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if s.health != nil {
+		if err := s.health(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, err)
+			return
+		}
+	}
+	fmt.Fprintln(w, "ok")
+}
+
+// Serve listens on addr (see Listen) and serves until ctx is done, then
+// shuts down gracefully and returns nil. While serving it also runs the
+// Recorder's flush loop (Recorder.Run).
+func (s *Server) Serve(ctx context.Context, addr string) error {
+	ln, err := Listen(ctx, addr)
+	if err != nil {
+		return err
+	}
+	return s.ServeListener(ctx, ln)
+}
+
+// Listen opens the TCP listener for addr: "" means DefaultAddr (loopback).
+// An address without a host (":9090") is refused rather than silently
+// listening on all interfaces: write "0.0.0.0:9090" (or "[::]:9090") to
+// mean that. Use it to listen before start-up and hand the listener to
+// ServeListener.
+func Listen(ctx context.Context, addr string) (net.Listener, error) {
+	if addr == "" {
+		addr = DefaultAddr
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: listen address %q: %w", addr, err)
+	}
+	if host == "" {
+		return nil, fmt.Errorf("telemetry: listen address %q has no host, which would listen on all interfaces; "+
+			"write 0.0.0.0%s to mean that, or 127.0.0.1%s for this machine only", addr, addr, addr)
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: listen on %q: %w", addr, err)
+	}
+	return ln, nil
+}
+
+// ServeListener is Serve on a listener the caller opened (it is closed on
+// return).
+func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 5 * time.Second,
+	}
+	runCtx, stopRun := context.WithCancel(ctx)
+	flushDone := make(chan struct{})
+	go func() { // owned here: stopped and awaited before return
+		defer close(flushDone)
+		s.rec.Run(runCtx)
+	}()
+	defer func() { stopRun(); <-flushDone }()
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(ln) }() // ends when hs shuts down, awaited below
+
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("telemetry: serve on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+	defer cancel()
+	err := hs.Shutdown(shutCtx)
+	if err != nil {
+		err = errors.Join(fmt.Errorf("telemetry: shut down %s: %w", ln.Addr(), err), hs.Close())
+	}
+	if serr := <-serveErr; !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, fmt.Errorf("telemetry: serve on %s: %w", ln.Addr(), serr))
+	}
+	return err
+}

@@ -1,0 +1,290 @@
+package telemetry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+func newTestServer(t *testing.T, health func() error) (*Recorder, *httptest.Server) {
+	t.Helper()
+	r, _ := newRecorder(t, Options{})
+	s, err := NewServer(r, ServerOptions{Health: health})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s)
+	t.Cleanup(ts.Close)
+	return r, ts
+}
+
+func get(t *testing.T, url string) (int, http.Header, string) {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, res.Header, string(body)
+}
+
+func TestLatencyJSON(t *testing.T) {
+	r, ts := newTestServer(t, nil)
+	for us := 1; us <= 1000; us++ {
+		r.Record(StageE2E, time.Duration(us)*time.Microsecond)
+	}
+	r.Add(FramesReceived, 12)
+	r.Add(FramesSuperseded, 2)
+	r.SetProvider("cpu")
+	r.SetVoxelPath("cpu")
+
+	code, hdr, body := get(t, ts.URL+"/latency")
+	if code != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), "application/json") {
+		t.Fatalf("status %d, content type %q", code, hdr.Get("Content-Type"))
+	}
+	var snap Snapshot
+	dec := json.NewDecoder(strings.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&snap); err != nil {
+		t.Fatalf("decode %s: %v", body, err)
+	}
+	if snap.Unit != "us" || snap.WindowS != 10 || snap.Provider != "cpu" || snap.GPU != "none" || snap.VoxelPath != "cpu" {
+		t.Fatalf("header fields %+v", snap)
+	}
+	if len(snap.Stages) != 7 || snap.Stages[6].Name != "e2e" {
+		t.Fatalf("stages %+v", snap.Stages)
+	}
+	e2e := snap.Stages[6]
+	if e2e.SinceStart.Count != 1000 || !near(e2e.SinceStart.P50, 500) || !near(e2e.Window.P99, 990) {
+		t.Fatalf("e2e %+v", e2e)
+	}
+	if snap.Counters["frames_received"] != 12 || snap.Counters["frames_superseded"] != 2 || snap.Counters["frames_dropped"] != 0 {
+		t.Fatalf("counters %v", snap.Counters)
+	}
+	// The raw JSON uses the documented keys.
+	for _, key := range []string{`"p50"`, `"p90"`, `"p99"`, `"p999"`, `"max"`, `"count"`, `"since_start"`, `"window"`, `"uptime_s"`} {
+		if !strings.Contains(body, key) {
+			t.Errorf("JSON lacks %s", key)
+		}
+	}
+}
+
+func TestMetricsText(t *testing.T) {
+	r, ts := newTestServer(t, nil)
+	r.Record(StageInfer, 3*time.Millisecond)
+	r.Inc(FramesDropped)
+	r.SetProvider("cpu")
+	if err := r.AddGaugeFunc("pool_in_use", "Slots leased.", func() float64 { return 4 }); err != nil {
+		t.Fatal(err)
+	}
+	code, _, body := get(t, ts.URL+"/metrics")
+	if code != 200 {
+		t.Fatalf("status %d", code)
+	}
+	for _, want := range []string{
+		"# TYPE zerohop_stage_latency_seconds histogram",
+		`zerohop_stage_latency_seconds_bucket{stage="infer",le="0.0025"} 0`,
+		`zerohop_stage_latency_seconds_bucket{stage="infer",le="0.005"} 1`,
+		`zerohop_stage_latency_seconds_bucket{stage="infer",le="5e-05"} 0`,
+		`zerohop_stage_latency_seconds_count{stage="infer"} 1`,
+		`zerohop_stage_latency_seconds_count{stage="e2e"} 0`,
+		"zerohop_frames_received_total 0",
+		"zerohop_frames_dropped_total 1",
+		"zerohop_frames_processed_total 0",
+		"zerohop_frames_superseded_total 0",
+		`zerohop_execution_provider_info{provider="cpu"} 1`,
+		`zerohop_gpu_info{gpu="none"} 1`,
+		`zerohop_voxel_path_info{voxel_path="unknown"} 1`,
+		"zerohop_pool_in_use 4",
+		"zerohop_uptime_seconds",
+		"go_goroutines",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+func TestHealthz(t *testing.T) {
+	var failing error
+	_, ts := newTestServer(t, func() error { return failing })
+	tests := []struct {
+		name     string
+		err      error
+		wantCode int
+		wantBody string
+	}{
+		{"healthy", nil, 200, "ok\n"},
+		{"unhealthy", errors.New("watchdog: stale: newest frame is 350ms old"), 503, "watchdog: stale: newest frame is 350ms old\n"},
+		{"healthy again", nil, 200, "ok\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			failing = tt.err
+			code, _, body := get(t, ts.URL+"/healthz")
+			if code != tt.wantCode || body != tt.wantBody {
+				t.Fatalf("got %d %q, want %d %q", code, body, tt.wantCode, tt.wantBody)
+			}
+		})
+	}
+	// No health function: always healthy.
+	_, plain := newTestServer(t, nil)
+	if code, _, _ := get(t, plain.URL+"/healthz"); code != 200 {
+		t.Fatalf("no health func: %d", code)
+	}
+}
+
+func TestPageIsSelfContained(t *testing.T) {
+	r, _ := newRecorder(t, Options{Stages: []string{"handoff", "infer", "e2e", `<b>"odd"</b>`}})
+	s, err := NewServer(r, ServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	code, hdr, body := get(t, ts.URL+"/")
+	if code != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), "text/html") {
+		t.Fatalf("status %d, content type %q", code, hdr.Get("Content-Type"))
+	}
+	for _, name := range []string{`data-stage="handoff"`, `data-stage="infer"`, `data-stage="e2e"`, "<h2>infer</h2>", `<canvas data-stage="infer"`, `<canvas data-stage="e2e"`} {
+		if !strings.Contains(body, name) {
+			t.Errorf("page lacks %q", name)
+		}
+	}
+	if strings.Contains(body, `<b>"odd"</b>`) {
+		t.Error("a stage name reached the page unescaped")
+	}
+	// No external resources: every src/href is relative, and nothing loads a
+	// script or stylesheet from elsewhere.
+	attr := regexp.MustCompile(`(?i)\b(src|href)\s*=\s*["']?([^"'\s>]*)`)
+	for _, m := range attr.FindAllStringSubmatch(body, -1) {
+		if u := m[2]; strings.Contains(u, ":") || strings.HasPrefix(u, "//") {
+			t.Errorf("page references %s=%q", m[1], u)
+		}
+	}
+	for _, bad := range []string{"http://", "https://", "<script src", "<link", "@import"} {
+		if strings.Contains(strings.ToLower(body), bad) {
+			t.Errorf("page contains %q", bad)
+		}
+	}
+	if !strings.Contains(body, `fetch("latency"`) {
+		t.Error("page does not poll latency")
+	}
+	if code, _, _ := get(t, ts.URL+"/nope"); code != 404 {
+		t.Errorf("unknown path: %d, want 404", code)
+	}
+}
+
+func TestPprofOnOwnMux(t *testing.T) {
+	_, ts := newTestServer(t, nil)
+	code, _, body := get(t, ts.URL+"/debug/pprof/")
+	if code != 200 || !strings.Contains(body, "goroutine") || !strings.Contains(body, "heap") {
+		t.Fatalf("pprof index: %d %.200q", code, body)
+	}
+	code, _, body = get(t, ts.URL+"/debug/pprof/goroutine?debug=1")
+	if code != 200 || !strings.Contains(body, "goroutine profile") {
+		t.Fatalf("goroutine profile: %d %.200q", code, body)
+	}
+	if code, _, _ := get(t, ts.URL+"/debug/pprof/cmdline"); code != 200 {
+		t.Fatalf("cmdline: %d", code)
+	}
+}
+
+func TestServeRefusesAmbiguousAddress(t *testing.T) {
+	r, _ := newRecorder(t, Options{})
+	s, err := NewServer(r, ServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A Serve that wrongly accepts an address stops after 200 ms and
+	// returns nil, failing the test instead of hanging it.
+	short := func() context.Context {
+		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+		t.Cleanup(cancel)
+		return ctx
+	}
+	for _, addr := range []string{":0", "9090", "localhost"} {
+		err := s.Serve(short(), addr)
+		if err == nil || !strings.Contains(err.Error(), addr) {
+			t.Errorf("Serve(%q) = %v, want an error naming the address", addr, err)
+		}
+	}
+	if err := s.Serve(short(), ":0"); err == nil || !strings.Contains(err.Error(), "all interfaces") {
+		t.Errorf("Serve(:0) = %v, want a refusal to listen on all interfaces", err)
+	}
+	if ln, err := Listen(t.Context(), ":0"); err == nil {
+		ln.Close()
+		t.Error("Listen(:0) accepted an address without a host")
+	}
+	ln, err := Listen(t.Context(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("Listen(127.0.0.1:0): %v", err)
+	}
+	ln.Close()
+}
+
+func TestServeShutsDownOnCancel(t *testing.T) {
+	r, _ := newRecorder(t, Options{})
+	s, err := NewServer(r, ServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.ServeListener(ctx, ln) }()
+	url := "http://" + ln.Addr().String()
+	if code, _, body := get(t, url+"/healthz"); code != 200 || body != "ok\n" {
+		t.Fatalf("healthz %d %q", code, body)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("ServeListener after cancel: %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("ServeListener did not return after cancel")
+	}
+	if _, err := http.Get(url + "/healthz"); err == nil {
+		t.Fatal("still serving after shutdown")
+	}
+
+	// Serve itself, on a loopback port: starts, stops, returns nil.
+	ctx2, cancel2 := context.WithCancel(t.Context())
+	go func() { time.Sleep(50 * time.Millisecond); cancel2() }()
+	if err := s.Serve(ctx2, "127.0.0.1:0"); err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+}
+
+func TestServeReportsListenError(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	r, _ := newRecorder(t, Options{})
+	s, err := NewServer(r, ServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Serve(t.Context(), ln.Addr().String()); err == nil || !strings.Contains(err.Error(), ln.Addr().String()) {
+		t.Fatalf("Serve on a busy port = %v, want an error naming it", err)
+	}
+}

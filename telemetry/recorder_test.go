@@ -1,0 +1,365 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+)
+
+// fakeClock is an injected clock that tests move by hand.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *fakeClock) Add(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+func newRecorder(t testing.TB, opts Options) (*Recorder, *fakeClock) {
+	t.Helper()
+	clk := newFakeClock()
+	if opts.Now == nil {
+		opts.Now = clk.Now
+	}
+	r, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, clk
+}
+
+// near reports whether got is within HdrHistogram's 3-significant-digit
+// precision (0.1%; values below 2048 µs are exact) of want.
+func near(got, want float64) bool { return math.Abs(got-want) <= want*1e-3 }
+
+func TestPercentilesOfKnownData(t *testing.T) {
+	r, _ := newRecorder(t, Options{})
+	for us := 1; us <= 1000; us++ {
+		r.Record(StageInfer, time.Duration(us)*time.Microsecond)
+	}
+	snap := r.Snapshot()
+	want := Percentiles{Count: 1000, P50: 500, P90: 900, P99: 990, P999: 999, Max: 1000}
+	for _, got := range []Percentiles{snap.Stages[StageInfer].SinceStart, snap.Stages[StageInfer].Window} {
+		if got.Count != want.Count || !near(got.P50, want.P50) || !near(got.P90, want.P90) ||
+			!near(got.P99, want.P99) || !near(got.P999, want.P999) || !near(got.Max, want.Max) {
+			t.Fatalf("percentiles %+v, want ≈ %+v", got, want)
+		}
+	}
+	if other := snap.Stages[StageVoxel].SinceStart; other != (Percentiles{}) {
+		t.Fatalf("untouched stage has %+v", other)
+	}
+}
+
+func TestRecordConvertsDurations(t *testing.T) {
+	tests := []struct {
+		name string
+		d    time.Duration
+		want float64 // µs, as max
+	}{
+		{"negative counts as zero", -time.Second, 0},
+		{"sub-microsecond rounds down", 1400 * time.Nanosecond, 1},
+		{"rounds to nearest microsecond", 1600 * time.Nanosecond, 2},
+		{"exact", 250 * time.Microsecond, 250},
+		{"longer than 60 s clamps to 60 s", time.Hour, 60e6},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, _ := newRecorder(t, Options{Stages: []string{"s"}})
+			r.Record(0, tt.d)
+			got := r.Snapshot().Stages[0].SinceStart
+			if got.Count != 1 || !near(got.Max, tt.want) {
+				t.Fatalf("recorded %v as %+v, want max ≈ %v µs", tt.d, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestWindowSlides(t *testing.T) {
+	r, clk := newRecorder(t, Options{Stages: []string{"s"}}) // 10 × 1 s
+	check := func(when string, wantWindow, wantSince uint64, wantP50 float64) {
+		t.Helper()
+		st := r.Snapshot().Stages[0]
+		if st.Window.Count != wantWindow || st.SinceStart.Count != wantSince || wantWindow > 0 && !near(st.Window.P50, wantP50) {
+			t.Fatalf("%s: window %+v, since start %+v; want window count %d (p50 %v), since start %d",
+				when, st.Window, st.SinceStart, wantWindow, wantP50, wantSince)
+		}
+	}
+	for range 10 {
+		r.Record(0, 100*time.Microsecond)
+	}
+	check("at start", 10, 10, 100)
+	clk.Add(5 * time.Second)
+	for range 30 {
+		r.Record(0, 200*time.Microsecond)
+	}
+	check("after 5 s", 40, 40, 200)
+	clk.Add(5 * time.Second)
+	check("after 10 s the first slice has left", 30, 40, 200)
+	clk.Add(5 * time.Second)
+	check("after 15 s the window is empty", 0, 40, 0)
+	r.Record(0, 300*time.Microsecond)
+	check("new value", 1, 41, 300)
+}
+
+func TestRunFlushesWithoutReaders(t *testing.T) {
+	r, err := New(Options{Stages: []string{"s"}, Slice: time.Millisecond, Window: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(ctx) }()
+	r.Record(0, time.Millisecond)
+	time.Sleep(30 * time.Millisecond) // several flushes; the value ages out of the 10 ms window
+	cancel()
+	<-done
+	st := r.Snapshot().Stages[0]
+	if st.SinceStart.Count != 1 || st.Window.Count != 0 {
+		t.Fatalf("after Run: window %+v, since start %+v; want the value flushed and aged out", st.Window, st.SinceStart)
+	}
+}
+
+func TestRecordDoesNotAllocate(t *testing.T) {
+	r, _ := newRecorder(t, Options{})
+	d := time.Duration(0)
+	allocs := testing.AllocsPerRun(10000, func() {
+		d += 7 * time.Microsecond
+		r.Record(StageE2E, d)
+		r.Record(StagePlan, -d)
+		r.Record(StageID(99), d) // ignored
+		r.Inc(FramesReceived)
+		r.Add(FramesDropped, 2)
+	})
+	if allocs != 0 {
+		t.Fatalf("recording allocates %v times per frame, want 0", allocs)
+	}
+	if r.Count(FramesReceived) < 10000 || r.Count(FramesDropped) < 20000 {
+		t.Fatalf("counters %d, %d", r.Count(FramesReceived), r.Count(FramesDropped))
+	}
+}
+
+// TestConcurrentRecordAndRead runs writers, snapshots and scrapes at once
+// (meant for -race) and checks that no sample is lost or counted twice.
+func TestConcurrentRecordAndRead(t *testing.T) {
+	r, clk := newRecorder(t, Options{})
+	const writers, perWriter = 4, 5000
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := range writers {
+		wg.Go(func() {
+			for i := range perWriter {
+				r.Record(StageID((w+i)%len(r.Stages())), time.Duration(i)*time.Microsecond)
+				r.Inc(FramesProcessed)
+			}
+		})
+	}
+	var readers sync.WaitGroup
+	readers.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				r.Snapshot()
+				if _, err := r.Registry().Gather(); err != nil {
+					t.Error(err)
+				}
+				clk.Add(300 * time.Millisecond)
+			}
+		}
+	})
+	wg.Wait()
+	close(stop)
+	readers.Wait()
+
+	var total uint64
+	for _, st := range r.Snapshot().Stages {
+		total += st.SinceStart.Count
+	}
+	if total != writers*perWriter || r.Count(FramesProcessed) != writers*perWriter {
+		t.Fatalf("hdr holds %d samples, counter %d; want %d", total, r.Count(FramesProcessed), writers*perWriter)
+	}
+	var promTotal uint64
+	for _, m := range gather(t, r, "zerohop_stage_latency_seconds") {
+		promTotal += m.GetHistogram().GetSampleCount()
+	}
+	if promTotal != writers*perWriter {
+		t.Fatalf("prometheus holds %d samples, want %d", promTotal, writers*perWriter)
+	}
+}
+
+func gather(t testing.TB, r *Recorder, name string) []*dto.Metric {
+	t.Helper()
+	mfs, err := r.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()
+		}
+	}
+	t.Fatalf("no metric %q", name)
+	return nil
+}
+
+func TestCustomStages(t *testing.T) {
+	r, _ := newRecorder(t, Options{Stages: []string{"decode", "track"}})
+	if got := strings.Join(r.Stages(), ","); got != "decode,track" {
+		t.Fatalf("stages %q", got)
+	}
+	id, ok := r.Stage("track")
+	if !ok || id != 1 {
+		t.Fatalf("Stage(track) = %d %v, want 1 true", id, ok)
+	}
+	if _, ok := r.Stage("infer"); ok {
+		t.Fatal("found a default stage in a custom set")
+	}
+	r.Record(id, time.Millisecond)
+	r.Record(2, time.Millisecond)  // out of range: ignored
+	r.Record(-1, time.Millisecond) // out of range: ignored
+	snap := r.Snapshot()
+	if len(snap.Stages) != 2 || snap.Stages[1].Name != "track" || snap.Stages[1].SinceStart.Count != 1 || snap.Stages[0].SinceStart.Count != 0 {
+		t.Fatalf("snapshot stages %+v", snap.Stages)
+	}
+}
+
+func TestOptionsValidation(t *testing.T) {
+	tests := []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"no stages", Options{Stages: []string{}}, "Stages is empty"},
+		{"empty stage name", Options{Stages: []string{"a", ""}}, `Stages[1] ""`},
+		{"duplicate stage", Options{Stages: []string{"a", "b", "a"}}, `Stages[2] "a": duplicate`},
+		{"invalid UTF-8 stage", Options{Stages: []string{"\xff"}}, `Stages[0] "\xff"`},
+		{"bad namespace", Options{Namespace: "zero-hop"}, `Namespace "zero-hop"`},
+		{"window not a multiple", Options{Window: 1500 * time.Millisecond}, "Window 1.5s"},
+		{"window shorter than slice", Options{Window: time.Second, Slice: 2 * time.Second}, "Window 1s"},
+		{"negative slice", Options{Slice: -time.Second}, "Slice -1s"},
+		{"too many slices", Options{Window: time.Hour, Slice: 100 * time.Millisecond}, "at most 3600 slices"},
+		{"decreasing buckets", Options{Buckets: []float64{0.1, 0.05}}, "Buckets[1] 0.05"},
+		{"NaN bucket", Options{Buckets: []float64{math.NaN()}}, "Buckets[0] NaN"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := New(tt.opts)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("New error %v, want one mentioning %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestFuncMetrics(t *testing.T) {
+	r, _ := newRecorder(t, Options{})
+	inUse := 3.0
+	if err := r.AddGaugeFunc("pool_in_use", "Slots leased.", func() float64 { return inUse }); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.AddCounterFunc("pool_drops_total", "Frames dropped by the pool.", func() float64 { return 7 }); err != nil {
+		t.Fatal(err)
+	}
+	inUse = 5
+	snap := r.Snapshot()
+	if snap.Gauges["pool_in_use"] != 5 || snap.Counters["pool_drops_total"] != 7 {
+		t.Fatalf("gauges %v counters %v", snap.Gauges, snap.Counters)
+	}
+	if v := gather(t, r, "zerohop_pool_in_use")[0].GetGauge().GetValue(); v != 5 {
+		t.Fatalf("prometheus gauge %v, want 5", v)
+	}
+	if v := gather(t, r, "zerohop_pool_drops_total")[0].GetCounter().GetValue(); v != 7 {
+		t.Fatalf("prometheus counter %v, want 7", v)
+	}
+
+	bad := []struct {
+		name, metric string
+		f            func() float64
+		want         string
+	}{
+		{"duplicate", "pool_in_use", func() float64 { return 0 }, `"zerohop_pool_in_use"`},
+		{"clashes with a built-in", "frames_received_total", func() float64 { return 0 }, "frames_received_total"},
+		{"invalid name", "pool-in-use", func() float64 { return 0 }, `"pool-in-use"`},
+		{"leading digit", "1pool", func() float64 { return 0 }, `"1pool"`},
+		{"nil function", "x", nil, "nil function"},
+	}
+	for _, b := range bad {
+		t.Run(b.name, func(t *testing.T) {
+			err := r.AddGaugeFunc(b.metric, "h", b.f)
+			if err == nil || !strings.Contains(err.Error(), b.want) {
+				t.Fatalf("AddGaugeFunc(%q) = %v, want an error mentioning %s", b.metric, err, b.want)
+			}
+		})
+	}
+	if len(r.Snapshot().Gauges) != 1 {
+		t.Fatal("a rejected metric reached the snapshot")
+	}
+}
+
+func TestLabels(t *testing.T) {
+	r, _ := newRecorder(t, Options{})
+	if s := r.Snapshot(); s.Provider != "unknown" || s.GPU != "none" || s.VoxelPath != "unknown" {
+		t.Fatalf("initial labels %q %q %q", s.Provider, s.GPU, s.VoxelPath)
+	}
+	r.SetProvider("cuda")
+	r.SetProvider("cpu") // replaces, not adds
+	r.SetGPU("NVIDIA H200")
+	r.SetVoxelPath("gpu")
+	if err := r.SetLabel("colour", "red"); err == nil || !strings.Contains(err.Error(), `"colour"`) {
+		t.Fatalf("unknown label: %v", err)
+	}
+	s := r.Snapshot()
+	if s.Provider != "cpu" || s.GPU != "NVIDIA H200" || s.VoxelPath != "gpu" || r.Label(LabelGPU) != "NVIDIA H200" {
+		t.Fatalf("labels %q %q %q", s.Provider, s.GPU, s.VoxelPath)
+	}
+	ms := gather(t, r, "zerohop_execution_provider_info")
+	if len(ms) != 1 || ms[0].GetLabel()[0].GetValue() != "cpu" || ms[0].GetGauge().GetValue() != 1 {
+		t.Fatalf("provider info metric %v", ms)
+	}
+}
+
+func TestNoGlobalRegistry(t *testing.T) {
+	a, _ := newRecorder(t, Options{})
+	b, _ := newRecorder(t, Options{})
+	if a.Registry() == b.Registry() {
+		t.Fatal("two Recorders share a registry")
+	}
+	// Same metric names in two Recorders must not clash.
+	if err := errors.Join(a.AddGaugeFunc("g", "h", func() float64 { return 1 }),
+		b.AddGaugeFunc("g", "h", func() float64 { return 2 })); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func BenchmarkRecord(b *testing.B) {
+	r, _ := newRecorder(b, Options{})
+	d := time.Duration(0)
+	b.ReportAllocs()
+	for b.Loop() {
+		d = (d + 13*time.Microsecond) % (50 * time.Millisecond)
+		r.Record(StageInfer, d)
+	}
+}
+
+func BenchmarkRecordParallel(b *testing.B) {
+	r, _ := newRecorder(b, Options{})
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		d := time.Duration(0)
+		for pb.Next() {
+			d = (d + 13*time.Microsecond) % (50 * time.Millisecond)
+			r.Record(StageInfer, d)
+		}
+	})
+}
