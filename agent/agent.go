@@ -114,6 +114,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		// the robot may keep its command.
 		now := time.Now()
 		if ok, _ := p.cfg.Watchdog.Check(now); !ok {
+			p.cfg.Planner.Reset() // ramp up from rest when frames return
 			p.publish(planner.Zero(), now)
 		}
 		tick.Reset(p.cfg.Tick)

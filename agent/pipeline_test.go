@@ -1,0 +1,154 @@
+package agent
+
+import (
+	"math"
+	"testing"
+
+	"github.com/zerohop/zerohop/camera"
+	"github.com/zerohop/zerohop/handles"
+	"github.com/zerohop/zerohop/handles/transport"
+	"github.com/zerohop/zerohop/infer"
+	"github.com/zerohop/zerohop/models"
+	"github.com/zerohop/zerohop/planner"
+	"github.com/zerohop/zerohop/sensor"
+	"github.com/zerohop/zerohop/telemetry"
+	"github.com/zerohop/zerohop/voxel"
+)
+
+// composed builds a pipeline on an in-process camera with the synthetic
+// scene; frames are produced by hand with cam.Frame.
+type composed struct {
+	cam    *camera.Camera
+	src    *sensor.Synthetic
+	inproc *transport.Inproc
+	pipe   *Pipeline
+	sess   *infer.Session
+	sink   *recordingSink
+}
+
+func newComposed(t *testing.T) *composed {
+	t.Helper()
+	requireORT(t)
+	lib, err := infer.FindLibrary("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := infer.OpenRuntime(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	sess, err := infer.NewSessionFromBytes(rt, "reference.onnx", models.ReferenceONNX(), infer.ReferenceConfig(),
+		infer.SessionOptions{Providers: []string{"cpu"}, IntraOpThreads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sess.Close() })
+	pp, _ := infer.ReferenceConfig().PreprocessParams()
+	prep, err := infer.NewPreprocessor(pp, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(prep.Close)
+	bev, _ := voxel.NewBEV(voxel.BEVConfig{})
+	filter, err := voxel.NewFilter(voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}, 200_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { filter.Close() })
+	plan, _ := planner.New(planner.Config{})
+	wd, _ := planner.NewWatchdog(planner.WatchdogConfig{})
+	rec, _ := telemetry.New(telemetry.Options{NoRuntimeMetrics: true})
+	src, err := sensor.NewSynthetic(sensor.SyntheticConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cam, err := camera.New(camera.Config{Source: src, Slots: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cam.Close() })
+	var topics []transport.Topic
+	for i := range 2 {
+		topics = append(topics, transport.Topic{Name: camera.TopicName(i), Kind: camera.Kind(i), Pool: cam.Pool(i)})
+	}
+	inproc, err := transport.NewInproc(transport.InprocConfig{Topics: topics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inproc.Close() })
+	sink := &recordingSink{}
+	pipe, err := New(Config{Source: inproc, Filter: filter, BEV: bev, Session: sess, Prep: prep, Planner: plan,
+		Watchdog: wd, Recorder: rec, Sink: sink, MaxPoints: 200_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &composed{cam: cam, src: src, inproc: inproc, pipe: pipe, sess: sess, sink: sink}
+}
+
+// step publishes frame seq and runs the pipeline on it.
+func (c *composed) step(t testing.TB, seq uint64, h *handles.Handle) {
+	if err := c.cam.Frame(seq, c.inproc, h); err != nil {
+		t.Fatal(err)
+	}
+	c.pipe.frame(<-c.inproc.C(TopicPoints))
+}
+
+func TestPipelineFrameAllocatesNothing(t *testing.T) {
+	c := newComposed(t)
+	var h handles.Handle
+	for seq := uint64(0); seq < 5; seq++ { // warm up
+		c.step(t, seq, &h)
+	}
+	seq := uint64(5)
+	allocs := testing.AllocsPerRun(20, func() {
+		c.step(t, seq, &h)
+		seq++
+	})
+	if allocs != 0 {
+		t.Fatalf("camera frame + agent frame (voxel, BEV, preprocess, infer, plan) allocate %.1f times per frame, want 0", allocs)
+	}
+	if c.cam.Pool(0).InUse() != 0 || c.cam.Pool(1).InUse() != 0 {
+		t.Fatal("the pipeline leaked slots")
+	}
+}
+
+// TestModelReactsToTheScene checks the model card's promises on the real
+// rendered scene: the obstacle lowers the clearance of the sectors it is
+// in, and the hazard marking (invisible to the LiDAR) lowers its sectors'
+// scores without touching their clearance.
+func TestModelReactsToTheScene(t *testing.T) {
+	c := newComposed(t)
+	var h handles.Handle
+	const rate = 30.0
+	sectorOf := func(y, x float64) int { // heading → sector, −40°…+40° in 10° steps
+		deg := 57.29577951308232 * atan2(y, x)
+		k := int((deg+40)/10 + 0.5)
+		return min(max(k, 0), 8)
+	}
+	// t = 1.5 s: obstacle at y = +3 (left), hazard at y = +1 (left, 2.8 m).
+	// t = 4.5 s: obstacle at y = −3 (right), hazard at y = −1 (right).
+	for _, tc := range []struct {
+		name string
+		sec  float64
+	}{{"left", 1.5}, {"right", 4.5}} {
+		seq := uint64(tc.sec * rate)
+		c.step(t, seq, &h)
+		truth := c.src.Truth(seq)
+		scores := append([]float32(nil), c.sess.Scores()...)
+		clear := append([]float32(nil), c.sess.Clearance()...)
+		obs := sectorOf(truth.Obstacle.Center.Y, truth.Obstacle.Center.X)
+		mirror := 8 - obs
+		if !(clear[obs] < clear[mirror]) {
+			t.Errorf("%s: obstacle in sector %d: clearance %v there, %v in mirror sector %d; want lower", tc.name, obs, clear[obs], clear[mirror], mirror)
+		}
+		hz := sectorOf(truth.Hazard.CenterY, truth.Hazard.CenterX)
+		hm := 8 - hz
+		if !(scores[hz] < scores[hm]) {
+			t.Errorf("%s: hazard in sector %d: score %v, mirror sector %d %v; want lower", tc.name, hz, scores[hz], hm, scores[hm])
+		}
+		t.Logf("%s: obstacle sector %d, hazard sector %d, scores %.2f, clearance %.1f", tc.name, obs, hz, scores, clear)
+	}
+}
+
+func atan2(y, x float64) float64 { return math.Atan2(y, x) }
