@@ -107,6 +107,9 @@ func (t *Inproc) Latest(ctx context.Context, topic int) (Lease, error) {
 // TryLatest is Latest without waiting.
 func (t *Inproc) TryLatest(topic int) (Lease, bool) { return t.mail[topic].tryLatest() }
 
+// C is topic's queue, for select loops; see Subscriber.C.
+func (t *Inproc) C(topic int) <-chan Lease { return t.mail[topic].ch }
+
 // Stats reports received and superseded leases.
 func (t *Inproc) Stats() SubscriberStats {
 	return SubscriberStats{Received: t.received.Load(), Superseded: t.superseded.Load(), Connected: !t.closed.Load(), Connects: 1}

@@ -113,6 +113,10 @@ func (s *Subscriber) Latest(ctx context.Context, topic int) (Lease, error) {
 // TryLatest is Latest without waiting; ok is false when nothing is queued.
 func (s *Subscriber) TryLatest(topic int) (Lease, bool) { return s.mail[topic].tryLatest() }
 
+// C is topic's keep-last-N queue, for select loops: after receiving from
+// it, call TryLatest for anything fresher (keep-last-N may hold more).
+func (s *Subscriber) C(topic int) <-chan Lease { return s.mail[topic].ch }
+
 // Run connects to the camera and receives until ctx is done, reconnecting
 // with backoff whenever the camera goes away. It returns ctx's error, or
 // at once an error the camera gave when refusing this subscriber.
