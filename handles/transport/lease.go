@@ -103,32 +103,27 @@ func (m *mailbox) put(l Lease) {
 // latest waits for at least one lease, then returns the newest and releases
 // the older ones (superseded).
 func (m *mailbox) latest(ctx context.Context) (Lease, error) {
-	var l Lease
 	select {
-	case l = <-m.ch:
+	case l := <-m.ch:
+		return m.newest(l), nil
 	case <-ctx.Done():
 		return Lease{}, ctx.Err()
-	}
-	for {
-		select {
-		case newer := <-m.ch:
-			l.Release()
-			m.superseded.Add(1)
-			l = newer
-		default:
-			return l, nil
-		}
 	}
 }
 
 // tryLatest is latest without waiting.
 func (m *mailbox) tryLatest() (Lease, bool) {
-	var l Lease
 	select {
-	case l = <-m.ch:
+	case l := <-m.ch:
+		return m.newest(l), true
 	default:
 		return Lease{}, false
 	}
+}
+
+// newest returns the newest of l and everything queued after it,
+// releasing the others (superseded).
+func (m *mailbox) newest(l Lease) Lease {
 	for {
 		select {
 		case newer := <-m.ch:
@@ -136,7 +131,7 @@ func (m *mailbox) tryLatest() (Lease, bool) {
 			m.superseded.Add(1)
 			l = newer
 		default:
-			return l, true
+			return l
 		}
 	}
 }
