@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO    ?= go
 BIN   := bin
 
-.PHONY: all build test vet fmt-check deps ort models models-check demo bench bench-pool bench-handoff bench-sensor fuzz
+.PHONY: all build test vet fmt-check deps ort models models-check demo bench bench-pool bench-handoff bench-voxel bench-sensor fuzz
 
 all: build
 
@@ -42,6 +42,9 @@ demo: build
 
 bench-pool:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./pinned/
+
+bench-voxel:
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 -cpu 1,2 ./voxel/
 
 bench-sensor:
 	$(GO) test -run '^$$' -bench 'BenchmarkSynthetic(Points|Image)$$' -benchmem -cpu 1 -count 5 ./sensor/

@@ -1,0 +1,169 @@
+package voxel
+
+import (
+	"fmt"
+	"math"
+)
+
+// BEVChannels is the number of channels of the BEV tensor.
+const BEVChannels = 3
+
+// The BEV tensor's channels, in order.
+const (
+	// ChannelOccupancy is 1 in cells that hold at least one point, else 0.
+	ChannelOccupancy = 0
+	// ChannelHeight is the highest point's height above BEVConfig.GroundZ in
+	// metres, clamped to [0, MaxHeight]; 0 in empty cells.
+	ChannelHeight = 1
+	// ChannelIntensity is the mean intensity of the cell's points; 0 in
+	// empty cells.
+	ChannelIntensity = 2
+)
+
+// BEVConfig sets up a bird's-eye-view raster. The zero value of each field
+// is its default.
+//
+// The raster is a top-down image of the robot frame (REP-103: x forward,
+// y left, z up) with forward pointing up the image:
+//
+//	                x (forward)
+//	                ^
+//	row 0       ....|....   x in [MinX + (H-1)·Cell, MinX + H·Cell)
+//	 ...            |
+//	row H-1     ....|....   x in [MinX, MinX + Cell)
+//	       y <------+------  robot at the bottom centre when MinX = 0
+//	     (left)   W/2        columns increase to the robot's right (-y)
+//
+// A point (x, y) falls in row H-1-floor((x-MinX)/Cell) and column
+// floor(W/2 - y/Cell), when both are in range; points outside the raster
+// are ignored. The boundary between columns W/2-1 and W/2 is y = 0 (for
+// odd W, column (W-1)/2 is centred on y = 0).
+type BEVConfig struct {
+	// Channels must be 0 or BEVChannels: occupancy, height, intensity.
+	Channels int
+	// H and W are the rows and columns; 0 means 128.
+	H, W int
+	// Cell is a cell's edge in metres; 0 means 0.2.
+	Cell float32
+	// MinX is the x of the raster's bottom edge in metres; 0 puts the
+	// robot on the bottom edge, a negative value shows the area behind it.
+	MinX float32
+	// GroundZ is the height reference: the ground's z in the robot frame
+	// (0 for base_link on the ground; about -1.73 in KITTI's LiDAR frame).
+	GroundZ float32
+	// MaxHeight caps the height channel, in metres above GroundZ; 0 means
+	// 3. Points above it still mark their cell occupied; to drop overhangs
+	// (ceilings, branches), crop them in the filter's Config.Crop.
+	MaxHeight float32
+}
+
+// BEV fills BEV tensors from filtered points. It holds preallocated scratch
+// memory; use it from one goroutine at a time.
+type BEV struct {
+	cfg   BEVConfig
+	cell  float64
+	count []uint32  // points per cell
+	isum  []float64 // intensity sum per cell
+}
+
+// NewBEV checks cfg and preallocates.
+func NewBEV(cfg BEVConfig) (*BEV, error) {
+	if cfg.Channels == 0 {
+		cfg.Channels = BEVChannels
+	}
+	if cfg.H == 0 {
+		cfg.H = 128
+	}
+	if cfg.W == 0 {
+		cfg.W = 128
+	}
+	if cfg.Cell == 0 {
+		cfg.Cell = 0.2
+	}
+	if cfg.MaxHeight == 0 {
+		cfg.MaxHeight = 3
+	}
+	switch {
+	case cfg.Channels != BEVChannels:
+		return nil, fmt.Errorf("BEV config: channels %d, only %d (occupancy, height, intensity) is supported", cfg.Channels, BEVChannels)
+	case cfg.H < 1 || cfg.W < 1 || cfg.H > 1<<14 || cfg.W > 1<<14:
+		return nil, fmt.Errorf("BEV config: size %d × %d cells out of range [1, %d]", cfg.H, cfg.W, 1<<14)
+	case !(cfg.Cell > 0) || math.IsInf(float64(cfg.Cell), 0):
+		return nil, fmt.Errorf("BEV config: cell %g m must be positive and finite", cfg.Cell)
+	case !(cfg.MaxHeight > 0) || math.IsInf(float64(cfg.MaxHeight), 0):
+		return nil, fmt.Errorf("BEV config: max height %g m must be positive and finite", cfg.MaxHeight)
+	case !finite32(cfg.MinX) || !finite32(cfg.GroundZ):
+		return nil, fmt.Errorf("BEV config: min x %g m and ground z %g m must be finite", cfg.MinX, cfg.GroundZ)
+	}
+	return &BEV{
+		cfg:   cfg,
+		cell:  float64(cfg.Cell),
+		count: make([]uint32, cfg.H*cfg.W),
+		isum:  make([]float64, cfg.H*cfg.W),
+	}, nil
+}
+
+func finite32(v float32) bool { return absBits(v) < infBits }
+
+// Config returns the configuration with defaults applied.
+func (b *BEV) Config() BEVConfig { return b.cfg }
+
+// Len returns the tensor length Fill needs: Channels·H·W.
+func (b *BEV) Len() int { return BEVChannels * b.cfg.H * b.cfg.W }
+
+// Cell returns the row and column of the cell that holds (x, y), and false
+// if the point is outside the raster.
+func (b *BEV) Cell(x, y float32) (row, col int, ok bool) {
+	u := (float64(x) - float64(b.cfg.MinX)) / b.cell
+	v := float64(b.cfg.W)/2 - float64(y)/b.cell
+	if !(u >= 0 && u < float64(b.cfg.H) && v >= 0 && v < float64(b.cfg.W)) {
+		return 0, 0, false // also NaN
+	}
+	return b.cfg.H - 1 - int(u), int(v), true
+}
+
+// CellCenter returns the robot-frame x and y of a cell's centre.
+func (b *BEV) CellCenter(row, col int) (x, y float32) {
+	x = b.cfg.MinX + float32(float64(b.cfg.H-row)-0.5)*b.cfg.Cell
+	y = float32((float64(b.cfg.W)/2 - float64(col) - 0.5) * b.cell)
+	return x, y
+}
+
+// Fill writes the BEV tensor of pts into dst, laid out [channel][row][col]
+// (CHW, row-major), overwriting all of it. dst must have length Len(); it is
+// typically a model's input tensor. Points with a non-finite field are
+// ignored. Fill does not allocate.
+func (b *BEV) Fill(pts *Points, dst []float32) error {
+	if len(dst) != b.Len() {
+		return fmt.Errorf("BEV fill: tensor has %d elements, want %d × %d × %d = %d", len(dst), BEVChannels, b.cfg.H, b.cfg.W, b.Len())
+	}
+	plane := b.cfg.H * b.cfg.W
+	occ := dst[ChannelOccupancy*plane : (ChannelOccupancy+1)*plane]
+	height := dst[ChannelHeight*plane : (ChannelHeight+1)*plane]
+	inten := dst[ChannelIntensity*plane : (ChannelIntensity+1)*plane]
+	clear(dst)
+	clear(b.count)
+	clear(b.isum)
+	ground, maxH := b.cfg.GroundZ, b.cfg.MaxHeight
+	for _, p := range pts.P {
+		if !finite32(p.Z) || !finite32(p.I) {
+			continue
+		}
+		row, col, ok := b.Cell(p.X, p.Y)
+		if !ok {
+			continue
+		}
+		k := row*b.cfg.W + col
+		h := min(max(p.Z-ground, 0), maxH)
+		occ[k] = 1
+		height[k] = max(height[k], h)
+		b.count[k]++
+		b.isum[k] += float64(p.I)
+	}
+	for k, n := range b.count {
+		if n > 0 {
+			inten[k] = float32(b.isum[k] / float64(n))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,182 @@
+package voxel
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+// TestBEVCellConvention pins the raster convention that the reference model
+// relies on: row 0 farthest ahead, the robot at the bottom centre, columns
+// increasing to the robot's right.
+func TestBEVCellConvention(t *testing.T) {
+	tests := []struct {
+		name     string
+		cfg      BEVConfig
+		x, y     float32
+		row, col int
+		ok       bool
+	}{
+		{"just ahead, just left", BEVConfig{}, 0.1, 0.1, 127, 63, true},
+		{"just ahead, just right", BEVConfig{}, 0.1, -0.1, 127, 64, true},
+		{"on the centre line goes right", BEVConfig{}, 0.1, 0, 127, 64, true},
+		{"farthest row", BEVConfig{}, 25.5, 0.1, 0, 63, true},
+		{"left edge", BEVConfig{}, 10.1, 12.8, 77, 0, true},
+		{"right edge", BEVConfig{}, 10.1, -12.79, 77, 127, true},
+		{"behind the robot", BEVConfig{}, -0.01, 0, 0, 0, false},
+		{"beyond the top", BEVConfig{}, 25.6, 0, 0, 0, false},
+		{"beyond the left", BEVConfig{}, 1, 12.81, 0, 0, false},
+		{"beyond the right", BEVConfig{}, 1, -12.8, 0, 0, false},
+		{"NaN", BEVConfig{}, float32(math.NaN()), 0, 0, 0, false},
+		{"area behind shown with MinX", BEVConfig{MinX: -6.4}, -0.1, 0.1, 96, 63, true},
+		{"odd width centres the robot's column", BEVConfig{W: 5, H: 4, Cell: 1}, 0.5, 0.4, 3, 2, true},
+		{"odd width, left neighbour", BEVConfig{W: 5, H: 4, Cell: 1}, 3.5, 0.6, 0, 1, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := NewBEV(tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			row, col, ok := b.Cell(tc.x, tc.y)
+			if ok != tc.ok || ok && (row != tc.row || col != tc.col) {
+				t.Fatalf("Cell(%v, %v) = %d, %d, %v; want %d, %d, %v", tc.x, tc.y, row, col, ok, tc.row, tc.col, tc.ok)
+			}
+			if !ok {
+				return
+			}
+			cx, cy := b.CellCenter(row, col)
+			if r2, c2, ok2 := b.Cell(cx, cy); !ok2 || r2 != row || c2 != col {
+				t.Fatalf("centre (%v, %v) of cell %d, %d maps to %d, %d", cx, cy, row, col, r2, c2)
+			}
+			half := b.Config().Cell / 2
+			if math.Abs(float64(cx-tc.x)) > float64(half)+1e-6 || math.Abs(float64(cy-tc.y)) > float64(half)+1e-6 {
+				t.Fatalf("centre (%v, %v) is more than half a cell from (%v, %v)", cx, cy, tc.x, tc.y)
+			}
+		})
+	}
+}
+
+func TestBEVFill(t *testing.T) {
+	b, err := NewBEV(BEVConfig{H: 4, W: 4, Cell: 1, GroundZ: -1, MaxHeight: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nan := float32(math.NaN())
+	pts := &Points{P: []Point{
+		{X: 0.5, Y: 1.5, Z: -0.5, I: 0.2},     // row 3, col 0: height 0.5
+		{X: 0.7, Y: 1.2, Z: 0, I: 0.4},        // same cell: height 1, mean intensity 0.3
+		{X: 3.5, Y: -1.5, Z: 5, I: 1},         // row 0, col 3: height clamped to 2
+		{X: 2.5, Y: 0.5, Z: -3, I: 0.5},       // row 1, col 1: below ground, height 0, occupied
+		{X: 9, Y: 0, Z: 0, I: 1},              // outside
+		{X: 1.5, Y: -0.5, Z: nan, I: 1},       // non-finite: ignored
+		{X: 1.5, Y: -0.5, Z: 0, I: nan},       // non-finite: ignored
+		{X: float32(math.Inf(1)), Y: 0, Z: 0}, // outside
+	}}
+	dst := make([]float32, b.Len())
+	for i := range dst {
+		dst[i] = 7 // Fill must overwrite everything
+	}
+	if err := b.Fill(pts, dst); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]float32, 3*16)
+	set := func(ch, row, col int, v float32) { want[ch*16+row*4+col] = v }
+	set(ChannelOccupancy, 3, 0, 1)
+	set(ChannelHeight, 3, 0, 1)
+	set(ChannelIntensity, 3, 0, 0.3)
+	set(ChannelOccupancy, 0, 3, 1)
+	set(ChannelHeight, 0, 3, 2)
+	set(ChannelIntensity, 0, 3, 1)
+	set(ChannelOccupancy, 1, 1, 1)
+	set(ChannelIntensity, 1, 1, 0.5)
+	for i := range want {
+		if math.Abs(float64(dst[i]-want[i])) > 1e-6 {
+			t.Fatalf("element %d (channel %d, row %d, col %d): got %v, want %v", i, i/16, i%16/4, i%4, dst[i], want[i])
+		}
+	}
+}
+
+// TestBEVFromScan checks the raster of a whole synthetic street scan against
+// what the scene must look like from above.
+func TestBEVFromScan(t *testing.T) {
+	cloud, err := KITTI(ringScan(scan115k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := NewFilter(Config{Leaf: cube(0.2)}, cloud.Count)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	pts := NewPoints(cloud.Count)
+	if err := f.Run(cloud, pts); err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewBEV(BEVConfig{GroundZ: roadZ}) // 128 × 128 cells of 0.2 m
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := make([]float32, b.Len())
+	if err := b.Fill(pts, dst); err != nil {
+		t.Fatal(err)
+	}
+	at := func(ch int, x, y float32) float32 {
+		row, col, ok := b.Cell(x, y)
+		if !ok {
+			t.Fatalf("(%v, %v) outside the raster", x, y)
+		}
+		return dst[ch*128*128+row*128+col]
+	}
+	// The road right ahead is seen, and is flat.
+	if at(ChannelOccupancy, 6, 0.3) != 1 || at(ChannelHeight, 6, 0.3) > 0.1 {
+		t.Errorf("road at (6, 0.3): occupancy %v, height %v", at(ChannelOccupancy, 6, 0.3), at(ChannelHeight, 6, 0.3))
+	}
+	// The building walls at y = ±12 m stand tall on both sides (seen up to
+	// the top beam's +2°: about 2.4 m at 19 m range): the left wall in the
+	// leftmost columns, the right wall in the rightmost.
+	for _, y := range []float32{12.05, -12.05} {
+		if h := at(ChannelHeight, 15, y); h < 2 {
+			t.Errorf("wall at (15, %v): height %v, want over 2 m", y, h)
+		}
+	}
+	if _, col, _ := b.Cell(15, 12.05); col > 5 {
+		t.Errorf("left wall in column %d, want near 0", col)
+	}
+	// The nearest parked car on the left (y = 5.6 m) rises above the road.
+	found := false
+	for x := float32(0); x < 25 && !found; x += 0.2 {
+		found = at(ChannelHeight, x, 5.6) > 1
+	}
+	if !found {
+		t.Error("no car along y = 5.6 m")
+	}
+}
+
+func TestBEVErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		cfg     BEVConfig
+		wantErr string
+	}{
+		{"other channel count", BEVConfig{Channels: 4}, "channels 4"},
+		{"negative size", BEVConfig{H: -1}, "size -1 × 128"},
+		{"huge size", BEVConfig{W: 1 << 15}, "out of range"},
+		{"negative cell", BEVConfig{Cell: -0.1}, "cell -0.1 m"},
+		{"NaN max height", BEVConfig{MaxHeight: float32(math.NaN())}, "max height NaN"},
+		{"infinite ground", BEVConfig{GroundZ: float32(math.Inf(-1))}, "must be finite"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := NewBEV(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("NewBEV: got %v, want an error containing %q", err, tc.wantErr)
+			}
+		})
+	}
+	b, err := NewBEV(BEVConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Fill(&Points{}, make([]float32, 100)); err == nil || !strings.Contains(err.Error(), "tensor has 100 elements, want 3 × 128 × 128 = 49152") {
+		t.Fatalf("Fill with a short tensor: %v", err)
+	}
+}
