@@ -265,6 +265,16 @@ func TestSubscriberKilledWhileHoldingLeases(t *testing.T) {
 	if inUse < 2 {
 		t.Fatalf("pool in use = %v while the holder holds leases", inUse)
 	}
+	// The camera's rate just before the kill, on this machine under this
+	// load, is the yardstick for its rate through the kill.
+	rate := func(from float64, since time.Time) float64 {
+		now, _ := cam.metric("zerohop_camera_published_total")
+		return (now - from) / 2 / time.Since(since).Seconds()
+	}
+	p0, _ := cam.metric("zerohop_camera_published_total")
+	t0 := time.Now()
+	time.Sleep(300 * time.Millisecond)
+	rateBefore := rate(p0, t0)
 	before, _ := cam.metric("zerohop_camera_published_total")
 	start := time.Now()
 	holder.Process.Signal(syscall.SIGKILL)
@@ -273,12 +283,10 @@ func TestSubscriberKilledWhileHoldingLeases(t *testing.T) {
 	if took > 100*time.Millisecond {
 		t.Fatalf("slots reclaimed %v after SIGKILL, want ≤ 100 ms", took)
 	}
-	// The camera kept its rate through all of it (100 Hz, two topics).
-	time.Sleep(200 * time.Millisecond)
-	after, _ := cam.metric("zerohop_camera_published_total")
-	el := time.Since(start).Seconds()
-	if rate := (after - before) / 2 / el; rate < 50 {
-		t.Fatalf("camera published at %.0f Hz around the kill, want about 100", rate)
+	// The camera kept its rate through all of it.
+	time.Sleep(300 * time.Millisecond)
+	if r := rate(before, start); r < 0.7*rateBefore {
+		t.Fatalf("camera published at %.0f Hz around the kill, %.0f Hz before it", r, rateBefore)
 	}
 	t.Logf("slots reclaimed %v after SIGKILL", took)
 }
