@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO    ?= go
 BIN   := bin
 
-.PHONY: all build test vet fmt-check deps ort models models-check demo bench bench-pool bench-handoff bench-voxel bench-sensor fuzz
+.PHONY: all build test vet fmt-check deps ort ros2-gen models models-check demo bench bench-pool bench-handoff bench-voxel bench-sensor fuzz
 
 all: build
 
@@ -14,8 +14,9 @@ deps:
 ort:
 	scripts/ort/fetch.sh
 
+# The shipped binaries speak ROS 2 (build tag ros2) when libddsc is present.
 build: deps
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build $$(pkg-config --exists CycloneDDS 2>/dev/null && echo -tags ros2) -o $(BIN)/ ./cmd/...
 
 vet:
 	$(GO) vet ./...
@@ -26,6 +27,11 @@ fmt-check:
 
 test: deps vet fmt-check
 	ZEROHOP_REQUIRE_ORT=1 $(GO) test -race -timeout 10m ./...
+	$(GO) vet -tags ros2 ./ros2/... ./cmd/agent/
+	$(GO) test -tags ros2 -race -timeout 5m ./ros2/... ./cmd/agent/
+
+ros2-gen:
+	ros2/idl/gen.sh
 
 models:
 	@/usr/bin/python3 -c 'import onnx' 2>/dev/null || { echo "make models: needs python3-onnx (apt-get install -y python3-onnx)"; exit 1; }

@@ -1,0 +1,78 @@
+//go:build ros2
+
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/zerohop/zerohop/agent"
+	"github.com/zerohop/zerohop/ros2"
+)
+
+// The sink must keep satisfying the agent's interface.
+var _ agent.CmdSink = (*ros2.TwistSink)(nil)
+
+// ros2Flags registers the ROS 2 output flags. With --ros2 the agent
+// publishes cmd_vel as geometry_msgs/Twist (or TwistStamped) through
+// Cyclone DDS, in the domain and with the discovery settings of the usual
+// ROS environment variables (ROS_DOMAIN_ID, ROS_AUTOMATIC_DISCOVERY_RANGE,
+// ROS_LOCALHOST_ONLY, ROS_STATIC_PEERS, CYCLONEDDS_URI).
+func ros2Flags(fs *flag.FlagSet) func(*zap.Logger) (agent.CmdSink, func(), error) {
+	var (
+		enable  = fs.Bool("ros2", false, "publish cmd_vel over ROS 2 (Cyclone DDS); domain and discovery from ROS_DOMAIN_ID, ROS_AUTOMATIC_DISCOVERY_RANGE, ROS_LOCALHOST_ONLY, ROS_STATIC_PEERS, CYCLONEDDS_URI")
+		topic   = fs.String("cmd-vel-topic", "/cmd_vel", "ROS 2 topic for velocity commands (--ros2)")
+		stamped = fs.Bool("twist-stamped", false, "publish geometry_msgs/TwistStamped instead of Twist (--ros2; newer controllers)")
+		frame   = fs.String("cmd-vel-frame", "base_link", "header.frame_id of TwistStamped commands (--twist-stamped)")
+		domain  = fs.Int("ros-domain", -1, fmt.Sprintf("DDS domain id 0..%d, overriding ROS_DOMAIN_ID (--ros2; -1: from the environment, default 0)", ros2.MaxDomainID))
+	)
+	return func(log *zap.Logger) (agent.CmdSink, func(), error) {
+		if !*enable {
+			var stray []string
+			fs.Visit(func(f *flag.Flag) {
+				switch f.Name {
+				case "cmd-vel-topic", "twist-stamped", "cmd-vel-frame", "ros-domain":
+					stray = append(stray, "--"+f.Name)
+				}
+			})
+			if len(stray) > 0 {
+				return nil, nil, fmt.Errorf("%s: only with --ros2", strings.Join(stray, ", "))
+			}
+			return nil, func() {}, nil
+		}
+		cfg, err := ros2.ConfigFromEnv(os.LookupEnv)
+		if err != nil {
+			return nil, nil, err
+		}
+		if *domain >= 0 {
+			if *domain > ros2.MaxDomainID {
+				return nil, nil, fmt.Errorf("--ros-domain %d: want 0..%d", *domain, ros2.MaxDomainID)
+			}
+			cfg.Domain = uint32(*domain)
+		}
+		p, err := ros2.NewParticipant(cfg, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		sink, err := p.NewTwistSink(ros2.TwistOptions{Topic: *topic, Stamped: *stamped, FrameID: *frame})
+		if err != nil {
+			p.Close()
+			return nil, nil, err
+		}
+		// The agent publishes zero before it returns; closing the sink
+		// waits (up to 1 s) for subscribers to acknowledge it.
+		closeAll := func() {
+			if err := sink.Close(); err != nil {
+				log.Warn("ros2: close cmd_vel publisher", zap.Error(err))
+			}
+			if err := p.Close(); err != nil {
+				log.Warn("ros2: close participant", zap.Error(err))
+			}
+		}
+		return sink, closeAll, nil
+	}
+}

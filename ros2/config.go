@@ -1,0 +1,210 @@
+package ros2
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// MaxDomainID is the largest DDS domain id: with the standard port mapping
+// (7400 + 250 × domain + ...) larger ids run out of UDP ports.
+const MaxDomainID = 232
+
+// DiscoveryRange says how far automatic discovery reaches, as
+// ROS_AUTOMATIC_DISCOVERY_RANGE does in ROS 2 Jazzy.
+type DiscoveryRange uint8
+
+const (
+	// RangeSubnet is the default: Cyclone's multicast discovery on the
+	// local network, plus StaticPeers.
+	RangeSubnet DiscoveryRange = iota
+	// RangeLocalhost keeps discovery on this host: no multicast, localhost
+	// and StaticPeers as unicast peers (ROS_LOCALHOST_ONLY=1 or
+	// ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST).
+	RangeLocalhost
+	// RangeOff disables discovery beyond this process.
+	RangeOff
+	// RangeSystemDefault leaves Cyclone's discovery settings alone
+	// (StaticPeers are ignored).
+	RangeSystemDefault
+)
+
+func (r DiscoveryRange) String() string {
+	switch r {
+	case RangeSubnet:
+		return "SUBNET"
+	case RangeLocalhost:
+		return "LOCALHOST"
+	case RangeOff:
+		return "OFF"
+	case RangeSystemDefault:
+		return "SYSTEM_DEFAULT"
+	}
+	return "DiscoveryRange(" + strconv.Itoa(int(r)) + ")"
+}
+
+// Config says how a Participant joins the ROS 2 graph. The zero value is
+// domain 0 with ROS 2's default discovery. ConfigFromEnv fills it from the
+// environment variables ROS users already set.
+type Config struct {
+	Domain      uint32         // DDS domain id = ROS_DOMAIN_ID, 0..MaxDomainID
+	Range       DiscoveryRange // ROS_AUTOMATIC_DISCOVERY_RANGE / ROS_LOCALHOST_ONLY
+	StaticPeers []string       // ROS_STATIC_PEERS: host names or addresses, unicast discovery
+	// CycloneURI is Cyclone's own configuration as CYCLONEDDS_URI holds
+	// it: file URIs and/or XML fragments, comma-separated. It is applied
+	// after the discovery settings above, so it can override them.
+	CycloneURI string
+	// XML is one more Cyclone XML fragment, applied last.
+	XML string
+	// Enclave goes into the participant's USER_DATA ("enclave=/;");
+	// default "/".
+	Enclave string
+}
+
+// ConfigFromEnv reads ROS_DOMAIN_ID, ROS_LOCALHOST_ONLY,
+// ROS_AUTOMATIC_DISCOVERY_RANGE, ROS_STATIC_PEERS and CYCLONEDDS_URI
+// through lookup (os.LookupEnv when nil), the way rcl and rmw_cyclonedds
+// do, except that an invalid value is an error rather than a fallback.
+// ROS_LOCALHOST_ONLY=1 wins over the discovery range and drops static
+// peers, as in Jazzy.
+func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	get := func(k string) string { v, _ := lookup(k); return strings.TrimSpace(v) }
+	var c Config
+	if v := get("ROS_DOMAIN_ID"); v != "" {
+		id, err := strconv.ParseUint(v, 10, 32)
+		if err != nil || id > MaxDomainID {
+			return Config{}, fmt.Errorf("ros2: ROS_DOMAIN_ID %q: want an integer 0..%d", v, MaxDomainID)
+		}
+		c.Domain = uint32(id)
+	}
+	switch v := get("ROS_AUTOMATIC_DISCOVERY_RANGE"); v {
+	case "", "SUBNET":
+		c.Range = RangeSubnet
+	case "LOCALHOST":
+		c.Range = RangeLocalhost
+	case "OFF":
+		c.Range = RangeOff
+	case "SYSTEM_DEFAULT":
+		c.Range = RangeSystemDefault
+	default:
+		return Config{}, fmt.Errorf("ros2: ROS_AUTOMATIC_DISCOVERY_RANGE %q: want SUBNET, LOCALHOST, OFF or SYSTEM_DEFAULT", v)
+	}
+	for _, p := range strings.Split(get("ROS_STATIC_PEERS"), ";") {
+		if p = strings.TrimSpace(p); p != "" {
+			c.StaticPeers = append(c.StaticPeers, p)
+		}
+	}
+	if get("ROS_LOCALHOST_ONLY") == "1" {
+		c.Range, c.StaticPeers = RangeLocalhost, nil
+	}
+	c.CycloneURI, _ = lookup("CYCLONEDDS_URI")
+	return c, nil
+}
+
+// Validate checks the fields a participant cannot be made without.
+func (c Config) Validate() error {
+	if c.Domain > MaxDomainID {
+		return fmt.Errorf("ros2: domain %d: want 0..%d", c.Domain, MaxDomainID)
+	}
+	if c.Range > RangeSystemDefault {
+		return fmt.Errorf("ros2: discovery range %v unknown", c.Range)
+	}
+	for _, p := range c.StaticPeers {
+		if p == "" || strings.ContainsAny(p, "<>&\"' ,") {
+			return fmt.Errorf("ros2: static peer %q: want a host name or an address", p)
+		}
+	}
+	if strings.ContainsRune(c.Enclave, ';') || strings.ContainsRune(c.Enclave, 0) {
+		return fmt.Errorf("ros2: enclave %q must not hold ';' or NUL", c.Enclave)
+	}
+	return nil
+}
+
+// CycloneConfig returns the configuration string the domain is created
+// with: the discovery fragment rmw_cyclonedds (Jazzy) builds for Range and
+// StaticPeers, then CycloneURI, then XML. Later parts override earlier ones.
+func (c Config) CycloneConfig() string {
+	var parts []string
+	if d := c.discoveryXML(); d != "" {
+		parts = append(parts, d)
+	}
+	for _, s := range []string{c.CycloneURI, c.XML} {
+		if s = strings.TrimSpace(s); s != "" {
+			parts = append(parts, s)
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// discoveryXML mirrors check_create_domain in rmw_cyclonedds_cpp
+// (rmw_node.cpp, Jazzy), so that zerohop and ROS nodes started with the
+// same environment find each other.
+func (c Config) discoveryXML() string {
+	localhostPeer, staticPeers, noMulticast := false, false, false
+	switch c.Range {
+	case RangeSubnet:
+		staticPeers = true
+	case RangeLocalhost:
+		localhostPeer, staticPeers, noMulticast = true, true, true
+	case RangeOff:
+		noMulticast = true
+	case RangeSystemDefault:
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("<CycloneDDS><Domain>")
+	if noMulticast {
+		b.WriteString("<General><AllowMulticast>false</AllowMulticast></General>")
+	}
+	if noMulticast && !localhostPeer && !staticPeers {
+		// OFF: a domain tag no other process uses blocks all discovery;
+		// ParticipantIndex none lifts the per-host participant limit.
+		b.WriteString("<Discovery><ParticipantIndex>none</ParticipantIndex>")
+		b.WriteString("<Tag>ros_discovery_off_" + strconv.Itoa(os.Getpid()) + "</Tag>")
+	} else {
+		// One unicast discovery port per participant on a host; 32 is
+		// rmw's choice (roughly the number of ROS processes per host).
+		b.WriteString("<Discovery><ParticipantIndex>auto</ParticipantIndex>")
+		b.WriteString("<MaxAutoParticipantIndex>32</MaxAutoParticipantIndex>")
+	}
+	if (staticPeers && len(c.StaticPeers) > 0) || localhostPeer {
+		b.WriteString("<Peers>")
+		if localhostPeer {
+			b.WriteString(`<Peer address="localhost"/>`)
+		}
+		if staticPeers {
+			for _, p := range c.StaticPeers {
+				b.WriteString(`<Peer address="` + p + `"/>`)
+			}
+		}
+		b.WriteString("</Peers>")
+	}
+	b.WriteString("</Discovery></Domain></CycloneDDS>")
+	return b.String()
+}
+
+// userData is the participant's USER_DATA, as rmw writes it.
+func (c Config) userData() string {
+	enclave := c.Enclave
+	if enclave == "" {
+		enclave = "/"
+	}
+	return "enclave=" + enclave + ";"
+}
+
+// ErrNotBuilt is returned by every constructor of a binary built without
+// ROS 2 support.
+var ErrNotBuilt = errors.New("ros2: built without ROS 2 support (build with -tags ros2; needs libddsc from Debian cyclonedds-dev)")
+
+// ErrClosed is returned by an endpoint used after Close (its own or its
+// participant's).
+var ErrClosed = errors.New("ros2: closed")
+
+// ErrDomainInUse is returned by NewParticipant when this process already
+// has a participant in the domain: share that one instead.
+var ErrDomainInUse = errors.New("ros2: this process already has a participant in the domain")

@@ -1,0 +1,349 @@
+//go:build ros2 && cgo
+
+package ros2
+
+// This is the package's only cgo file: every call into C is here, through
+// the plain-typed functions of zh_dds.h. Invariants the rest of the
+// package relies on:
+//
+//   - entity is a Cyclone handle (int32), not a pointer. Using a deleted
+//     handle yields a DDS error code, never a memory access, so a race
+//     between Close and a call can at worst return an error.
+//   - No Go pointer is kept by C: the calls that take Go memory (waitWakeups
+//     xs) use it only for the duration of the call. Memory that C fills
+//     with C pointers (the sample views) is allocated in C (cView), so
+//     the Go heap never holds pointers written by C.
+//   - Byte slices made from C memory (unsafe.Slice in fillImage,
+//     fillCloud) point into a sample Cyclone has loaned to a reader; they
+//     are valid until returnLoan for that loan, and Subscription clears
+//     them before returning the loan.
+
+/*
+#cgo pkg-config: CycloneDDS
+#include <stdlib.h>
+#include "zh_dds.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/zerohop/zerohop/handles"
+)
+
+// entity is a Cyclone DDS entity handle; negative values are return codes.
+type entity int32
+
+// retcode is a negative Cyclone DDS return code.
+type retcode int32
+
+const (
+	rcPreconditionNotMet = retcode(C.DDS_RETCODE_PRECONDITION_NOT_MET)
+	rcAlreadyDeleted     = retcode(C.DDS_RETCODE_ALREADY_DELETED)
+)
+
+func (rc retcode) String() string {
+	return C.GoString(C.dds_strretcode(C.dds_return_t(rc)))
+}
+
+// ddsError is a failed DDS call: what was attempted and Cyclone's code.
+type ddsError struct {
+	op string // "create writer on rt/cmd_vel", ...
+	rc retcode
+}
+
+func (e *ddsError) Error() string {
+	return fmt.Sprintf("ros2: %s: %s (DDS return code %d)", e.op, e.rc, int32(e.rc))
+}
+
+func cType(t msgType) C.int {
+	switch t {
+	case typeTwist:
+		return C.ZH_TWIST
+	case typeTwistStamped:
+		return C.ZH_TWIST_STAMPED
+	case typeImage:
+		return C.ZH_IMAGE
+	case typePointCloud2:
+		return C.ZH_POINTCLOUD2
+	case typeSlotHandle:
+		return C.ZH_SLOT_HANDLE
+	}
+	return 0
+}
+
+func cBool(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// createParticipant creates the domain with config and a participant in it.
+func createParticipant(domain uint32, config, userData string) (pp, dom entity, rc retcode) {
+	cc, cu := C.CString(config), C.CString(userData)
+	defer C.free(unsafe.Pointer(cc))
+	defer C.free(unsafe.Pointer(cu))
+	var d C.dds_entity_t
+	p := C.zh_participant(C.uint32_t(domain), cc, cu, &d)
+	if p < 0 {
+		return 0, 0, retcode(p)
+	}
+	return entity(p), entity(d), 0
+}
+
+func deleteEntity(e entity) retcode {
+	if rc := C.dds_delete(C.dds_entity_t(e)); rc < 0 {
+		return retcode(rc)
+	}
+	return 0
+}
+
+func writerStatusMask() uint32 { return uint32(C.zh_writer_status_mask()) }
+func readerStatusMask() uint32 { return uint32(C.zh_reader_status_mask()) }
+
+// createEndpoint creates a topic and a writer or reader on it; q must be
+// resolved.
+func createEndpoint(pp entity, t msgType, ddsTopic string, writer bool, q QoS, mask uint32) (entity, retcode) {
+	ct, cu := C.CString(ddsTopic), C.CString(t.userData())
+	defer C.free(unsafe.Pointer(ct))
+	defer C.free(unsafe.Pointer(cu))
+	e := C.zh_endpoint(C.dds_entity_t(pp), cType(t), ct, cBool(writer), cBool(q.Reliability == BestEffort),
+		C.int32_t(q.Depth), cu, C.uint32_t(mask))
+	if e < 0 {
+		return 0, retcode(e)
+	}
+	return entity(e), 0
+}
+
+func deleteEndpoint(e entity) retcode {
+	if rc := C.zh_endpoint_delete(C.dds_entity_t(e)); rc < 0 {
+		return retcode(rc)
+	}
+	return 0
+}
+
+func writeTwist(w entity, linearX, angularZ float64) retcode {
+	if rc := C.zh_write_twist(C.dds_entity_t(w), C.double(linearX), C.double(angularZ)); rc < 0 {
+		return retcode(rc)
+	}
+	return 0
+}
+
+// cString is a NUL-terminated string in C memory, freed by free.
+type cString struct{ p *C.char }
+
+func newCString(s string) cString { return cString{C.CString(s)} }
+func (s cString) free()           { C.free(unsafe.Pointer(s.p)) }
+
+func writeTwistStamped(w entity, sec int32, nanosec uint32, frameID cString, linearX, angularZ float64) retcode {
+	rc := C.zh_write_twist_stamped(C.dds_entity_t(w), C.int32_t(sec), C.uint32_t(nanosec), frameID.p,
+		C.double(linearX), C.double(angularZ))
+	if rc < 0 {
+		return retcode(rc)
+	}
+	return 0
+}
+
+// slotHandleBuf is a zh_slot_handle in C memory, reused for every write.
+type slotHandleBuf struct{ p *C.zh_slot_handle }
+
+func newSlotHandleBuf() slotHandleBuf {
+	return slotHandleBuf{(*C.zh_slot_handle)(C.calloc(1, C.size_t(unsafe.Sizeof(C.zh_slot_handle{}))))}
+}
+func (b slotHandleBuf) free() { C.free(unsafe.Pointer(b.p)) }
+
+// writeSlotHandle fills b from h and writes it. The frame id is copied
+// byte by byte; frame_id[16] stays NUL (calloc), so the C string ends.
+func writeSlotHandle(w entity, b slotHandleBuf, h *handles.Handle) retcode {
+	s := b.p
+	s.sec, s.nanosec = C.int32_t(0), C.uint32_t(0)
+	if h.CaptureNs != 0 {
+		sec, ns := h.CaptureNs/1e9, h.CaptureNs%1e9
+		if ns < 0 {
+			sec, ns = sec-1, ns+1e9
+		}
+		if sec >= -1<<31 && sec < 1<<31 {
+			s.sec, s.nanosec = C.int32_t(sec), C.uint32_t(ns)
+		}
+	}
+	for i, c := range h.FrameID {
+		s.frame_id[i] = C.char(c)
+	}
+	s.version = handles.Version
+	s.kind = C.uint8_t(h.Kind)
+	s.pool_id = C.uint32_t(h.PoolID)
+	s.slot = C.uint32_t(h.Slot)
+	s.generation = C.uint64_t(h.Generation)
+	s.seq = C.uint64_t(h.Seq)
+	s.publish_time_ns = C.int64_t(h.PublishNs)
+	s.length = C.uint64_t(h.Length)
+	s.checksum = C.uint64_t(h.Checksum)
+	s.width = C.uint32_t(h.Image.Width)
+	s.height = C.uint32_t(h.Image.Height)
+	s.row_step = C.uint32_t(h.Image.RowStep)
+	s.encoding = C.uint8_t(h.Image.Encoding)
+	s.point_count = C.uint32_t(h.Points.Count)
+	s.point_step = C.uint32_t(h.Points.Step)
+	s.offset_x = C.uint16_t(h.Points.X)
+	s.offset_y = C.uint16_t(h.Points.Y)
+	s.offset_z = C.uint16_t(h.Points.Z)
+	s.offset_intensity = C.uint16_t(h.Points.Intensity)
+	s.datatype = C.uint8_t(h.Points.Datatype)
+	if rc := C.zh_write_slot_handle(C.dds_entity_t(w), s); rc < 0 {
+		return retcode(rc)
+	}
+	return 0
+}
+
+// endpointStatus is zh_status in Go types.
+type endpointStatus struct {
+	matched, matchedChange int32
+	matchedTotal           uint32
+	incompatibleTotal      uint32
+	incompatibleChange     int32
+	incompatiblePolicy     uint32
+	lostTotal              uint32
+	lostChange             int32
+}
+
+func takeStatus(e entity, writer bool) (endpointStatus, retcode) {
+	var s C.zh_status
+	if rc := C.zh_take_status(C.dds_entity_t(e), cBool(writer), &s); rc < 0 {
+		return endpointStatus{}, retcode(rc)
+	}
+	return endpointStatus{
+		matched: int32(s.matched_current), matchedChange: int32(s.matched_current_change),
+		matchedTotal:      uint32(s.matched_total),
+		incompatibleTotal: uint32(s.incompatible_total), incompatibleChange: int32(s.incompatible_change),
+		incompatiblePolicy: uint32(s.incompatible_policy),
+		lostTotal:          uint32(s.lost_total), lostChange: int32(s.lost_change),
+	}, 0
+}
+
+func policyName(id uint32) string { return C.GoString(C.zh_policy_name(C.uint32_t(id))) }
+
+func createWaitset(pp entity) (entity, retcode) {
+	ws := C.zh_waitset(C.dds_entity_t(pp))
+	if ws < 0 {
+		return 0, retcode(ws)
+	}
+	return entity(ws), 0
+}
+
+func attach(ws, e entity) retcode {
+	if rc := C.zh_waitset_attach(C.dds_entity_t(ws), C.dds_entity_t(e)); rc < 0 {
+		return retcode(rc)
+	}
+	return 0
+}
+
+func detach(ws, e entity) retcode {
+	if rc := C.dds_waitset_detach(C.dds_entity_t(ws), C.dds_entity_t(e)); rc < 0 {
+		return retcode(rc)
+	}
+	return 0
+}
+
+// wakeup makes waitWakeups on ws return (Close's way to stop a goroutine).
+func wakeup(ws entity) retcode {
+	if rc := C.dds_waitset_set_trigger(C.dds_entity_t(ws), true); rc < 0 {
+		return retcode(rc)
+	}
+	return 0
+}
+
+// waitWakeups blocks until something attached to ws triggers, storing
+// the triggered entities in xs; n may exceed len(xs).
+func waitWakeups(ws entity, xs []int32) (n int, rc retcode) {
+	var p *C.int32_t
+	if len(xs) > 0 {
+		p = (*C.int32_t)(unsafe.Pointer(&xs[0]))
+	}
+	r := C.zh_waitset_wait(C.dds_entity_t(ws), p, C.int32_t(len(xs)))
+	if r < 0 {
+		return 0, retcode(r)
+	}
+	return int(r), 0
+}
+
+func createReaderWaitset(pp, rd entity) (entity, retcode) {
+	ws := C.zh_reader_waitset(C.dds_entity_t(pp), C.dds_entity_t(rd))
+	if ws < 0 {
+		return 0, retcode(ws)
+	}
+	return entity(ws), 0
+}
+
+// cView is the C-allocated view struct a subscription's takes fill.
+type cView struct{ p unsafe.Pointer }
+
+func newCView(t msgType) cView {
+	size := unsafe.Sizeof(C.zh_image{})
+	if t == typePointCloud2 {
+		size = unsafe.Sizeof(C.zh_cloud{})
+	}
+	return cView{C.calloc(1, C.size_t(size))}
+}
+func (v cView) free() { C.free(v.p) }
+
+// cBytes views n bytes of C memory at p; nil for none.
+func cBytes[T any](p *T, n uintptr) []byte {
+	if p == nil || n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(p)), n)
+}
+
+// takeImage takes one loaned Image into v. It returns the loan to give
+// back with returnLoan, and n = 1, or n = 0 when the reader is empty.
+func takeImage(rd entity, cv cView, v *ImageView) (loan unsafe.Pointer, n int32, rc retcode) {
+	c := (*C.zh_image)(cv.p)
+	r := C.zh_take_image(C.dds_entity_t(rd), c)
+	if r <= 0 {
+		return nil, 0, retcode(r)
+	}
+	*v = ImageView{
+		Sec: int32(c.sec), Nanosec: uint32(c.nanosec),
+		FrameID: cBytes(c.frame_id, uintptr(c.frame_id_len)),
+		Height:  uint32(c.height), Width: uint32(c.width),
+		Encoding:    cBytes(c.encoding, uintptr(c.encoding_len)),
+		IsBigEndian: uint8(c.is_bigendian), Step: uint32(c.step),
+		Data: cBytes(c.data, uintptr(c.data_len)),
+	}
+	return c.loan, 1, 0
+}
+
+// takeCloud takes one loaned PointCloud2 into v, like takeImage.
+// nfields is the cloud's true field count; only MaxPointFields are in v.
+func takeCloud(rd entity, cv cView, v *PointCloud2View) (loan unsafe.Pointer, n int32, nfields int, rc retcode) {
+	c := (*C.zh_cloud)(cv.p)
+	r := C.zh_take_cloud(C.dds_entity_t(rd), c)
+	if r <= 0 {
+		return nil, 0, 0, retcode(r)
+	}
+	nf := int(c.nfields)
+	k := min(nf, MaxPointFields, int(C.ZH_MAX_FIELDS))
+	for i := 0; i < k; i++ {
+		f := &c.fields[i]
+		v.fields[i] = PointField{Name: cBytes(f.name, uintptr(f.name_len)), Offset: uint32(f.offset),
+			Datatype: uint8(f.datatype), Count: uint32(f.count)}
+	}
+	v.Sec, v.Nanosec = int32(c.sec), uint32(c.nanosec)
+	v.FrameID = cBytes(c.frame_id, uintptr(c.frame_id_len))
+	v.Height, v.Width = uint32(c.height), uint32(c.width)
+	v.Fields = v.fields[:k]
+	v.IsBigEndian = c.is_bigendian != 0
+	v.PointStep, v.RowStep = uint32(c.point_step), uint32(c.row_step)
+	v.Data = cBytes(c.data, uintptr(c.data_len))
+	v.IsDense = c.is_dense != 0
+	return c.loan, 1, nf, 0
+}
+
+func returnLoan(rd entity, loan unsafe.Pointer) retcode {
+	if rc := C.zh_return_loan(C.dds_entity_t(rd), loan); rc < 0 {
+		return retcode(rc)
+	}
+	return 0
+}

@@ -1,0 +1,33 @@
+// Package ros2 speaks ROS 2 on the wire through Eclipse Cyclone DDS 0.10
+// (libddsc, Debian cyclonedds-dev), the DDS that ROS 2 Humble and Jazzy
+// ship, without a ROS installation: topics "rt/<name>", types
+// "<pkg>::msg::dds_::<Msg>_", XCDR1 little-endian, keyless @final structs,
+// participant USER_DATA "enclave=/;" and endpoint USER_DATA
+// "typehash=RIHS01_<hash>;" as rmw_cyclonedds writes them.
+//
+// What it offers:
+//
+//   - Participant: one per DDS domain and process. It owns a goroutine that
+//     logs, for every endpoint, matches (a ROS node subscribed to our
+//     cmd_vel), incompatible QoS (a RELIABLE subscriber against a
+//     BEST_EFFORT publisher, ...) and lost samples.
+//   - TwistSink: publishes geometry_msgs/Twist (or TwistStamped) on
+//     /cmd_vel, RELIABLE, VOLATILE, KEEP_LAST 10; implements the agent's
+//     CmdSink. It never publishes NaN or Inf.
+//   - HandleWriter: publishes zerohop_msgs/SlotHandle.
+//   - Subscription: sensor_msgs/Image and PointCloud2 readers (BEST_EFFORT
+//     by default, which matches any publisher) that hand each sample to a
+//     callback as a view of Cyclone's loaned sample, without copying.
+//
+// What ROS users see: `ros2 topic list`, `ros2 topic info -v` and
+// `ros2 topic echo` work on these topics. `ros2 node list` does not show
+// zerohop: that needs the ros_discovery_info topic, which this package does
+// not publish.
+//
+// Build: the real implementation needs cgo and the build tag ros2
+// (`go build -tags ros2`); without them every constructor fails with
+// ErrNotBuilt and the binary needs no C library. The C types come from the
+// IDL in ros2/idl through idlc (idl/gen.sh); the C glue is zh_dds.c.
+package ros2
+
+//go:generate ./idl/gen.sh

@@ -1,0 +1,259 @@
+package ros2
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Reliability is the DDS reliability QoS kind.
+type Reliability uint8
+
+const (
+	// ReliabilityDefault takes the endpoint's default: RELIABLE for
+	// cmd_vel, BEST_EFFORT for sensor subscriptions and handles.
+	ReliabilityDefault Reliability = iota
+	Reliable
+	BestEffort
+)
+
+func (r Reliability) String() string {
+	switch r {
+	case ReliabilityDefault:
+		return "DEFAULT"
+	case Reliable:
+		return "RELIABLE"
+	case BestEffort:
+		return "BEST_EFFORT"
+	}
+	return "Reliability(" + strconv.Itoa(int(r)) + ")"
+}
+
+// maxDepth bounds KEEP_LAST depths: a typo must not reserve gigabytes.
+const maxDepth = 1 << 16
+
+// QoS is the part of an endpoint's QoS that zerohop lets callers choose.
+// Durability is always VOLATILE and history KEEP_LAST. The zero value
+// means the endpoint's default.
+type QoS struct {
+	Reliability Reliability
+	Depth       int // KEEP_LAST depth; 0 = the endpoint's default
+}
+
+// DefaultQoS is ROS 2's default profile (rmw_qos_profile_default):
+// RELIABLE, VOLATILE, KEEP_LAST 10.
+func DefaultQoS() QoS { return QoS{Reliability: Reliable, Depth: 10} }
+
+// SensorDataQoS is ROS 2's sensor data profile
+// (rmw_qos_profile_sensor_data): BEST_EFFORT, VOLATILE, KEEP_LAST 5. A
+// BEST_EFFORT subscription matches every publisher.
+func SensorDataQoS() QoS { return QoS{Reliability: BestEffort, Depth: 5} }
+
+func (q QoS) String() string {
+	return q.Reliability.String() + ", VOLATILE, KEEP_LAST " + strconv.Itoa(q.Depth)
+}
+
+// resolve fills unset fields from def and checks the result.
+func (q QoS) resolve(def QoS) (QoS, error) {
+	if q.Reliability == ReliabilityDefault {
+		q.Reliability = def.Reliability
+	}
+	if q.Depth == 0 {
+		q.Depth = def.Depth
+	}
+	if q.Reliability != Reliable && q.Reliability != BestEffort {
+		return q, fmt.Errorf("ros2: QoS reliability %v unknown", q.Reliability)
+	}
+	if q.Depth < 1 || q.Depth > maxDepth {
+		return q, fmt.Errorf("ros2: QoS depth %d: want 1..%d", q.Depth, maxDepth)
+	}
+	return q, nil
+}
+
+// msgType names a message type zerohop speaks. The values are the C enum
+// zh_type of zh_dds.h.
+type msgType uint8
+
+const (
+	typeTwist        msgType = 1
+	typeTwistStamped msgType = 2
+	typeImage        msgType = 3
+	typePointCloud2  msgType = 4
+	typeSlotHandle   msgType = 5
+)
+
+// Type hashes (REP-2011 RIHS01) of the types above, for endpoint USER_DATA.
+// TestTypeHashes recomputes each one from the type descriptions.
+const (
+	hashTwist        = "RIHS01_9c45bf16fe0983d80e3cfe750d6835843d265a9a6c46bd2e609fcddde6fb8d2a"
+	hashTwistStamped = "RIHS01_5f0fcd4f81d5d06ad9b4c4c63e3ea51b82d6ae4d0558f1d475229b1121db6f64"
+	hashImage        = "RIHS01_d31d41a9a4c4bc8eae9be757b0beed306564f7526c88ea6a4588fb9582527d47"
+	hashPointCloud2  = "RIHS01_9198cabf7da3796ae6fe19c4cb3bdd3525492988c70522628af5daa124bae2b5"
+	hashSlotHandle   = "RIHS01_fcdbb5d1a3f8c59c56b46af9f9e2193002e6998c371cccdfd027d2997c071d07"
+)
+
+// rosName is the ROS type name ("geometry_msgs/msg/Twist").
+func (t msgType) rosName() string {
+	switch t {
+	case typeTwist:
+		return "geometry_msgs/msg/Twist"
+	case typeTwistStamped:
+		return "geometry_msgs/msg/TwistStamped"
+	case typeImage:
+		return "sensor_msgs/msg/Image"
+	case typePointCloud2:
+		return "sensor_msgs/msg/PointCloud2"
+	case typeSlotHandle:
+		return "zerohop_msgs/msg/SlotHandle"
+	}
+	return "msgType(" + strconv.Itoa(int(t)) + ")"
+}
+
+// ddsName is the DDS type name rmw_cyclonedds registers for the ROS type:
+// "pkg/msg/Name" → "pkg::msg::dds_::Name_".
+func (t msgType) ddsName() string {
+	pkg, name, _ := strings.Cut(t.rosName(), "/msg/")
+	return pkg + "::msg::dds_::" + name + "_"
+}
+
+func (t msgType) typeHash() string {
+	switch t {
+	case typeTwist:
+		return hashTwist
+	case typeTwistStamped:
+		return hashTwistStamped
+	case typeImage:
+		return hashImage
+	case typePointCloud2:
+		return hashPointCloud2
+	case typeSlotHandle:
+		return hashSlotHandle
+	}
+	return ""
+}
+
+// userData is the endpoint USER_DATA rmw writes (REP-2016 key=value;).
+// Jazzy nodes log an error for every endpoint without it.
+func (t msgType) userData() string { return "typehash=" + t.typeHash() + ";" }
+
+// ddsTopicName maps a ROS topic name to its DDS topic: "/cmd_vel" and
+// "cmd_vel" (relative to the root namespace) → "rt/cmd_vel". It rejects
+// names ROS would reject: empty tokens, a trailing slash, tokens that
+// start with a digit, characters other than [A-Za-z0-9_/], and the
+// substitutions "~" and "{}" that need a node to expand.
+func ddsTopicName(ros string) (string, error) {
+	name := strings.TrimPrefix(ros, "/")
+	if name == "" {
+		return "", fmt.Errorf("ros2: topic %q: empty name", ros)
+	}
+	for _, tok := range strings.Split(name, "/") {
+		if tok == "" {
+			return "", fmt.Errorf("ros2: topic %q: empty token (\"//\" or trailing \"/\")", ros)
+		}
+		if tok[0] >= '0' && tok[0] <= '9' {
+			return "", fmt.Errorf("ros2: topic %q: token %q starts with a digit", ros, tok)
+		}
+		for i := 0; i < len(tok); i++ {
+			c := tok[i]
+			if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+				return "", fmt.Errorf("ros2: topic %q: character %q not allowed", ros, c)
+			}
+		}
+	}
+	return "rt/" + name, nil
+}
+
+// rosTime splits t into a builtin_interfaces/Time. The zero time.Time, and
+// a time whose seconds do not fit in int32, become {0, 0}: "no stamp",
+// which ROS controllers read as "now".
+func rosTime(t time.Time) (sec int32, nanosec uint32) {
+	if t.IsZero() {
+		return 0, 0
+	}
+	s := t.Unix()
+	if s < math.MinInt32 || s > math.MaxInt32 {
+		return 0, 0
+	}
+	return int32(s), uint32(t.Nanosecond())
+}
+
+// ImageView is one received sensor_msgs/Image. The byte slices point into
+// the sample Cyclone has loaned to the subscription: they are valid only
+// until the callback returns, after which the loan is returned. Copy what
+// must outlive the callback.
+type ImageView struct {
+	Sec         int32  // header.stamp.sec
+	Nanosec     uint32 // header.stamp.nanosec
+	FrameID     []byte // header.frame_id
+	Height      uint32
+	Width       uint32
+	Encoding    []byte // e.g. "rgb8" (sensor_msgs/image_encodings)
+	IsBigEndian uint8
+	Step        uint32 // bytes per row
+	Data        []byte // Step × Height bytes when the publisher is well-formed; not checked
+}
+
+// Stamp returns header.stamp as a time.
+func (v *ImageView) Stamp() time.Time { return time.Unix(int64(v.Sec), int64(v.Nanosec)) }
+
+// PointField describes one field of a PointCloud2 point. Name is valid
+// for the callback only, like every slice of a view.
+type PointField struct {
+	Name     []byte
+	Offset   uint32
+	Datatype uint8 // sensor_msgs/PointField: 1 INT8 ... 7 FLOAT32, 8 FLOAT64
+	Count    uint32
+}
+
+// MaxPointFields is the most fields a PointCloud2View describes; a cloud
+// with more is counted as skipped and not delivered.
+const MaxPointFields = 32
+
+// PointCloud2View is one received sensor_msgs/PointCloud2; its slices are
+// valid until the callback returns (see ImageView).
+type PointCloud2View struct {
+	Sec         int32
+	Nanosec     uint32
+	FrameID     []byte
+	Height      uint32
+	Width       uint32
+	Fields      []PointField // len ≤ MaxPointFields
+	IsBigEndian bool
+	PointStep   uint32
+	RowStep     uint32
+	Data        []byte
+	IsDense     bool
+
+	fields [MaxPointFields]PointField // backing store of Fields: no allocation per sample
+}
+
+// Stamp returns header.stamp as a time.
+func (v *PointCloud2View) Stamp() time.Time { return time.Unix(int64(v.Sec), int64(v.Nanosec)) }
+
+// TwistOptions configure a TwistSink. The zero value publishes
+// geometry_msgs/Twist on /cmd_vel, RELIABLE, VOLATILE, KEEP_LAST 10.
+type TwistOptions struct {
+	Topic   string // ROS topic; default "/cmd_vel"
+	Stamped bool   // publish geometry_msgs/TwistStamped (newer controllers) instead
+	FrameID string // TwistStamped header.frame_id; default "base_link"
+	QoS     QoS    // default DefaultQoS()
+}
+
+// HandleWriterOptions configure a HandleWriter. The zero value publishes
+// on /zerohop/handles with SensorDataQoS (BEST_EFFORT never blocks the
+// camera).
+type HandleWriterOptions struct {
+	Topic string // ROS topic; default "/zerohop/handles"
+	QoS   QoS    // default SensorDataQoS()
+}
+
+// SubscriptionOptions configure a Subscription. The zero value is
+// SensorDataQoS: BEST_EFFORT, KEEP_LAST 5, which matches any publisher.
+type SubscriptionOptions struct {
+	QoS QoS
+}
+
+var errNilCallback = errors.New("ros2: subscription callback is nil")

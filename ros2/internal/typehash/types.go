@@ -1,0 +1,38 @@
+package typehash
+
+// ROS returns the descriptions of the message types zerohop speaks, written
+// from their .msg files (common_interfaces, rcl_interfaces and
+// zerohop_msgs/msg/SlotHandle.msg). Field order and names matter; comments
+// and constants do not.
+func ROS() Registry {
+	nested := func(name, typ string) Field { return Field{Name: name, ID: Nested, Nested: typ} }
+	r := Registry{}
+	for _, t := range []Type{
+		{"builtin_interfaces/msg/Time", []Field{{Name: "sec", ID: Int32}, {Name: "nanosec", ID: Uint32}}},
+		{"std_msgs/msg/Header", []Field{nested("stamp", "builtin_interfaces/msg/Time"), {Name: "frame_id", ID: String}}},
+		{"geometry_msgs/msg/Vector3", []Field{{Name: "x", ID: Float64}, {Name: "y", ID: Float64}, {Name: "z", ID: Float64}}},
+		{"geometry_msgs/msg/Twist", []Field{nested("linear", "geometry_msgs/msg/Vector3"), nested("angular", "geometry_msgs/msg/Vector3")}},
+		{"geometry_msgs/msg/TwistStamped", []Field{nested("header", "std_msgs/msg/Header"), nested("twist", "geometry_msgs/msg/Twist")}},
+		{"sensor_msgs/msg/Image", []Field{
+			nested("header", "std_msgs/msg/Header"),
+			{Name: "height", ID: Uint32}, {Name: "width", ID: Uint32},
+			{Name: "encoding", ID: String}, {Name: "is_bigendian", ID: Uint8},
+			{Name: "step", ID: Uint32}, {Name: "data", ID: Uint8, Sequence: true},
+		}},
+		{"sensor_msgs/msg/PointField", []Field{
+			{Name: "name", ID: String}, {Name: "offset", ID: Uint32},
+			{Name: "datatype", ID: Uint8}, {Name: "count", ID: Uint32},
+		}},
+		{"sensor_msgs/msg/PointCloud2", []Field{
+			nested("header", "std_msgs/msg/Header"),
+			{Name: "height", ID: Uint32}, {Name: "width", ID: Uint32},
+			{Name: "fields", ID: Nested, Nested: "sensor_msgs/msg/PointField", Sequence: true},
+			{Name: "is_bigendian", ID: Bool}, {Name: "point_step", ID: Uint32},
+			{Name: "row_step", ID: Uint32}, {Name: "data", ID: Uint8, Sequence: true},
+			{Name: "is_dense", ID: Bool},
+		}},
+	} {
+		r[t.Name] = t
+	}
+	return r
+}

@@ -1,0 +1,289 @@
+//go:build ros2 && cgo
+
+package ros2
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+)
+
+// Participant is a DDS domain participant that ROS 2 tools see as one
+// more process. It owns its endpoints and one goroutine that logs their
+// status changes (matches, incompatible QoS, lost samples). Methods are
+// safe for concurrent use. Close it last: it closes the endpoints still
+// open.
+type Participant struct {
+	cfg Config
+	log *zap.Logger
+	pp  entity // participant
+	dom entity // domain, created for this participant alone
+	ws  entity // status waitset: every endpoint is attached to it
+
+	mu        sync.Mutex
+	closed    bool
+	endpoints map[entity]*endpoint // by DDS handle, for the status goroutine
+	subs      map[*Subscription]struct{}
+
+	stopping  atomic.Bool   // set before the status waitset is woken for the last time
+	watchDone chan struct{} // closed when the status goroutine has returned
+}
+
+// NewParticipant creates domain cfg.Domain with cfg's Cyclone
+// configuration and a participant in it. Only one Participant per domain
+// can exist in a process (ErrDomainInUse): share it. log may be nil.
+func NewParticipant(cfg Config, log *zap.Logger) (*Participant, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	pp, dom, rc := createParticipant(cfg.Domain, cfg.CycloneConfig(), cfg.userData())
+	switch {
+	case rc == rcPreconditionNotMet:
+		return nil, fmt.Errorf("%w: domain %d", ErrDomainInUse, cfg.Domain)
+	case rc < 0:
+		return nil, fmt.Errorf("%w (Cyclone configuration %q; run with CYCLONEDDS_URI tracing for details)",
+			&ddsError{op: "create participant in domain " + strconv.Itoa(int(cfg.Domain)), rc: rc}, cfg.CycloneConfig())
+	}
+	ws, rc := createWaitset(pp)
+	if rc < 0 {
+		deleteEntity(pp)
+		deleteEntity(dom)
+		return nil, &ddsError{op: "create status waitset", rc: rc}
+	}
+	p := &Participant{
+		cfg: cfg, log: log, pp: pp, dom: dom, ws: ws,
+		endpoints: map[entity]*endpoint{},
+		subs:      map[*Subscription]struct{}{},
+		watchDone: make(chan struct{}),
+	}
+	go p.watch()
+	log.Info("ros2: participant up", zap.Uint32("domain", cfg.Domain),
+		zap.Stringer("discovery", cfg.Range), zap.Strings("static_peers", cfg.StaticPeers),
+		zap.Bool("cyclonedds_uri", cfg.CycloneURI != ""))
+	return p, nil
+}
+
+// Domain returns the DDS domain id.
+func (p *Participant) Domain() uint32 { return p.cfg.Domain }
+
+// Close closes every endpoint and subscription still open, stops the
+// status goroutine and deletes the participant and its domain. RELIABLE
+// writers get up to Cyclone's writer linger duration (1 s) to have their
+// last samples (the final zero cmd_vel) acknowledged. Close is idempotent.
+func (p *Participant) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	subs := make([]*Subscription, 0, len(p.subs))
+	for s := range p.subs {
+		subs = append(subs, s)
+	}
+	eps := make([]*endpoint, 0, len(p.endpoints))
+	for _, ep := range p.endpoints {
+		eps = append(eps, ep)
+	}
+	p.mu.Unlock()
+
+	var errs []error
+	for _, s := range subs {
+		errs = append(errs, s.Close())
+	}
+	for _, ep := range eps {
+		errs = append(errs, ep.close())
+	}
+	p.stopping.Store(true)
+	if rc := wakeup(p.ws); rc < 0 {
+		errs = append(errs, &ddsError{op: "wake status waitset", rc: rc})
+		deleteEntity(p.ws) // a deleted waitset fails the goroutine's wait
+	}
+	<-p.watchDone
+	if rc := deleteEntity(p.pp); rc < 0 {
+		errs = append(errs, &ddsError{op: "delete participant", rc: rc})
+	}
+	if rc := deleteEntity(p.dom); rc < 0 {
+		errs = append(errs, &ddsError{op: "delete domain", rc: rc})
+	}
+	return errors.Join(errs...)
+}
+
+// endpoint is one DDS writer or reader and what its status log needs.
+type endpoint struct {
+	p        *Participant
+	e        entity
+	writer   bool
+	typ      msgType
+	rosTopic string
+	ddsTopic string
+	qos      QoS // resolved
+
+	// mu orders writes and takes against close: after close returns no
+	// call uses e.
+	mu      sync.Mutex
+	closed  bool
+	release func() // frees the owner's C memory once closed; may be nil
+
+	matched atomic.Int32 // current matched remote endpoints, kept by the status goroutine
+	// Touched only by the status goroutine.
+	lastMatchedTotal, lastIncompatible, lastLost uint32
+}
+
+// newEndpoint creates a writer or reader and hands it to the status
+// goroutine.
+func (p *Participant) newEndpoint(t msgType, rosTopic string, writer bool, q QoS) (*endpoint, error) {
+	ddsTopic, err := ddsTopicName(rosTopic)
+	if err != nil {
+		return nil, err
+	}
+	mask := readerStatusMask()
+	if writer {
+		mask = writerStatusMask()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, ErrClosed
+	}
+	e, rc := createEndpoint(p.pp, t, ddsTopic, writer, q, mask)
+	if rc < 0 {
+		return nil, &ddsError{op: fmt.Sprintf("create %s %s on %s (%s)", t.rosName(), sideName(writer), ddsTopic, q), rc: rc}
+	}
+	ep := &endpoint{p: p, e: e, writer: writer, typ: t, rosTopic: "/" + strings.TrimPrefix(rosTopic, "/"), ddsTopic: ddsTopic, qos: q}
+	p.endpoints[e] = ep
+	if rc := attach(p.ws, e); rc < 0 {
+		delete(p.endpoints, e)
+		deleteEndpoint(e)
+		return nil, &ddsError{op: "attach " + ddsTopic + " to the status waitset", rc: rc}
+	}
+	return ep, nil
+}
+
+func sideName(writer bool) string {
+	if writer {
+		return "publisher"
+	}
+	return "subscription"
+}
+
+// close deletes the DDS endpoint; idempotent.
+func (ep *endpoint) close() error {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	if ep.closed {
+		return nil
+	}
+	ep.closed = true
+	p := ep.p
+	p.mu.Lock()
+	delete(p.endpoints, ep.e)
+	p.mu.Unlock()
+	detach(p.ws, ep.e) // fails only if already gone; deleting detaches anyway
+	rc := deleteEndpoint(ep.e)
+	if ep.release != nil {
+		ep.release()
+	}
+	if rc < 0 && rc != rcAlreadyDeleted {
+		return &ddsError{op: "delete " + sideName(ep.writer) + " on " + ep.ddsTopic, rc: rc}
+	}
+	return nil
+}
+
+// watch is the status goroutine: it waits on the status waitset and logs
+// what changed for each endpoint that woke it. It returns once stopping
+// is set and the waitset is woken (Close).
+func (p *Participant) watch() {
+	defer close(p.watchDone)
+	var xs [16]int32
+	for {
+		n, rc := waitWakeups(p.ws, xs[:])
+		if p.stopping.Load() {
+			return
+		}
+		if rc < 0 {
+			// The waitset cannot fail while the participant lives; if it
+			// does, status logging ends but data keeps flowing.
+			p.log.Error("ros2: status waitset failed; QoS and match changes are no longer logged", zap.Stringer("dds", rc))
+			return
+		}
+		for _, e := range xs[:min(n, len(xs))] {
+			p.mu.Lock()
+			ep := p.endpoints[entity(e)]
+			p.mu.Unlock()
+			if ep != nil {
+				ep.report()
+			}
+		}
+	}
+}
+
+// report reads and logs one endpoint's status changes. Called only by the
+// status goroutine.
+func (ep *endpoint) report() {
+	st, rc := takeStatus(ep.e, ep.writer)
+	if rc < 0 {
+		return // deleted meanwhile
+	}
+	log := ep.p.log.With(zap.String("topic", ep.rosTopic), zap.String("dds_topic", ep.ddsTopic),
+		zap.String("type", ep.typ.rosName()), zap.String("side", sideName(ep.writer)))
+	if st.matchedTotal != ep.lastMatchedTotal || st.matchedChange != 0 {
+		ep.lastMatchedTotal = st.matchedTotal
+		ep.matched.Store(st.matched)
+		peer := "subscriber"
+		if !ep.writer {
+			peer = "publisher"
+		}
+		msg := "ros2: " + peer + " matched"
+		if st.matchedChange < 0 {
+			msg = "ros2: " + peer + " left"
+		}
+		log.Info(msg, zap.Int32("matched", st.matched), zap.Int32("change", st.matchedChange))
+	}
+	if st.incompatibleTotal != ep.lastIncompatible {
+		ep.lastIncompatible = st.incompatibleTotal
+		policy := policyName(st.incompatiblePolicy)
+		log.Error("ros2: incompatible QoS: a remote endpoint will not communicate with this one",
+			zap.String("policy", policy), zap.String("qos", ep.qos.String()),
+			zap.Uint32("total", st.incompatibleTotal), zap.String("hint", ep.qosHint(policy)))
+	}
+	if st.lostTotal != ep.lastLost {
+		ep.lastLost = st.lostTotal
+		log.Warn("ros2: samples lost", zap.Uint32("total", st.lostTotal), zap.Int32("change", st.lostChange))
+	}
+}
+
+// qosHint explains the usual incompatibilities in ROS terms.
+func (ep *endpoint) qosHint(policy string) string {
+	switch {
+	case policy == "RELIABILITY" && ep.writer:
+		return "a subscriber requests RELIABLE but this publisher offers BEST_EFFORT; subscribe with BEST_EFFORT (sensor data QoS) or publish RELIABLE"
+	case policy == "RELIABILITY":
+		return "this subscription requests RELIABLE but a publisher offers only BEST_EFFORT; subscribe with BEST_EFFORT (sensor data QoS)"
+	case policy == "DURABILITY" && ep.writer:
+		return "a subscriber requests TRANSIENT_LOCAL but this publisher offers VOLATILE; subscribe with VOLATILE"
+	}
+	return "compare `ros2 topic info -v " + ep.rosTopic + "` with this endpoint's QoS"
+}
+
+func zapTopic(ep *endpoint) zap.Field { return zap.String("topic", ep.rosTopic) }
+func zapQoS(q QoS) zap.Field          { return zap.String("qos", q.String()) }
+
+// rmemMax reads the kernel's cap on socket receive buffers; 0 if unknown.
+func rmemMax() int {
+	b, err := os.ReadFile("/proc/sys/net/core/rmem_max")
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n
+}

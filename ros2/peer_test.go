@@ -1,0 +1,181 @@
+//go:build ros2 && cgo
+
+package ros2
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The tests talk to testdata/peer/peer.c, a separate process built from
+// the raw Cyclone C API and the idlc-generated types, over UDP on
+// loopback (cyclonedds.xml: interface 127.0.0.1, multicast off, peer
+// 127.0.0.1). Each test uses its own domain so concurrent runs do not
+// cross-talk.
+
+// peerPath is the peer binary, built once by TestMain.
+var peerPath string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "zerohop-ros2-peer")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	peerPath = filepath.Join(dir, "peer")
+	if err := buildPeer(peerPath); err != nil {
+		fmt.Fprintln(os.Stderr, "build test peer:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func buildPeer(out string) error {
+	flags, err := exec.Command("pkg-config", "--cflags", "--libs", "CycloneDDS").Output()
+	if err != nil {
+		return fmt.Errorf("pkg-config CycloneDDS: %w", err)
+	}
+	args := []string{"-O1", "-Wall", "-I.", "-o", out, "testdata/peer/peer.c",
+		"builtin_interfaces.c", "std_msgs.c", "geometry_msgs.c", "sensor_msgs.c", "zerohop_msgs.c"}
+	args = append(args, strings.Fields(string(flags))...)
+	cmd := exec.Command("gcc", args...)
+	cmd.Stderr = os.Stderr
+	return cmd.Run()
+}
+
+// domainSeq numbers the domains of one test run.
+var domainSeq atomic.Uint32
+
+// testDomain returns a domain id no other test of this run uses and that
+// concurrent runs (other pids) are unlikely to use: 100..199.
+func testDomain() uint32 {
+	return 100 + (uint32(os.Getpid())*7+domainSeq.Add(1))%100
+}
+
+// runTag is a Cyclone domain tag unique to this test process: participants
+// with different tags ignore each other, so concurrent test runs that
+// happen to pick the same domain cannot cross-talk.
+func runTag() string {
+	return "<CycloneDDS><Domain><Discovery><Tag>zerohop-ros2-test-" + strconv.Itoa(os.Getpid()) +
+		"</Tag></Discovery></Domain></CycloneDDS>"
+}
+
+// loopbackConfig is the shipped cyclonedds.xml, as CYCLONEDDS_URI would
+// name it, in a fresh domain.
+func loopbackConfig(t testing.TB) Config {
+	abs, err := filepath.Abs("cyclonedds.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Config{Domain: testDomain(), CycloneURI: "file://" + abs, XML: runTag()}
+}
+
+type peer struct {
+	t     testing.TB
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	lines chan string
+}
+
+// startPeer runs the peer in cfg's domain with cfg's Cyclone configuration.
+func startPeer(t testing.TB, cfg Config, args ...string) *peer {
+	t.Helper()
+	cmd := exec.Command(peerPath, append([]string{fmt.Sprint(cfg.Domain)}, args...)...)
+	cmd.Env = append(os.Environ(), "CYCLONEDDS_URI="+cfg.CycloneConfig())
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &peer{t: t, cmd: cmd, stdin: stdin, lines: make(chan string, 64)}
+	go func() { // owned by the peer process: ends when its stdout closes
+		defer close(p.lines)
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 1<<20), 8<<20)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+	}()
+	t.Cleanup(func() {
+		stdin.Close() // a publishing peer stops when stdin closes
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		for range p.lines { // drain so the reader goroutine ends
+		}
+	})
+	p.expect("READY")
+	return p
+}
+
+// stop closes the peer's stdin, which ends it.
+func (p *peer) stop() { p.stdin.Close() }
+
+// expect returns the next line that starts with prefix (rest after the
+// prefix and a space), failing on an ERROR line or after 20 s.
+func (p *peer) expect(prefix string) string {
+	p.t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case l, ok := <-p.lines:
+			if !ok {
+				p.t.Fatalf("peer exited while waiting for %s", prefix)
+			}
+			if strings.HasPrefix(l, "ERROR") {
+				p.t.Fatalf("peer: %s", l)
+			}
+			if l == prefix || strings.HasPrefix(l, prefix+" ") {
+				return strings.TrimPrefix(strings.TrimPrefix(l, prefix), " ")
+			}
+		case <-deadline:
+			p.t.Fatalf("peer: no %s line within 20 s", prefix)
+		}
+	}
+}
+
+// fields parses "k=v k=v" (values without spaces).
+func fields(s string) map[string]string {
+	m := map[string]string{}
+	for _, kv := range strings.Fields(s) {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	return m
+}
+
+// waitFor polls cond until it holds or 20 s pass.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

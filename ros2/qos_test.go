@@ -1,0 +1,82 @@
+//go:build ros2 && cgo
+
+package ros2
+
+import (
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// A RELIABLE endpoint facing a BEST_EFFORT one never matches; both
+// directions must say so clearly in the log, naming topic and policy.
+func TestIncompatibleQoSIsLogged(t *testing.T) {
+	cases := []struct {
+		name     string
+		setup    func(t *testing.T, p *Participant) (matched func() int)
+		peerArgs []string
+		side     string
+		topic    string
+	}{
+		{
+			name: "a RELIABLE subscriber against our BEST_EFFORT cmd_vel publisher",
+			setup: func(t *testing.T, p *Participant) func() int {
+				s, err := p.NewTwistSink(TwistOptions{QoS: QoS{Reliability: BestEffort}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return s.Matched
+			},
+			peerArgs: []string{"sub", "twist", "rt/cmd_vel", "reliable", "1"},
+			side:     "publisher", topic: "/cmd_vel",
+		},
+		{
+			name: "our RELIABLE image subscription against a BEST_EFFORT camera",
+			setup: func(t *testing.T, p *Participant) func() int {
+				s, err := p.SubscribeImage("/camera/image_raw", SubscriptionOptions{QoS: QoS{Reliability: Reliable}}, func(*ImageView) {})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return s.Matched
+			},
+			peerArgs: []string{"pub", "image", "rt/camera/image_raw", "besteffort", "50", "8"},
+			side:     "subscription", topic: "/camera/image_raw",
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			core, logs := observer.New(zapcore.InfoLevel)
+			cfg := loopbackConfig(t)
+			p, err := NewParticipant(cfg, zap.New(core))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			matched := c.setup(t, p)
+			startPeer(t, cfg, c.peerArgs...)
+			waitFor(t, "the incompatible-QoS log line", func() bool {
+				return logs.FilterMessageSnippet("incompatible QoS").Len() > 0
+			})
+			e := logs.FilterMessageSnippet("incompatible QoS").All()[0]
+			if e.Level != zapcore.ErrorLevel {
+				t.Errorf("logged at %v, want error", e.Level)
+			}
+			f := e.ContextMap()
+			for k, v := range map[string]any{"policy": "RELIABILITY", "side": c.side, "topic": c.topic} {
+				if f[k] != v {
+					t.Errorf("log field %s = %v, want %v (entry %v)", k, f[k], v, f)
+				}
+			}
+			if f["hint"] == "" || f["hint"] == nil {
+				t.Errorf("no hint in %v", f)
+			}
+			time.Sleep(50 * time.Millisecond) // a match would have been reported by now too
+			if n := matched(); n != 0 {
+				t.Errorf("Matched() = %d with incompatible QoS", n)
+			}
+		})
+	}
+}

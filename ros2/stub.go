@@ -1,0 +1,58 @@
+//go:build !ros2 || !cgo
+
+package ros2
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/zerohop/zerohop/handles"
+	"github.com/zerohop/zerohop/planner"
+)
+
+// This build has no ROS 2 support: every constructor returns ErrNotBuilt
+// and no value of these types can be obtained. Build with -tags ros2 (and
+// cgo, and libddsc from Debian cyclonedds-dev) for the real thing.
+
+// Participant is a DDS domain participant (see the ros2-tagged build).
+type Participant struct{}
+
+// NewParticipant returns ErrNotBuilt.
+func NewParticipant(Config, *zap.Logger) (*Participant, error) { return nil, ErrNotBuilt }
+
+func (*Participant) Domain() uint32 { return 0 }
+func (*Participant) Close() error   { return nil }
+
+func (*Participant) NewTwistSink(TwistOptions) (*TwistSink, error) { return nil, ErrNotBuilt }
+func (*Participant) NewHandleWriter(HandleWriterOptions) (*HandleWriter, error) {
+	return nil, ErrNotBuilt
+}
+func (*Participant) SubscribeImage(string, SubscriptionOptions, func(*ImageView)) (*Subscription, error) {
+	return nil, ErrNotBuilt
+}
+func (*Participant) SubscribePointCloud2(string, SubscriptionOptions, func(*PointCloud2View)) (*Subscription, error) {
+	return nil, ErrNotBuilt
+}
+
+// TwistSink publishes cmd_vel (see the ros2-tagged build).
+type TwistSink struct{}
+
+func (*TwistSink) PublishTwist(planner.Twist, time.Time) error { return ErrNotBuilt }
+func (*TwistSink) Matched() int                                { return 0 }
+func (*TwistSink) Close() error                                { return nil }
+
+// HandleWriter publishes slot handles (see the ros2-tagged build).
+type HandleWriter struct{}
+
+func (*HandleWriter) Publish(*handles.Handle) error { return ErrNotBuilt }
+func (*HandleWriter) Matched() int                  { return 0 }
+func (*HandleWriter) Close() error                  { return nil }
+
+// Subscription receives a sensor topic (see the ros2-tagged build).
+type Subscription struct{}
+
+func (*Subscription) Matched() int     { return 0 }
+func (*Subscription) Received() uint64 { return 0 }
+func (*Subscription) Skipped() uint64  { return 0 }
+func (*Subscription) Close() error     { return nil }

@@ -1,0 +1,430 @@
+// peer: a ROS 2 stand-in for the ros2 package's tests, written against
+// the raw Cyclone DDS C API and the idlc-generated types only (none of
+// zh_dds.c), run as a separate process so that samples cross the wire.
+// Cyclone reads its configuration from CYCLONEDDS_URI.
+//
+//   peer DOMAIN sub TYPE TOPIC RELIABILITY COUNT
+//     TYPE: twist | twist_stamped | slot_handle. Prints READY, then
+//     MATCHED once a publisher matches, then PUBLICATION (the matched
+//     writer's discovery data) and PARTICIPANT (its participant's
+//     USER_DATA), then for each of COUNT samples a CDR line (the
+//     serialized payload, hex) and a SAMPLE line (key=value). COUNT 0:
+//     take samples silently and print RECEIVED n when stdin closes.
+//   peer DOMAIN pub TYPE TOPIC RELIABILITY PERIOD_MS [N [NFIELDS]]
+//     TYPE: image (N = width) | cloud (N = points, NFIELDS = PointFields,
+//     default 5, at most 64). Prints READY and
+//     MATCHED, publishes one fixed test message every PERIOD_MS.
+//
+// Both end when stdin closes.
+//
+// Every wait is bounded (20 s) so a broken test never leaves it running.
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dds/dds.h"
+#include "dds/ddsi/ddsi_serdata.h"
+#include "geometry_msgs.h"
+#include "sensor_msgs.h"
+#include "zerohop_msgs.h"
+
+#define WAIT DDS_SECS(20)
+
+static void die(const char *what, dds_return_t rc)
+{
+  printf("ERROR %s: %s\n", what, dds_strretcode(rc));
+  fflush(stdout);
+  exit(2);
+}
+
+static void hexline(const char *tag, const unsigned char *b, size_t n)
+{
+  printf("%s ", tag);
+  for (size_t i = 0; i < n; i++)
+    printf("%02x", b[i]);
+  printf("\n");
+}
+
+static void print_octets(const char *tag, const void *p, size_t n)
+{
+  printf(" %s=", tag);
+  for (size_t i = 0; i < n; i++)
+    putchar(((const char *)p)[i] >= 0x20 && ((const char *)p)[i] < 0x7f ? ((const char *)p)[i] : '?');
+}
+
+static const dds_topic_descriptor_t *desc_of(const char *type)
+{
+  if (!strcmp(type, "twist")) return &geometry_msgs_msg_dds__Twist__desc;
+  if (!strcmp(type, "twist_stamped")) return &geometry_msgs_msg_dds__TwistStamped__desc;
+  if (!strcmp(type, "slot_handle")) return &zerohop_msgs_msg_dds__SlotHandle__desc;
+  if (!strcmp(type, "image")) return &sensor_msgs_msg_dds__Image__desc;
+  if (!strcmp(type, "cloud")) return &sensor_msgs_msg_dds__PointCloud2__desc;
+  return NULL;
+}
+
+static dds_qos_t *qos_of(const char *reliability)
+{
+  dds_qos_t *q = dds_create_qos();
+  dds_qset_reliability(q, strcmp(reliability, "besteffort") ? DDS_RELIABILITY_RELIABLE : DDS_RELIABILITY_BEST_EFFORT,
+                       DDS_MSECS(100));
+  dds_qset_durability(q, DDS_DURABILITY_VOLATILE);
+  dds_qset_history(q, DDS_HISTORY_KEEP_LAST, 10);
+  return q;
+}
+
+static int stdin_closed(int period_ms)
+{
+  struct pollfd pfd = {.fd = 0, .events = POLLIN};
+  if (poll(&pfd, 1, period_ms) > 0) {
+    char c[64];
+    if (read(0, c, sizeof c) <= 0)
+      return 1;
+  }
+  return 0;
+}
+
+// quit_if_stdin_closed ends the peer when the test closes its stdin.
+static void quit_if_stdin_closed(void)
+{
+  if (stdin_closed(0))
+    exit(0);
+}
+
+// wait_matched waits until entity's matched count is ≥ 1.
+static void wait_matched(dds_entity_t pp, dds_entity_t e, int is_writer)
+{
+  dds_entity_t ws = dds_create_waitset(pp);
+  uint32_t mask = is_writer ? DDS_PUBLICATION_MATCHED_STATUS : DDS_SUBSCRIPTION_MATCHED_STATUS;
+  dds_set_status_mask(e, mask);
+  dds_waitset_attach(ws, e, 0);
+  dds_time_t deadline = dds_time() + WAIT;
+  for (;;) {
+    uint32_t count = 0;
+    if (is_writer) {
+      dds_publication_matched_status_t st;
+      dds_get_publication_matched_status(e, &st);
+      count = st.current_count;
+    } else {
+      dds_subscription_matched_status_t st;
+      dds_get_subscription_matched_status(e, &st);
+      count = st.current_count;
+    }
+    if (count > 0) {
+      printf("MATCHED %" PRIu32 "\n", count);
+      fflush(stdout);
+      break;
+    }
+    if (dds_time() > deadline)
+      die("wait for match", DDS_RETCODE_TIMEOUT);
+    quit_if_stdin_closed();
+    dds_waitset_wait(ws, NULL, 0, DDS_MSECS(50));
+  }
+  dds_waitset_detach(ws, e);
+  dds_delete(ws);
+}
+
+static void print_userdata(const char *tag, const dds_qos_t *qos)
+{
+  void *ud = NULL;
+  size_t n = 0;
+  printf(" %s=", tag);
+  if (dds_qget_userdata(qos, &ud, &n) && ud != NULL)
+    fwrite(ud, 1, n, stdout);
+  dds_free(ud);
+}
+
+// print_publication prints the discovery data of the writer on topic,
+// from the builtin topics, as a ROS node would see it.
+static void print_publication(dds_entity_t pp, const char *topic)
+{
+  dds_entity_t rd = dds_create_reader(pp, DDS_BUILTIN_TOPIC_DCPSPUBLICATION, NULL, NULL);
+  dds_time_t deadline = dds_time() + WAIT;
+  dds_guid_t participant;
+  int found = 0;
+  while (!found && dds_time() < deadline) {
+    void *buf[16] = {NULL};
+    dds_sample_info_t si[16];
+    dds_return_t n = dds_read(rd, buf, si, 16, 16);
+    for (dds_return_t i = 0; i < n && !found; i++) {
+      dds_builtintopic_endpoint_t *e = buf[i];
+      if (!si[i].valid_data || strcmp(e->topic_name, topic) != 0)
+        continue;
+      found = 1;
+      participant = e->participant_key;
+      dds_reliability_kind_t rk = DDS_RELIABILITY_BEST_EFFORT;
+      dds_duration_t blocking;
+      dds_durability_kind_t dk = DDS_DURABILITY_VOLATILE;
+      dds_history_kind_t hk = DDS_HISTORY_KEEP_ALL;
+      int32_t depth = -1;
+      dds_qget_reliability(e->qos, &rk, &blocking);
+      dds_qget_durability(e->qos, &dk);
+      dds_qget_history(e->qos, &hk, &depth);
+      uint32_t nrep = 0;
+      dds_data_representation_id_t *reps = NULL;
+      dds_qget_data_representation(e->qos, &nrep, &reps);
+      printf("PUBLICATION type=%s reliability=%s durability=%s history=%s depth=%" PRId32 " representation=%s",
+             e->type_name, rk == DDS_RELIABILITY_RELIABLE ? "RELIABLE" : "BEST_EFFORT",
+             dk == DDS_DURABILITY_VOLATILE ? "VOLATILE" : "OTHER", hk == DDS_HISTORY_KEEP_LAST ? "KEEP_LAST" : "KEEP_ALL",
+             depth, nrep == 1 && reps[0] == DDS_DATA_REPRESENTATION_XCDR1 ? "XCDR1" : "OTHER");
+      dds_free(reps);
+      print_userdata("userdata", e->qos);
+      printf("\n");
+    }
+    if (n > 0)
+      dds_return_loan(rd, buf, n);
+    if (!found)
+      dds_sleepfor(DDS_MSECS(20));
+  }
+  dds_delete(rd);
+  if (!found)
+    die("find publication", DDS_RETCODE_TIMEOUT);
+
+  rd = dds_create_reader(pp, DDS_BUILTIN_TOPIC_DCPSPARTICIPANT, NULL, NULL);
+  found = 0;
+  while (!found && dds_time() < deadline) {
+    void *buf[16] = {NULL};
+    dds_sample_info_t si[16];
+    dds_return_t n = dds_read(rd, buf, si, 16, 16);
+    for (dds_return_t i = 0; i < n && !found; i++) {
+      dds_builtintopic_participant_t *p = buf[i];
+      if (si[i].valid_data && memcmp(&p->key, &participant, sizeof participant) == 0) {
+        found = 1;
+        printf("PARTICIPANT");
+        print_userdata("userdata", p->qos);
+        printf("\n");
+      }
+    }
+    if (n > 0)
+      dds_return_loan(rd, buf, n);
+    if (!found)
+      dds_sleepfor(DDS_MSECS(20));
+  }
+  dds_delete(rd);
+  if (!found)
+    die("find participant", DDS_RETCODE_TIMEOUT);
+  fflush(stdout);
+}
+
+static void print_sample(const char *type, struct ddsi_serdata *sd)
+{
+  if (!strcmp(type, "twist")) {
+    geometry_msgs_msg_dds__Twist_ t;
+    memset(&t, 0, sizeof t);
+    ddsi_serdata_to_sample(sd, &t, NULL, NULL);
+    printf("SAMPLE lx=%a ly=%a lz=%a ax=%a ay=%a az=%a\n", t.linear.x, t.linear.y, t.linear.z,
+           t.angular.x, t.angular.y, t.angular.z);
+  } else if (!strcmp(type, "twist_stamped")) {
+    geometry_msgs_msg_dds__TwistStamped_ t;
+    memset(&t, 0, sizeof t);
+    ddsi_serdata_to_sample(sd, &t, NULL, NULL);
+    printf("SAMPLE sec=%" PRId32 " nanosec=%" PRIu32, t.header.stamp.sec, t.header.stamp.nanosec);
+    print_octets("frame_id", t.header.frame_id, strlen(t.header.frame_id));
+    printf(" lx=%a ly=%a lz=%a ax=%a ay=%a az=%a\n", t.twist.linear.x, t.twist.linear.y, t.twist.linear.z,
+           t.twist.angular.x, t.twist.angular.y, t.twist.angular.z);
+    dds_sample_free(&t, &geometry_msgs_msg_dds__TwistStamped__desc, DDS_FREE_CONTENTS);
+  } else {
+    zerohop_msgs_msg_dds__SlotHandle_ h;
+    memset(&h, 0, sizeof h);
+    ddsi_serdata_to_sample(sd, &h, NULL, NULL);
+    printf("SAMPLE sec=%" PRId32 " nanosec=%" PRIu32, h.header.stamp.sec, h.header.stamp.nanosec);
+    print_octets("frame_id", h.header.frame_id, strlen(h.header.frame_id));
+    printf(" version=%u kind=%u pool_id=%" PRIu32 " slot=%" PRIu32 " generation=%" PRIu64 " seq=%" PRIu64
+           " publish_time_ns=%" PRId64 " length=%" PRIu64 " checksum=%" PRIu64
+           " width=%" PRIu32 " height=%" PRIu32 " row_step=%" PRIu32 " encoding=%u"
+           " point_count=%" PRIu32 " point_step=%" PRIu32 " offset_x=%u offset_y=%u offset_z=%u"
+           " offset_intensity=%u datatype=%u\n",
+           h.version, h.kind, h.pool_id, h.slot, h.generation, h.seq, h.publish_time_ns, h.length, h.checksum,
+           h.width, h.height, h.row_step, h.encoding, h.point_count, h.point_step, h.offset_x, h.offset_y,
+           h.offset_z, h.offset_intensity, h.datatype);
+    dds_sample_free(&h, &zerohop_msgs_msg_dds__SlotHandle__desc, DDS_FREE_CONTENTS);
+  }
+}
+
+// count_silently takes samples without printing them until stdin closes,
+// then prints RECEIVED n (benchmarks).
+static int count_silently(dds_entity_t pp, dds_entity_t rd)
+{
+  dds_entity_t ws = dds_create_waitset(pp);
+  dds_entity_t cond = dds_create_readcondition(rd, DDS_ANY_STATE);
+  dds_waitset_attach(ws, cond, 0);
+  uint64_t received = 0;
+  for (;;) {
+    void *buf[16] = {NULL};
+    dds_sample_info_t si[16];
+    dds_return_t n = dds_take(rd, buf, si, 16, 16);
+    if (n < 0) die("take", n);
+    for (dds_return_t i = 0; i < n; i++)
+      received += si[i].valid_data;
+    if (n > 0) {
+      dds_return_loan(rd, buf, n);
+      continue;
+    }
+    if (stdin_closed(0))
+      break;
+    dds_waitset_wait(ws, NULL, 0, DDS_MSECS(50));
+  }
+  printf("RECEIVED %" PRIu64 "\n", received);
+  fflush(stdout);
+  return 0;
+}
+
+static int sub(dds_entity_t pp, const char *type, const char *topic, const char *rel, int count)
+{
+  dds_entity_t tp = dds_create_topic(pp, desc_of(type), topic, NULL, NULL);
+  if (tp < 0) die("create topic", tp);
+  dds_qos_t *q = qos_of(rel);
+  dds_entity_t rd = dds_create_reader(pp, tp, q, NULL);
+  dds_delete_qos(q);
+  if (rd < 0) die("create reader", rd);
+  printf("READY\n");
+  fflush(stdout);
+  wait_matched(pp, rd, 0);
+  if (count <= 0)
+    return count_silently(pp, rd);
+  print_publication(pp, topic);
+
+  dds_entity_t ws = dds_create_waitset(pp);
+  dds_entity_t cond = dds_create_readcondition(rd, DDS_ANY_STATE);
+  dds_waitset_attach(ws, cond, 0);
+  int got = 0;
+  dds_time_t deadline = dds_time() + WAIT;
+  while (got < count) {
+    struct ddsi_serdata *sd = NULL;
+    dds_sample_info_t si;
+    dds_return_t n = dds_takecdr(rd, &sd, 1, &si, DDS_ANY_STATE);
+    if (n < 0) die("takecdr", n);
+    if (n == 0) {
+      if (dds_time() > deadline)
+        die("wait for data", DDS_RETCODE_TIMEOUT);
+      quit_if_stdin_closed();
+      dds_waitset_wait(ws, NULL, 0, DDS_MSECS(50));
+      continue;
+    }
+    if (si.valid_data) {
+      uint32_t size = ddsi_serdata_size(sd);
+      unsigned char *b = malloc(size);
+      ddsi_serdata_to_ser(sd, 0, size, b);
+      hexline("CDR", b, size);
+      free(b);
+      print_sample(type, sd);
+      fflush(stdout);
+      got++;
+    }
+    ddsi_serdata_unref(sd);
+  }
+  return 0;
+}
+
+// The test pattern of every payload byte; the Go test computes the same.
+static uint8_t pattern(uint32_t i)
+{
+  return (uint8_t)(i * 31u + 7u + (i >> 8));
+}
+
+static int pub(dds_entity_t pp, const char *type, const char *topic, const char *rel, int period_ms, uint32_t n,
+               uint32_t nfields)
+{
+  dds_entity_t tp = dds_create_topic(pp, desc_of(type), topic, NULL, NULL);
+  if (tp < 0) die("create topic", tp);
+  dds_qos_t *q = qos_of(rel);
+  dds_data_representation_id_t xcdr1 = DDS_DATA_REPRESENTATION_XCDR1;
+  dds_qset_data_representation(q, 1, &xcdr1);
+  dds_entity_t wr = dds_create_writer(pp, tp, q, NULL);
+  dds_delete_qos(q);
+  if (wr < 0) die("create writer", wr);
+  printf("READY\n");
+  fflush(stdout);
+
+  sensor_msgs_msg_dds__Image_ img;
+  sensor_msgs_msg_dds__PointCloud2_ cloud;
+  // The first five fields describe the points; extra ones (nfields > 5)
+  // are "extraN" entries that test the field limit.
+  sensor_msgs_msg_dds__PointField_ fields[64] = {
+    {.name = "x", .offset = 0, .datatype = 7, .count = 1},
+    {.name = "y", .offset = 4, .datatype = 7, .count = 1},
+    {.name = "z", .offset = 8, .datatype = 7, .count = 1},
+    {.name = "intensity", .offset = 13, .datatype = 7, .count = 1},
+    {.name = "ring", .offset = 17, .datatype = 4, .count = 1},
+  };
+  char extra_names[64][16];
+  if (nfields < 5 || nfields > 64)
+    nfields = 5;
+  for (uint32_t i = 5; i < nfields; i++) {
+    snprintf(extra_names[i], sizeof extra_names[i], "extra%u", (unsigned)i);
+    fields[i] = (sensor_msgs_msg_dds__PointField_){.name = extra_names[i], .offset = 0, .datatype = 2, .count = 1};
+  }
+  const void *sample;
+  uint8_t *data;
+  uint32_t len;
+  if (!strcmp(type, "image")) {
+    // rgb8, width n, height n/2 + 1, two bytes of row padding.
+    memset(&img, 0, sizeof img);
+    img.header.stamp.sec = 1700000000;
+    img.header.stamp.nanosec = 123456789;
+    img.header.frame_id = "camera_optical";
+    img.width = n;
+    img.height = n / 2 + 1;
+    img.encoding = "rgb8";
+    img.step = n * 3 + 2;
+    len = img.step * img.height;
+    data = malloc(len);
+    img.data._buffer = data;
+    img.data._length = img.data._maximum = len;
+    sample = &img;
+  } else {
+    // n points of 19 bytes: x, y, z at 0, 4, 8, intensity at 13, ring at 17.
+    memset(&cloud, 0, sizeof cloud);
+    cloud.header.stamp.sec = 1700000001;
+    cloud.header.stamp.nanosec = 987654321;
+    cloud.header.frame_id = "lidar";
+    cloud.height = 1;
+    cloud.width = n;
+    cloud.fields._buffer = fields;
+    cloud.fields._length = cloud.fields._maximum = nfields;
+    cloud.is_bigendian = false;
+    cloud.point_step = 19;
+    cloud.row_step = 19 * n;
+    cloud.is_dense = true;
+    len = cloud.row_step;
+    data = malloc(len);
+    cloud.data._buffer = data;
+    cloud.data._length = cloud.data._maximum = len;
+    sample = &cloud;
+  }
+  for (uint32_t i = 0; i < len; i++)
+    data[i] = pattern(i);
+
+  wait_matched(pp, wr, 1);
+  dds_time_t deadline = dds_time() + WAIT;
+  while (!stdin_closed(period_ms) && dds_time() < deadline) {
+    dds_return_t rc = dds_write(wr, sample);
+    if (rc < 0) die("write", rc);
+  }
+  free(data);
+  return 0;
+}
+
+int main(int argc, char **argv)
+{
+  if (argc < 7) {
+    fprintf(stderr, "usage: peer DOMAIN sub|pub TYPE TOPIC RELIABILITY COUNT|PERIOD_MS [N [NFIELDS]]\n");
+    return 1;
+  }
+  if (desc_of(argv[3]) == NULL) {
+    fprintf(stderr, "peer: unknown type %s\n", argv[3]);
+    return 1;
+  }
+  dds_entity_t pp = dds_create_participant((dds_domainid_t)atoi(argv[1]), NULL, NULL);
+  if (pp < 0) die("create participant", pp);
+  int rc;
+  if (!strcmp(argv[2], "sub"))
+    rc = sub(pp, argv[3], argv[4], argv[5], atoi(argv[6]));
+  else
+    rc = pub(pp, argv[3], argv[4], argv[5], atoi(argv[6]), argc > 7 ? (uint32_t)atoi(argv[7]) : 64,
+             argc > 8 ? (uint32_t)atoi(argv[8]) : 5);
+  dds_delete(pp);
+  return rc;
+}

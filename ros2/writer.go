@@ -1,0 +1,145 @@
+//go:build ros2 && cgo
+
+package ros2
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/zerohop/zerohop/handles"
+	"github.com/zerohop/zerohop/planner"
+)
+
+// TwistSink publishes velocity commands as geometry_msgs/Twist (or
+// TwistStamped) for a ROS 2 base controller. It implements the agent's
+// CmdSink. PublishTwist may be called from any goroutine; it neither
+// allocates nor blocks for long (RELIABLE KEEP_LAST writers do not wait
+// for readers).
+type TwistSink struct {
+	ep      *endpoint
+	stamped bool
+	frameID cString // TwistStamped header.frame_id, C memory; freed when the endpoint closes
+}
+
+// NewTwistSink creates the cmd_vel publisher.
+func (p *Participant) NewTwistSink(opts TwistOptions) (*TwistSink, error) {
+	if opts.Topic == "" {
+		opts.Topic = "/cmd_vel"
+	}
+	if opts.FrameID == "" {
+		opts.FrameID = "base_link"
+	}
+	for i := 0; i < len(opts.FrameID); i++ {
+		if c := opts.FrameID[i]; c < 0x20 || c > 0x7e {
+			return nil, fmt.Errorf("ros2: frame id %q: byte %#x is not printable ASCII", opts.FrameID, c)
+		}
+	}
+	q, err := opts.QoS.resolve(DefaultQoS())
+	if err != nil {
+		return nil, err
+	}
+	t := typeTwist
+	if opts.Stamped {
+		t = typeTwistStamped
+	}
+	ep, err := p.newEndpoint(t, opts.Topic, true, q)
+	if err != nil {
+		return nil, err
+	}
+	s := &TwistSink{ep: ep, stamped: opts.Stamped}
+	if opts.Stamped {
+		s.frameID = newCString(opts.FrameID)
+		ep.release = s.frameID.free
+	}
+	p.log.Info("ros2: publishing cmd_vel", zapTopic(ep), zapQoS(q))
+	return s, nil
+}
+
+// PublishTwist publishes t. A non-finite component is never published:
+// the robot gets the zero command instead, and the error (wrapping
+// planner.ErrNonFinite) says so. stamp becomes TwistStamped's
+// header.stamp; the zero time means "no stamp" ({0, 0}).
+func (s *TwistSink) PublishTwist(t planner.Twist, stamp time.Time) error {
+	var bad error
+	if !finite(t.LinearX) || !finite(t.AngularZ) {
+		bad = fmt.Errorf("ros2: %s: %w: linear.x=%v angular.z=%v; published zero instead",
+			s.ep.rosTopic, planner.ErrNonFinite, t.LinearX, t.AngularZ)
+		t = planner.Zero()
+	}
+	ep := s.ep
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	if ep.closed {
+		return ErrClosed
+	}
+	var rc retcode
+	if s.stamped {
+		sec, ns := rosTime(stamp)
+		rc = writeTwistStamped(ep.e, sec, ns, s.frameID, t.LinearX, t.AngularZ)
+	} else {
+		rc = writeTwist(ep.e, t.LinearX, t.AngularZ)
+	}
+	if rc < 0 {
+		return &ddsError{op: "write " + ep.ddsTopic, rc: rc}
+	}
+	return bad
+}
+
+// Matched returns how many subscribers are matched now, as last reported
+// by DDS to the participant's status goroutine.
+func (s *TwistSink) Matched() int { return int(s.ep.matched.Load()) }
+
+// Close deletes the publisher after waiting (up to 1 s) for subscribers
+// to acknowledge what it sent. Publish the zero command before.
+func (s *TwistSink) Close() error { return s.ep.close() }
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// HandleWriter publishes slot handles as zerohop_msgs/SlotHandle, so ROS
+// tools can watch a camera's frames. Publish neither allocates nor blocks.
+type HandleWriter struct {
+	ep  *endpoint
+	buf slotHandleBuf // C memory reused by every Publish; freed when the endpoint closes
+}
+
+// NewHandleWriter creates the handle publisher.
+func (p *Participant) NewHandleWriter(opts HandleWriterOptions) (*HandleWriter, error) {
+	if opts.Topic == "" {
+		opts.Topic = "/zerohop/handles"
+	}
+	q, err := opts.QoS.resolve(SensorDataQoS())
+	if err != nil {
+		return nil, err
+	}
+	ep, err := p.newEndpoint(typeSlotHandle, opts.Topic, true, q)
+	if err != nil {
+		return nil, err
+	}
+	p.log.Info("ros2: publishing slot handles", zapTopic(ep), zapQoS(q))
+	w := &HandleWriter{ep: ep, buf: newSlotHandleBuf()}
+	ep.release = w.buf.free
+	return w, nil
+}
+
+// Publish publishes h as it is; the camera is the trusted writer, so h is
+// not validated. header.stamp is h.CaptureNs ({0, 0} when it does not fit
+// builtin_interfaces/Time), header.frame_id is h.FrameID.
+func (w *HandleWriter) Publish(h *handles.Handle) error {
+	ep := w.ep
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	if ep.closed {
+		return ErrClosed
+	}
+	if rc := writeSlotHandle(ep.e, w.buf, h); rc < 0 {
+		return &ddsError{op: "write " + ep.ddsTopic, rc: rc}
+	}
+	return nil
+}
+
+// Matched returns how many subscribers are matched now.
+func (w *HandleWriter) Matched() int { return int(w.ep.matched.Load()) }
+
+// Close deletes the publisher.
+func (w *HandleWriter) Close() error { return w.ep.close() }

@@ -1,0 +1,389 @@
+//go:build ros2 && cgo
+
+// zh_dds.c: see zh_dds.h. Plain C over Cyclone DDS 0.10 and the
+// idlc-generated types; no state of its own.
+
+#include <string.h>
+
+#include "zh_dds.h"
+#include "geometry_msgs.h"
+#include "sensor_msgs.h"
+#include "zerohop_msgs.h"
+
+dds_entity_t zh_participant(uint32_t domain_id, const char *config,
+                            const char *userdata, dds_entity_t *domain_out)
+{
+  *domain_out = -1;
+  // An explicitly created domain takes `config` instead of reading
+  // CYCLONEDDS_URI (Go passes that in `config` when it wants it). It lives
+  // until deleted, independent of its participants.
+  dds_entity_t dom = dds_create_domain(domain_id, config);
+  if (dom < 0)
+    return dom;
+  dds_qos_t *qos = dds_create_qos();
+  dds_qset_userdata(qos, userdata, strlen(userdata));
+  dds_entity_t pp = dds_create_participant(domain_id, qos, NULL);
+  dds_delete_qos(qos);
+  if (pp < 0) {
+    dds_delete(dom);
+    return pp;
+  }
+  *domain_out = dom;
+  return pp;
+}
+
+static const dds_topic_descriptor_t *descriptor(int type)
+{
+  switch (type) {
+  case ZH_TWIST:
+    return &geometry_msgs_msg_dds__Twist__desc;
+  case ZH_TWIST_STAMPED:
+    return &geometry_msgs_msg_dds__TwistStamped__desc;
+  case ZH_IMAGE:
+    return &sensor_msgs_msg_dds__Image__desc;
+  case ZH_POINTCLOUD2:
+    return &sensor_msgs_msg_dds__PointCloud2__desc;
+  case ZH_SLOT_HANDLE:
+    return &zerohop_msgs_msg_dds__SlotHandle__desc;
+  }
+  return NULL;
+}
+
+dds_entity_t zh_endpoint(dds_entity_t participant, int type, const char *topic_name,
+                         int is_writer, int best_effort, int32_t depth,
+                         const char *userdata, uint32_t status_mask)
+{
+  const dds_topic_descriptor_t *desc = descriptor(type);
+  if (desc == NULL || depth < 1)
+    return DDS_RETCODE_BAD_PARAMETER;
+  // The topic is a child of the participant; deleting the endpoint leaves
+  // it, deleting the participant removes it. Cyclone returns a new handle
+  // for the same name and type each time, sharing the DDS topic.
+  dds_entity_t topic = dds_create_topic(participant, desc, topic_name, NULL, NULL);
+  if (topic < 0)
+    return topic;
+  dds_qos_t *qos = dds_create_qos();
+  // 100 ms is the DDS default max_blocking_time: a RELIABLE KEEP_LAST
+  // writer does not block in practice, and must never stall the caller long.
+  dds_qset_reliability(qos, best_effort ? DDS_RELIABILITY_BEST_EFFORT : DDS_RELIABILITY_RELIABLE,
+                       DDS_MSECS(100));
+  dds_qset_durability(qos, DDS_DURABILITY_VOLATILE);
+  dds_qset_history(qos, DDS_HISTORY_KEEP_LAST, depth);
+  dds_qset_userdata(qos, userdata, strlen(userdata));
+  dds_entity_t ep;
+  if (is_writer) {
+    // rmw: a publisher's instances are not disposed when it goes away.
+    dds_qset_writer_data_lifecycle(qos, false);
+    // XCDR1 only: rmw's readers refuse XCDR2.
+    dds_data_representation_id_t xcdr1 = DDS_DATA_REPRESENTATION_XCDR1;
+    dds_qset_data_representation(qos, 1, &xcdr1);
+    ep = dds_create_writer(participant, topic, qos, NULL);
+  } else {
+    ep = dds_create_reader(participant, topic, qos, NULL);
+  }
+  dds_delete_qos(qos);
+  if (ep < 0) {
+    dds_delete(topic);
+    return ep;
+  }
+  dds_return_t rc = dds_set_status_mask(ep, status_mask);
+  if (rc < 0) {
+    dds_delete(ep);
+    dds_delete(topic);
+    return rc;
+  }
+  return ep;
+}
+
+dds_return_t zh_endpoint_delete(dds_entity_t endpoint)
+{
+  dds_entity_t topic = dds_get_topic(endpoint);
+  dds_return_t rc = dds_delete(endpoint);
+  if (topic >= 0)
+    (void)dds_delete(topic);
+  return rc;
+}
+
+dds_return_t zh_write_twist(dds_entity_t writer, double linear_x, double angular_z)
+{
+  geometry_msgs_msg_dds__Twist_ s;
+  memset(&s, 0, sizeof s);
+  s.linear.x = linear_x;
+  s.angular.z = angular_z;
+  return dds_write(writer, &s);
+}
+
+dds_return_t zh_write_twist_stamped(dds_entity_t writer, int32_t sec, uint32_t nanosec,
+                                    const char *frame_id, double linear_x, double angular_z)
+{
+  geometry_msgs_msg_dds__TwistStamped_ s;
+  memset(&s, 0, sizeof s);
+  s.header.stamp.sec = sec;
+  s.header.stamp.nanosec = nanosec;
+  s.header.frame_id = (char *)frame_id; // only read by dds_write
+  s.twist.linear.x = linear_x;
+  s.twist.angular.z = angular_z;
+  return dds_write(writer, &s);
+}
+
+dds_return_t zh_write_slot_handle(dds_entity_t writer, const zh_slot_handle *h)
+{
+  zerohop_msgs_msg_dds__SlotHandle_ s;
+  memset(&s, 0, sizeof s);
+  s.header.stamp.sec = h->sec;
+  s.header.stamp.nanosec = h->nanosec;
+  s.header.frame_id = (char *)h->frame_id; // NUL-terminated: frame_id[16] is always 0
+  s.version = h->version;
+  s.kind = h->kind;
+  s.pool_id = h->pool_id;
+  s.slot = h->slot;
+  s.generation = h->generation;
+  s.seq = h->seq;
+  s.publish_time_ns = h->publish_time_ns;
+  s.length = h->length;
+  s.checksum = h->checksum;
+  s.width = h->width;
+  s.height = h->height;
+  s.row_step = h->row_step;
+  s.encoding = h->encoding;
+  s.point_count = h->point_count;
+  s.point_step = h->point_step;
+  s.offset_x = h->offset_x;
+  s.offset_y = h->offset_y;
+  s.offset_z = h->offset_z;
+  s.offset_intensity = h->offset_intensity;
+  s.datatype = h->datatype;
+  return dds_write(writer, &s);
+}
+
+uint32_t zh_writer_status_mask(void)
+{
+  return DDS_PUBLICATION_MATCHED_STATUS | DDS_OFFERED_INCOMPATIBLE_QOS_STATUS;
+}
+
+uint32_t zh_reader_status_mask(void)
+{
+  return DDS_SUBSCRIPTION_MATCHED_STATUS | DDS_REQUESTED_INCOMPATIBLE_QOS_STATUS |
+         DDS_SAMPLE_LOST_STATUS;
+}
+
+dds_return_t zh_take_status(dds_entity_t endpoint, int is_writer, zh_status *out)
+{
+  memset(out, 0, sizeof *out);
+  dds_return_t rc;
+  // Every status in the mask is read, so that all "changed" flags reset
+  // and the status waitset stops triggering for this endpoint.
+  if (is_writer) {
+    dds_publication_matched_status_t m;
+    if ((rc = dds_get_publication_matched_status(endpoint, &m)) < 0)
+      return rc;
+    out->matched_current = (int32_t)m.current_count;
+    out->matched_current_change = m.current_count_change;
+    out->matched_total = m.total_count;
+    dds_offered_incompatible_qos_status_t q;
+    if ((rc = dds_get_offered_incompatible_qos_status(endpoint, &q)) < 0)
+      return rc;
+    out->incompatible_total = q.total_count;
+    out->incompatible_change = q.total_count_change;
+    out->incompatible_policy = q.last_policy_id;
+    return 0;
+  }
+  dds_subscription_matched_status_t m;
+  if ((rc = dds_get_subscription_matched_status(endpoint, &m)) < 0)
+    return rc;
+  out->matched_current = (int32_t)m.current_count;
+  out->matched_current_change = m.current_count_change;
+  out->matched_total = m.total_count;
+  dds_requested_incompatible_qos_status_t q;
+  if ((rc = dds_get_requested_incompatible_qos_status(endpoint, &q)) < 0)
+    return rc;
+  out->incompatible_total = q.total_count;
+  out->incompatible_change = q.total_count_change;
+  out->incompatible_policy = q.last_policy_id;
+  dds_sample_lost_status_t l;
+  if ((rc = dds_get_sample_lost_status(endpoint, &l)) < 0)
+    return rc;
+  out->lost_total = l.total_count;
+  out->lost_change = l.total_count_change;
+  return 0;
+}
+
+const char *zh_policy_name(uint32_t id)
+{
+  switch ((dds_qos_policy_id_t)id) {
+  case DDS_USERDATA_QOS_POLICY_ID: return "USER_DATA";
+  case DDS_DURABILITY_QOS_POLICY_ID: return "DURABILITY";
+  case DDS_PRESENTATION_QOS_POLICY_ID: return "PRESENTATION";
+  case DDS_DEADLINE_QOS_POLICY_ID: return "DEADLINE";
+  case DDS_LATENCYBUDGET_QOS_POLICY_ID: return "LATENCY_BUDGET";
+  case DDS_OWNERSHIP_QOS_POLICY_ID: return "OWNERSHIP";
+  case DDS_OWNERSHIPSTRENGTH_QOS_POLICY_ID: return "OWNERSHIP_STRENGTH";
+  case DDS_LIVELINESS_QOS_POLICY_ID: return "LIVELINESS";
+  case DDS_TIMEBASEDFILTER_QOS_POLICY_ID: return "TIME_BASED_FILTER";
+  case DDS_PARTITION_QOS_POLICY_ID: return "PARTITION";
+  case DDS_RELIABILITY_QOS_POLICY_ID: return "RELIABILITY";
+  case DDS_DESTINATIONORDER_QOS_POLICY_ID: return "DESTINATION_ORDER";
+  case DDS_HISTORY_QOS_POLICY_ID: return "HISTORY";
+  case DDS_RESOURCELIMITS_QOS_POLICY_ID: return "RESOURCE_LIMITS";
+  case DDS_ENTITYFACTORY_QOS_POLICY_ID: return "ENTITY_FACTORY";
+  case DDS_WRITERDATALIFECYCLE_QOS_POLICY_ID: return "WRITER_DATA_LIFECYCLE";
+  case DDS_READERDATALIFECYCLE_QOS_POLICY_ID: return "READER_DATA_LIFECYCLE";
+  case DDS_TOPICDATA_QOS_POLICY_ID: return "TOPIC_DATA";
+  case DDS_GROUPDATA_QOS_POLICY_ID: return "GROUP_DATA";
+  case DDS_TRANSPORTPRIORITY_QOS_POLICY_ID: return "TRANSPORT_PRIORITY";
+  case DDS_LIFESPAN_QOS_POLICY_ID: return "LIFESPAN";
+  case DDS_DURABILITYSERVICE_QOS_POLICY_ID: return "DURABILITY_SERVICE";
+  case DDS_PROPERTY_QOS_POLICY_ID: return "PROPERTY";
+  case DDS_TYPE_CONSISTENCY_ENFORCEMENT_QOS_POLICY_ID: return "TYPE_CONSISTENCY_ENFORCEMENT";
+  case DDS_DATA_REPRESENTATION_QOS_POLICY_ID: return "DATA_REPRESENTATION";
+  case DDS_INVALID_QOS_POLICY_ID: break;
+  }
+  return "UNKNOWN";
+}
+
+// self_attached creates a waitset attached to itself: without that,
+// dds_waitset_set_trigger does not wake a thread blocked in
+// dds_waitset_wait (Cyclone issue #1443), and Close could not stop the
+// goroutine. A wakeup by the trigger reports the waitset's own handle.
+static dds_entity_t self_attached(dds_entity_t participant)
+{
+  dds_entity_t ws = dds_create_waitset(participant);
+  if (ws < 0)
+    return ws;
+  dds_return_t rc = dds_waitset_attach(ws, ws, (dds_attach_t)ws);
+  if (rc < 0) {
+    dds_delete(ws);
+    return rc;
+  }
+  return ws;
+}
+
+dds_entity_t zh_waitset(dds_entity_t participant)
+{
+  return self_attached(participant);
+}
+
+dds_return_t zh_waitset_attach(dds_entity_t waitset, dds_entity_t entity)
+{
+  // The attach argument is the entity itself, so a wakeup names it.
+  return dds_waitset_attach(waitset, entity, (dds_attach_t)entity);
+}
+
+#define ZH_MAX_WAKEUPS 64
+
+dds_return_t zh_waitset_wait(dds_entity_t waitset, int32_t *xs, int32_t nxs)
+{
+  dds_attach_t a[ZH_MAX_WAKEUPS];
+  if (nxs > ZH_MAX_WAKEUPS)
+    nxs = ZH_MAX_WAKEUPS;
+  if (nxs < 0)
+    nxs = 0;
+  dds_return_t n = dds_waitset_wait(waitset, a, (size_t)nxs, DDS_INFINITY);
+  for (int32_t i = 0; i < n && i < nxs; i++)
+    xs[i] = (int32_t)a[i];
+  return n;
+}
+
+dds_entity_t zh_reader_waitset(dds_entity_t participant, dds_entity_t reader)
+{
+  dds_entity_t ws = self_attached(participant);
+  if (ws < 0)
+    return ws;
+  // The read condition is the reader's child and goes with it.
+  dds_entity_t cond = dds_create_readcondition(reader, DDS_ANY_STATE);
+  if (cond < 0) {
+    dds_delete(ws);
+    return cond;
+  }
+  dds_return_t rc = dds_waitset_attach(ws, cond, (dds_attach_t)cond);
+  if (rc < 0) {
+    dds_delete(cond);
+    dds_delete(ws);
+    return rc;
+  }
+  return ws;
+}
+
+// take_loaned takes one sample with a loan (buf[0] == NULL asks Cyclone
+// for its reader-owned buffer) and skips samples without data.
+static int32_t take_loaned(dds_entity_t reader, void **loan)
+{
+  for (;;) {
+    void *buf[1] = {NULL};
+    dds_sample_info_t si;
+    dds_return_t n = dds_take(reader, buf, &si, 1, 1);
+    if (n <= 0)
+      return n;
+    if (si.valid_data) {
+      *loan = buf[0];
+      return 1;
+    }
+    (void)dds_return_loan(reader, buf, n);
+  }
+}
+
+static size_t len_or_zero(const char *s)
+{
+  return s == NULL ? 0 : strlen(s);
+}
+
+int32_t zh_take_image(dds_entity_t reader, zh_image *v)
+{
+  void *loan = NULL;
+  int32_t n = take_loaned(reader, &loan);
+  if (n <= 0)
+    return n;
+  const sensor_msgs_msg_dds__Image_ *s = loan;
+  v->loan = loan;
+  v->sec = s->header.stamp.sec;
+  v->nanosec = s->header.stamp.nanosec;
+  v->frame_id = s->header.frame_id;
+  v->frame_id_len = len_or_zero(s->header.frame_id);
+  v->height = s->height;
+  v->width = s->width;
+  v->encoding = s->encoding;
+  v->encoding_len = len_or_zero(s->encoding);
+  v->is_bigendian = s->is_bigendian;
+  v->step = s->step;
+  v->data = s->data._buffer;
+  v->data_len = s->data._buffer == NULL ? 0 : s->data._length;
+  return 1;
+}
+
+int32_t zh_take_cloud(dds_entity_t reader, zh_cloud *v)
+{
+  void *loan = NULL;
+  int32_t n = take_loaned(reader, &loan);
+  if (n <= 0)
+    return n;
+  const sensor_msgs_msg_dds__PointCloud2_ *s = loan;
+  v->loan = loan;
+  v->sec = s->header.stamp.sec;
+  v->nanosec = s->header.stamp.nanosec;
+  v->frame_id = s->header.frame_id;
+  v->frame_id_len = len_or_zero(s->header.frame_id);
+  v->height = s->height;
+  v->width = s->width;
+  v->nfields = s->fields._buffer == NULL ? 0 : s->fields._length;
+  for (uint32_t i = 0; i < v->nfields && i < ZH_MAX_FIELDS; i++) {
+    const sensor_msgs_msg_dds__PointField_ *f = &s->fields._buffer[i];
+    v->fields[i].name = f->name;
+    v->fields[i].name_len = len_or_zero(f->name);
+    v->fields[i].offset = f->offset;
+    v->fields[i].datatype = f->datatype;
+    v->fields[i].count = f->count;
+  }
+  v->is_bigendian = s->is_bigendian;
+  v->point_step = s->point_step;
+  v->row_step = s->row_step;
+  v->data = s->data._buffer;
+  v->data_len = s->data._buffer == NULL ? 0 : s->data._length;
+  v->is_dense = s->is_dense;
+  return 1;
+}
+
+dds_return_t zh_return_loan(dds_entity_t reader, void *loan)
+{
+  void *buf[1] = {loan};
+  return dds_return_loan(reader, buf, 1);
+}

@@ -1,0 +1,177 @@
+// zh_dds: the small, plain-typed C layer between package ros2 (Go) and
+// Cyclone DDS 0.10 (libddsc). Each function does one DDS job; Go calls it
+// with integers, doubles and pointers to the plain structs below, never
+// with Cyclone or idlc types, so the Go side does not depend on idlc's
+// naming. Entity handles (dds_entity_t, int32_t) are Cyclone's: a deleted
+// handle makes later calls fail with DDS_RETCODE_BAD_PARAMETER or
+// ALREADY_DELETED, never touch freed memory.
+#ifndef ZH_DDS_H
+#define ZH_DDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dds/dds.h"
+
+// Message types, by the DDS type names rmw_cyclonedds uses.
+enum zh_type {
+  ZH_TWIST = 1,         // geometry_msgs::msg::dds_::Twist_
+  ZH_TWIST_STAMPED = 2, // geometry_msgs::msg::dds_::TwistStamped_
+  ZH_IMAGE = 3,         // sensor_msgs::msg::dds_::Image_
+  ZH_POINTCLOUD2 = 4,   // sensor_msgs::msg::dds_::PointCloud2_
+  ZH_SLOT_HANDLE = 5,   // zerohop_msgs::msg::dds_::SlotHandle_
+};
+
+// zh_participant creates the domain with `config` (Cyclone's config
+// string: file URIs and XML fragments, comma-separated; "" = defaults)
+// and a participant in it whose USER_DATA is `userdata`. It returns the
+// participant and stores the domain handle in *domain_out; on failure a
+// negative DDS return code, with *domain_out < 0 if no domain was made.
+// DDS_RETCODE_PRECONDITION_NOT_MET: this process already has that domain.
+dds_entity_t zh_participant(uint32_t domain_id, const char *config,
+                            const char *userdata, dds_entity_t *domain_out);
+
+// zh_endpoint creates a topic `topic_name` of `type` and a writer
+// (is_writer != 0) or a reader on it. QoS: RELIABLE (max_blocking_time
+// 100 ms) or BEST_EFFORT, VOLATILE, KEEP_LAST `depth`; writers also
+// autodispose = false and data representation XCDR1 only. `userdata` is
+// the endpoint's USER_DATA ("typehash=RIHS01_...;"). `status_mask` is set
+// on the endpoint before it is returned.
+dds_entity_t zh_endpoint(dds_entity_t participant, int type, const char *topic_name,
+                         int is_writer, int best_effort, int32_t depth,
+                         const char *userdata, uint32_t status_mask);
+
+// zh_endpoint_delete deletes an endpoint and the topic handle made for it.
+// A RELIABLE writer first waits (up to Cyclone's writer linger duration,
+// 1 s by default) for its last samples to be acknowledged.
+dds_return_t zh_endpoint_delete(dds_entity_t endpoint);
+
+// Writers. Each builds the sample on its stack and calls dds_write.
+dds_return_t zh_write_twist(dds_entity_t writer, double linear_x, double angular_z);
+dds_return_t zh_write_twist_stamped(dds_entity_t writer, int32_t sec, uint32_t nanosec,
+                                    const char *frame_id, double linear_x, double angular_z);
+
+// zh_slot_handle is zerohop_msgs/SlotHandle in plain fields; frame_id is
+// NUL-terminated inside the struct, so Go can fill it without allocating.
+typedef struct zh_slot_handle {
+  int32_t sec;
+  uint32_t nanosec;
+  char frame_id[17];
+  uint16_t version;
+  uint8_t kind;
+  uint32_t pool_id;
+  uint32_t slot;
+  uint64_t generation;
+  uint64_t seq;
+  int64_t publish_time_ns;
+  uint64_t length;
+  uint64_t checksum;
+  uint32_t width;
+  uint32_t height;
+  uint32_t row_step;
+  uint8_t encoding;
+  uint32_t point_count;
+  uint32_t point_step;
+  uint16_t offset_x;
+  uint16_t offset_y;
+  uint16_t offset_z;
+  uint16_t offset_intensity;
+  uint8_t datatype;
+} zh_slot_handle;
+
+dds_return_t zh_write_slot_handle(dds_entity_t writer, const zh_slot_handle *h);
+
+// zh_status is what the status goroutine logs for one endpoint. Reading
+// it (zh_take_status) resets the entity's "changed" flags, which is what
+// makes an attached waitset stop triggering.
+typedef struct zh_status {
+  int32_t matched_current;        // publication/subscription matched
+  int32_t matched_current_change;
+  uint32_t matched_total;
+  uint32_t incompatible_total;    // offered (writer) / requested (reader) incompatible QoS
+  int32_t incompatible_change;
+  uint32_t incompatible_policy;   // last policy id, see zh_policy_name
+  uint32_t lost_total;            // reader only: samples lost
+  int32_t lost_change;
+} zh_status;
+
+dds_return_t zh_take_status(dds_entity_t endpoint, int is_writer, zh_status *out);
+
+// zh_policy_name names a DDS QoS policy id ("RELIABILITY"); never NULL.
+const char *zh_policy_name(uint32_t policy_id);
+
+// Status mask bits, for Go.
+uint32_t zh_writer_status_mask(void);
+uint32_t zh_reader_status_mask(void);
+
+// Waitsets. Both kinds are attached to themselves, so that
+// dds_waitset_set_trigger(ws, true) wakes zh_waitset_wait. zh_waitset_wait
+// blocks until an attached entity triggers; it returns how many attach
+// args it stored in xs (always entity handles here, the waitset's own for
+// its trigger), or a negative DDS return code.
+dds_entity_t zh_waitset(dds_entity_t participant);
+dds_return_t zh_waitset_attach(dds_entity_t waitset, dds_entity_t entity);
+dds_return_t zh_waitset_wait(dds_entity_t waitset, int32_t *xs, int32_t nxs);
+
+// zh_reader_waitset makes a waitset that triggers while `reader` holds any
+// sample (a read condition is attached) or its trigger is set.
+dds_entity_t zh_reader_waitset(dds_entity_t participant, dds_entity_t reader);
+
+// zh_image is a view of a loaned sensor_msgs/Image: pointers into the
+// sample that Cyclone owns until zh_return_loan(reader, loan).
+typedef struct zh_image {
+  void *loan;
+  int32_t sec;
+  uint32_t nanosec;
+  const char *frame_id;
+  size_t frame_id_len;
+  uint32_t height;
+  uint32_t width;
+  const char *encoding;
+  size_t encoding_len;
+  uint8_t is_bigendian;
+  uint32_t step;
+  const uint8_t *data;
+  uint32_t data_len;
+} zh_image;
+
+// ZH_MAX_FIELDS bounds the PointCloud2 fields a view can describe; a
+// cloud with more is reported (nfields holds the true count) and skipped.
+#define ZH_MAX_FIELDS 32
+
+typedef struct zh_point_field {
+  const char *name;
+  size_t name_len;
+  uint32_t offset;
+  uint8_t datatype;
+  uint32_t count;
+} zh_point_field;
+
+typedef struct zh_cloud {
+  void *loan;
+  int32_t sec;
+  uint32_t nanosec;
+  const char *frame_id;
+  size_t frame_id_len;
+  uint32_t height;
+  uint32_t width;
+  uint32_t nfields; // true count; only min(nfields, ZH_MAX_FIELDS) are filled
+  zh_point_field fields[ZH_MAX_FIELDS];
+  uint8_t is_bigendian;
+  uint32_t point_step;
+  uint32_t row_step;
+  const uint8_t *data;
+  uint32_t data_len;
+  uint8_t is_dense;
+} zh_cloud;
+
+// zh_take_image / zh_take_cloud take one sample with a loan. They return
+// 1 with the view filled (the caller must zh_return_loan(reader,
+// view->loan)), 0 when the reader holds no valid sample (samples without
+// data, e.g. a writer's unregistration, are returned at once), or a
+// negative DDS return code.
+int32_t zh_take_image(dds_entity_t reader, zh_image *view);
+int32_t zh_take_cloud(dds_entity_t reader, zh_cloud *view);
+dds_return_t zh_return_loan(dds_entity_t reader, void *loan);
+
+#endif // ZH_DDS_H
