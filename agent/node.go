@@ -23,8 +23,11 @@ import (
 type NodeConfig struct {
 	// Camera "" subscribes to a camera process over Socket; "synthetic" or
 	// "replay:DIR" runs the camera source in this process (composed mode).
-	Camera      string
-	Socket      string
+	Camera string
+	Socket string
+	// Transport is "unix" (zero-copy, default) or "copy" (the benchmark
+	// baseline: payloads through stream sockets SOCKET.points/.image).
+	Transport   string
 	Name        string
 	Spin        bool
 	Model       string // ONNX file; "" = the embedded reference model
@@ -183,7 +186,27 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 
 	// Frame source.
 	var src FrameSource
-	if cfg.Camera == "" {
+	switch {
+	case cfg.Transport != "" && cfg.Transport != "unix" && cfg.Transport != "copy":
+		return fmt.Errorf(`--transport %q: want "unix" or "copy"`, cfg.Transport)
+	case cfg.Camera == "" && cfg.Transport == "copy":
+		var subs []*transport.CopySubscriber
+		for i := range 2 {
+			sub, err := transport.DialCopy(ctx, cfg.Socket+"."+camera.TopicName(i), 16<<20)
+			if err != nil {
+				return err
+			}
+			subs = append(subs, sub)
+		}
+		cs := transport.NewCopySource(subs...)
+		src = cs
+		goRun(func() error {
+			if err := cs.Run(ctx); err != nil {
+				log.Warn("copy transport ended", zap.Error(err))
+			}
+			return nil
+		})
+	case cfg.Camera == "":
 		sub, err := transport.NewSubscriber(transport.SubscriberConfig{
 			Path: cfg.Socket, Name: orDefault(cfg.Name, "agent"),
 			Topics: []string{camera.PointsTopicName, camera.ImageTopicName}, Spin: cfg.Spin, Log: log,
@@ -214,7 +237,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 			default:
 			}
 		}()
-	} else {
+	default:
 		source, err := camera.OpenSource(cfg.Camera, camera.NodeConfig{Rate: cfg.Rate, Loop: true})
 		if err != nil {
 			return err

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,7 +36,11 @@ type NodeConfig struct {
 	Checksum     bool
 	Frames       uint64
 	MetricsAddr  string // "" disables
-	Log          *zap.Logger
+	// Transport is "unix" (zero-copy, default) or "copy": the benchmark
+	// baseline that sends every payload through a stream socket per topic
+	// (Socket + ".points", Socket + ".image").
+	Transport string
+	Log       *zap.Logger
 }
 
 // OpenSource builds the source named by spec: "synthetic" or "replay:DIR".
@@ -80,6 +85,12 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		if p := cam.Pool(i); p != nil {
 			topics = append(topics, transport.Topic{Name: TopicName(i), Kind: Kind(i), Pool: p})
 		}
+	}
+	if cfg.Transport == "copy" {
+		return runCopy(ctx, cfg, cam, log)
+	}
+	if cfg.Transport != "" && cfg.Transport != "unix" {
+		return fmt.Errorf(`--transport %q: want "unix" or "copy"`, cfg.Transport)
 	}
 	srv, err := transport.NewServer(transport.ServerConfig{Path: cfg.Socket, AllowGID: cfg.AllowGID, Topics: topics, Log: log})
 	if err != nil {
@@ -156,13 +167,17 @@ func serveMetrics(ctx context.Context, addr string, cam *Camera, srv *transport.
 	reg.MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "zerohop_camera_frames_late_total", Help: "Frame ticks missed because a frame overran its period."},
 			func() float64 { return float64(cam.Stats().Late) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "zerohop_camera_subscribers", Help: "Connected subscribers."},
-			func() float64 { return float64(srv.Stats().Connected) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "zerohop_camera_send_drops_total", Help: "Handles not sent because a subscriber socket was full or dead."},
-			func() float64 { return float64(srv.Stats().SendDrops) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "zerohop_camera_garbage_disconnects_total", Help: "Subscribers disconnected for protocol violations."},
-			func() float64 { return float64(srv.Stats().Garbage) }),
 	)
+	if srv != nil {
+		reg.MustRegister(
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "zerohop_camera_subscribers", Help: "Connected subscribers."},
+				func() float64 { return float64(srv.Stats().Connected) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "zerohop_camera_send_drops_total", Help: "Handles not sent because a subscriber socket was full or dead."},
+				func() float64 { return float64(srv.Stats().SendDrops) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "zerohop_camera_garbage_disconnects_total", Help: "Subscribers disconnected for protocol violations."},
+				func() float64 { return float64(srv.Stats().Garbage) }),
+		)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
@@ -185,4 +200,54 @@ func serveMetrics(ctx context.Context, addr string, cam *Camera, srv *transport.
 		hs.Shutdown(sctx)
 		<-done
 	}, nil
+}
+
+// runCopy serves the copy baseline: one stream socket per topic, every
+// payload written through it; the slot is free again as soon as it is sent.
+func runCopy(ctx context.Context, cfg NodeConfig, cam *Camera, log *zap.Logger) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pub := copyPublisher{cam: cam}
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range 2 {
+		if cam.Pool(i) == nil {
+			continue
+		}
+		srv, err := transport.NewCopyServer(cfg.Socket + "." + TopicName(i))
+		if err != nil {
+			return err
+		}
+		pub.srv[i] = srv
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = srv.Serve(ctx) }()
+	}
+	log.Info("camera serving the copy baseline", zap.String("socket_prefix", cfg.Socket))
+	if cfg.MetricsAddr != "" {
+		stopMetrics, err := serveMetrics(ctx, cfg.MetricsAddr, cam, nil, log)
+		if err != nil {
+			cancel()
+			wg.Wait()
+			return err
+		}
+		defer stopMetrics()
+	}
+	runErr := cam.Run(ctx, pub)
+	cancel()
+	wg.Wait()
+	return errors.Join(append(errs, runErr)...)
+}
+
+type copyPublisher struct {
+	cam *Camera
+	srv [2]*transport.CopyServer
+}
+
+func (p copyPublisher) Publish(topic int, slot pinned.Slot, h *handles.Handle) (int, error) {
+	n, err := p.srv[topic].Publish(h, slot.Bytes()[:h.Length])
+	// The payload went through the socket; nobody holds the slot.
+	if _, perr := p.cam.Pool(topic).Publish(slot, 0); perr != nil && err == nil {
+		err = perr
+	}
+	return n, err
 }

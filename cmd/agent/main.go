@@ -51,6 +51,7 @@ Flags:
 	fs.StringVar(&cfg.Camera, "camera", "", `run a camera source in this process instead of subscribing: "synthetic" or "replay:DIR"`)
 	fs.Float64Var(&cfg.Rate, "rate", 30, "frame rate of the in-process camera (--camera)")
 	fs.StringVar(&cfg.Socket, "socket", transport.DefaultSocketPath(), "camera socket to subscribe to")
+	fs.StringVar(&cfg.Transport, "transport", "unix", `"unix" (zero-copy) or "copy" (benchmark baseline; the camera must use the same)`)
 	fs.StringVar(&cfg.Name, "name", "agent", "subscriber name shown in the camera's log")
 	fs.BoolVar(&cfg.Spin, "spin", false, "poll the camera socket instead of sleeping (lower latency, one busy core)")
 	fs.StringVar(&cfg.Model, "model", "", "ONNX model file (default: the embedded reference model, see models/MODEL_CARD.md)")

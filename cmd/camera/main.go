@@ -58,6 +58,7 @@ Flags:
 	fs.BoolVar(&cfg.Checksum, "checksum", false, "test mode: put a CRC-64 of each payload in its handle")
 	fs.Uint64Var(&cfg.Frames, "frames", 0, "stop after this many frames (0: run until stopped)")
 	fs.StringVar(&cfg.MetricsAddr, "metrics", "127.0.0.1:9091", `Prometheus /metrics and /healthz address ("" disables)`)
+	fs.StringVar(&cfg.Transport, "transport", "unix", `"unix" (zero-copy) or "copy" (benchmark baseline: every payload through a stream socket at SOCKET.points / SOCKET.image)`)
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {

@@ -1,0 +1,105 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"github.com/zerohop/zerohop/monotime"
+)
+
+// CopySource adapts one CopySubscriber per topic to the leasing API
+// (C/TryLatest/Lease.Release), for measuring the agent over the copy
+// baseline. A lease is a view of the subscriber's own buffer, so the next
+// message of a topic is read only after the lease is released: like a
+// serializing middleware's callback, a slow consumer backs the stream up.
+type CopySource struct {
+	subs     []*CopySubscriber
+	ch       []chan Lease
+	released []chan struct{}
+	held     []atomic.Bool
+}
+
+// NewCopySource wraps subs; topic i is subs[i].
+func NewCopySource(subs ...*CopySubscriber) *CopySource {
+	c := &CopySource{subs: subs, held: make([]atomic.Bool, len(subs))}
+	for range subs {
+		c.ch = append(c.ch, make(chan Lease, 1))
+		c.released = append(c.released, make(chan struct{}, 1))
+	}
+	return c
+}
+
+// Run reads every topic until ctx is done or a stream ends, then closes
+// the subscribers. It returns the first stream error other than the
+// shutdown itself.
+func (c *CopySource) Run(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() {
+		for _, s := range c.subs {
+			s.Close()
+		}
+	})
+	defer stop()
+	var wg sync.WaitGroup
+	errs := make([]error, len(c.subs))
+	for topic := range c.subs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[topic] = c.read(ctx, topic)
+		}()
+	}
+	wg.Wait()
+	for _, s := range c.subs {
+		s.Close()
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return errors.Join(errs...)
+}
+
+func (c *CopySource) read(ctx context.Context, topic int) error {
+	for {
+		h, data, err := c.subs[topic].Next()
+		if err != nil {
+			return err
+		}
+		c.held[topic].Store(true)
+		l := Lease{Handle: h, Topic: topic, ReceivedNs: monotime.Now(), data: data, owner: c}
+		select {
+		case c.ch[topic] <- l:
+		case <-ctx.Done():
+			return nil
+		}
+		select {
+		case <-c.released[topic]:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// C is topic's delivery channel.
+func (c *CopySource) C(topic int) <-chan Lease { return c.ch[topic] }
+
+// TryLatest returns a waiting lease, if any.
+func (c *CopySource) TryLatest(topic int) (Lease, bool) {
+	select {
+	case l := <-c.ch[topic]:
+		return l, true
+	default:
+		return Lease{}, false
+	}
+}
+
+func (c *CopySource) release(topic int, _, _ uint32, _ uint64) error {
+	if !c.held[topic].CompareAndSwap(true, false) {
+		return ErrReleased
+	}
+	c.released[topic] <- struct{}{}
+	return nil
+}
+
+func (c *CopySource) valid() bool { return true }
