@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO    ?= go
 BIN   := bin
 
-.PHONY: all build test vet fmt-check deps ort ros2-gen models models-check demo bench bench-pool bench-handoff bench-voxel bench-sensor fuzz
+.PHONY: all build test vet fmt-check deps ort ros2-gen models models-check demo bench bench-pool bench-handoff bench-e2e bench-voxel bench-sensor fuzz
 
 all: build
 
@@ -45,6 +45,9 @@ models-check:
 
 demo: build
 	scripts/demo.sh
+
+bench-e2e: build
+	$(BIN)/bench-e2e --seconds $${BENCH_SECONDS:-60} --out docs/bench-e2e.md
 
 bench-pool:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./pinned/

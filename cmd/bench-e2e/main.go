@@ -1,0 +1,341 @@
+// Command bench-e2e measures the whole pipeline end to end: a camera
+// process (synthetic scene, 1280×720 rgb8 + 115,200 points at 30 Hz) and an
+// agent process (voxel → BEV → preprocess → infer → plan), once over the
+// zero-copy unix transport and once over the copy baseline, side by side in
+// one run. It reports per-stage and end-to-end percentiles from the agent's
+// /latency, the CPU use of both processes, and frames published vs
+// processed, and writes them as markdown.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-e2e:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	seconds    int
+	rate       float64
+	bin        string
+	out        string
+	transports []string
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("bench-e2e", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `Usage: bench-e2e [flags]
+
+Runs bin/camera and bin/agent as two processes on the synthetic scene, for
+each transport in turn (zero-copy "unix", then the "copy" baseline), and
+writes per-stage latency percentiles, CPU %% of each process and frame
+counts as a markdown table (stdout and --out). Build the binaries first
+(make build).
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	var o options
+	var long bool
+	var transports string
+	fs.IntVar(&o.seconds, "seconds", 60, "measured seconds per transport")
+	fs.BoolVar(&long, "long", false, "3-minute mode (--seconds 180)")
+	fs.Float64Var(&o.rate, "rate", 30, "camera frame rate")
+	fs.StringVar(&o.bin, "bin", "bin", "directory holding the camera and agent binaries")
+	fs.StringVar(&o.out, "out", "docs/bench-e2e.md", `markdown output file ("" for stdout only)`)
+	fs.StringVar(&transports, "transports", "unix,copy", "transports to measure, in order")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if long {
+		o.seconds = 180
+	}
+	if o.seconds < 5 {
+		return fmt.Errorf("--seconds %d: want at least 5", o.seconds)
+	}
+	o.transports = strings.Split(transports, ",")
+	for _, b := range []string{"camera", "agent"} {
+		if _, err := os.Stat(filepath.Join(o.bin, b)); err != nil {
+			return fmt.Errorf("%s: %w (run make build first)", filepath.Join(o.bin, b), err)
+		}
+	}
+	var results []result
+	for _, t := range o.transports {
+		fmt.Fprintf(os.Stderr, "bench-e2e: %s transport, %d s ...\n", t, o.seconds)
+		r, err := measure(o, t)
+		if err != nil {
+			return fmt.Errorf("%s transport: %w", t, err)
+		}
+		results = append(results, r)
+	}
+	md := report(o, results)
+	fmt.Print(md)
+	if o.out != "" {
+		if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(o.out, []byte(md), 0o644)
+	}
+	return nil
+}
+
+type percentiles struct {
+	Count uint64  `json:"count"`
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	P99   float64 `json:"p99"`
+	P999  float64 `json:"p999"`
+	Max   float64 `json:"max"`
+}
+
+type snapshot struct {
+	Provider string `json:"provider"`
+	Stages   []struct {
+		Name       string      `json:"name"`
+		Window     percentiles `json:"window"`
+		SinceStart percentiles `json:"since_start"`
+	} `json:"stages"`
+	Counters map[string]float64 `json:"counters"`
+}
+
+type result struct {
+	transport           string
+	snap                snapshot
+	cameraCPU, agentCPU float64 // percent of one core
+	published           float64 // camera frames published (points topic)
+	seconds             float64
+}
+
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+func measure(o options, transport string) (result, error) {
+	dir, err := os.MkdirTemp("", "zerohop-bench")
+	if err != nil {
+		return result{}, err
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "camera.sock")
+	camAddr, err := freePort()
+	if err != nil {
+		return result{}, err
+	}
+	agentAddr, err := freePort()
+	if err != nil {
+		return result{}, err
+	}
+	cam := exec.Command(filepath.Join(o.bin, "camera"), "--socket", sock, "--transport", transport,
+		"--rate", strconv.FormatFloat(o.rate, 'f', -1, 64), "--metrics", camAddr, "--log-level", "warn")
+	cam.Stderr = os.Stderr
+	if err := cam.Start(); err != nil {
+		return result{}, err
+	}
+	defer stop(cam)
+	agent := exec.Command(filepath.Join(o.bin, "agent"), "--socket", sock, "--transport", transport,
+		"--http", agentAddr, "--providers", "cpu", "--log-level", "warn")
+	agent.Stderr = os.Stderr
+	if err := agent.Start(); err != nil {
+		return result{}, err
+	}
+	defer stop(agent)
+
+	// Warm up, then measure: CPU from /proc, latencies since the agent's
+	// start (the first seconds include connecting and warm-up).
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := waitHTTP(ctx, "http://"+agentAddr+"/healthz"); err != nil {
+		return result{}, fmt.Errorf("agent never became healthy: %w", err)
+	}
+	time.Sleep(2 * time.Second)
+	c0, a0 := cpuTicks(cam.Process.Pid), cpuTicks(agent.Process.Pid)
+	p0, _ := metric("http://"+camAddr+"/metrics", `zerohop_camera_published_total{topic="points"}`)
+	start := time.Now()
+	time.Sleep(time.Duration(o.seconds) * time.Second)
+	el := time.Since(start).Seconds()
+	c1, a1 := cpuTicks(cam.Process.Pid), cpuTicks(agent.Process.Pid)
+	p1, _ := metric("http://"+camAddr+"/metrics", `zerohop_camera_published_total{topic="points"}`)
+	var snap snapshot
+	if err := getJSON("http://"+agentAddr+"/latency", &snap); err != nil {
+		return result{}, err
+	}
+	const hz = 100 // USER_HZ on Linux
+	return result{
+		transport: transport, snap: snap, seconds: el, published: p1 - p0,
+		cameraCPU: float64(c1-c0) / hz / el * 100, agentCPU: float64(a1-a0) / hz / el * 100,
+	}, nil
+}
+
+func stop(cmd *exec.Cmd) {
+	if cmd.Process == nil || cmd.ProcessState != nil {
+		return
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		cmd.Process.Kill()
+		<-done
+	}
+}
+
+func waitHTTP(ctx context.Context, url string) error {
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func getJSON(url string, v any) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// metric returns the value of the metric line starting with name.
+func metric(url, name string) (float64, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			return strconv.ParseFloat(v, 64)
+		}
+	}
+	return 0, fmt.Errorf("%s: no %s", url, name)
+}
+
+// cpuTicks is utime+stime of pid in clock ticks (/proc/PID/stat fields 14
+// and 15), all threads included.
+func cpuTicks(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	k, _ := strconv.ParseInt(f[12], 10, 64)
+	return u + k
+}
+
+func report(o options, rs []result) string {
+	var b strings.Builder
+	host, _ := os.Hostname()
+	fmt.Fprintf(&b, "# End-to-end benchmark\n\n")
+	fmt.Fprintf(&b, "`bench-e2e --seconds %d --rate %g` — %s, %s, %d CPUs, %s, %s, commit %s.\n\n",
+		o.seconds, o.rate, time.Now().UTC().Format("2006-01-02 15:04 UTC"), cpuModel(), runtime.NumCPU(), runtime.Version(), host, commit())
+	fmt.Fprintf(&b, "Camera: synthetic scene, 1280×720 rgb8 + 115,200 points per frame at %g Hz. Agent: CPU execution provider, ONNX Runtime 1 intra-op thread. ", o.rate)
+	b.WriteString("Latencies in µs from the agent's `/latency` (since start, HDR histogram). CPU in % of one core over the measured window (/proc utime+stime).\n\n")
+	for _, r := range rs {
+		fmt.Fprintf(&b, "## %s transport\n\n", r.transport)
+		b.WriteString("| stage | count | p50 | p90 | p99 | p99.9 | max |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+		for _, s := range r.snap.Stages {
+			p := s.SinceStart
+			fmt.Fprintf(&b, "| %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f |\n", s.Name, p.Count, p.P50, p.P90, p.P99, p.P999, p.Max)
+		}
+		c := r.snap.Counters
+		fmt.Fprintf(&b, "\nCPU: camera %.1f %%, agent %.1f %%. Frames in %.0f s: camera published %.0f clouds; agent processed %.0f frames total (received %.0f, dropped %.0f, superseded %.0f).\n\n",
+			r.cameraCPU, r.agentCPU, r.seconds, r.published, c["frames_processed"], c["frames_received"], c["frames_dropped"], c["frames_superseded"])
+	}
+	if len(rs) == 2 {
+		e := func(r result, f func(percentiles) float64) float64 {
+			for _, s := range r.snap.Stages {
+				if s.Name == "e2e" {
+					return f(s.SinceStart)
+				}
+			}
+			return 0
+		}
+		ratio := func(a, b float64) string {
+			if b == 0 {
+				return "n/a"
+			}
+			return fmt.Sprintf("%.2f×", a/b)
+		}
+		a, z := rs[1], rs[0]
+		fmt.Fprintf(&b, "## %s vs %s, same run\n\n| | %s | %s | ratio |\n| --- | ---: | ---: | ---: |\n", a.transport, z.transport, z.transport, a.transport)
+		for _, row := range []struct {
+			name string
+			f    func(percentiles) float64
+		}{{"e2e p50 µs", func(p percentiles) float64 { return p.P50 }}, {"e2e p99 µs", func(p percentiles) float64 { return p.P99 }}, {"e2e max µs", func(p percentiles) float64 { return p.Max }}} {
+			fmt.Fprintf(&b, "| %s | %.0f | %.0f | %s |\n", row.name, e(z, row.f), e(a, row.f), ratio(e(a, row.f), e(z, row.f)))
+		}
+		fmt.Fprintf(&b, "| camera CPU %% | %.1f | %.1f | %s |\n", z.cameraCPU, a.cameraCPU, ratio(a.cameraCPU, z.cameraCPU))
+		fmt.Fprintf(&b, "| agent CPU %% | %.1f | %.1f | %s |\n\n", z.agentCPU, a.agentCPU, ratio(a.agentCPU, z.agentCPU))
+	}
+	return b.String()
+}
+
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return runtime.GOARCH
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "model name"); ok {
+			return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+		}
+	}
+	return runtime.GOARCH
+}
+
+func commit() string {
+	out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
+}
