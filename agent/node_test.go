@@ -118,12 +118,18 @@ func TestEndToEndTwoProcesses(t *testing.T) {
 	go func() {
 		done <- RunNode(ctx, NodeConfig{Socket: socket, Listener: ln, Sink: sink, Threads: 1, Providers: "cpu"})
 	}()
-	defer func() {
+	stopped := false
+	stopAgent := func() {
+		if stopped {
+			return
+		}
+		stopped = true
 		cancel()
 		if err := <-done; err != nil {
 			t.Error(err)
 		}
-	}()
+	}
+	defer stopAgent()
 
 	// Commands flow and change as the obstacle moves.
 	deadline := time.Now().Add(30 * time.Second)
@@ -250,5 +256,69 @@ func TestEndToEndTwoProcesses(t *testing.T) {
 			t.Fatal("commands did not resume after the camera came back")
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+
+	// Shutdown (SIGINT/SIGTERM cancel the same context): the last command
+	// is zero.
+	stopAgent()
+	cmds := sink.since(back)
+	if last := cmds[len(cmds)-1].cmd; !last.IsZero() {
+		t.Fatalf("last command at shutdown = %+v, want zero", last)
+	}
+}
+
+func TestStartupErrorsNameTheProblem(t *testing.T) {
+	requireORT(t)
+	dir := t.TempDir()
+	corrupt := filepath.Join(dir, "corrupt.onnx")
+	os.WriteFile(corrupt, []byte("not a model"), 0o644)
+	// The reference config with its BEV input renamed: valid JSON, valid
+	// config, wrong for the model.
+	ref, err := os.ReadFile(filepath.Join("..", "models", "reference.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	badConfig := filepath.Join(dir, "config.json")
+	os.WriteFile(badConfig, []byte(strings.Replace(string(ref), `"name": "bev"`, `"name": "nope"`, 1)), 0o644)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	tests := []struct {
+		name string
+		cfg  NodeConfig
+		want []string
+	}{
+		{"missing model", NodeConfig{Model: filepath.Join(dir, "missing.onnx")}, []string{"missing.onnx"}},
+		{"corrupt model", NodeConfig{Model: corrupt}, []string{"corrupt.onnx"}},
+		{"model config naming an input the model lacks", NodeConfig{ModelConfig: badConfig}, []string{"nope"}},
+		{"missing library", NodeConfig{ORTLib: filepath.Join(dir, "libonnxruntime.so.1")}, []string{"libonnxruntime.so.1"}},
+		{"unknown provider", NodeConfig{Providers: "warp-drive"}, []string{"warp-drive"}},
+		{"unknown transport", NodeConfig{Transport: "carrier-pigeon"}, []string{"carrier-pigeon"}},
+		{"taken HTTP port", NodeConfig{HTTP: taken.Addr().String()}, []string{taken.Addr().String()}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			tt.cfg.Socket = filepath.Join(dir, "none.sock")
+			tt.cfg.Providers = orDefault(tt.cfg.Providers, "cpu")
+			if tt.cfg.HTTP == "" {
+				tt.cfg.HTTP = "127.0.0.1:0"
+			}
+			err := RunNode(ctx, tt.cfg)
+			if err == nil {
+				t.Fatal("RunNode started")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+			if ctx.Err() != nil {
+				t.Fatal("RunNode hung instead of failing at start-up")
+			}
+		})
 	}
 }
