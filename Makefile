@@ -46,6 +46,9 @@ models-check:
 demo: build
 	scripts/demo.sh
 
+bench: build
+	scripts/bench.sh
+
 bench-e2e: build
 	$(BIN)/bench-e2e --seconds $${BENCH_SECONDS:-60} --out docs/bench-e2e.md
 

@@ -94,13 +94,21 @@ Flags:
 	}
 	md := report(o, results)
 	fmt.Print(md)
-	if o.out != "" {
-		if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
+	if o.out == "" {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
+		return err
+	}
+	// One SVG per run beside the markdown, linked from it.
+	for _, r := range results {
+		name := svgName(o.out, r.transport)
+		if err := os.WriteFile(name, []byte(latencySVG(r)), 0o644); err != nil {
 			return err
 		}
-		return os.WriteFile(o.out, []byte(md), 0o644)
+		md += fmt.Sprintf("![%s end-to-end latency](%s)\n", r.transport, filepath.Base(name))
 	}
-	return nil
+	return os.WriteFile(o.out, []byte(md), 0o644)
 }
 
 type percentiles struct {
@@ -193,6 +201,11 @@ func measure(o options, transport string) (result, error) {
 		transport: transport, snap: snap, seconds: el, published: p1 - p0,
 		cameraCPU: float64(c1-c0) / hz / el * 100, agentCPU: float64(a1-a0) / hz / el * 100,
 	}, nil
+}
+
+// svgName is the histogram file of one transport's run, beside out.
+func svgName(out, transport string) string {
+	return strings.TrimSuffix(out, filepath.Ext(out)) + "-" + transport + ".svg"
 }
 
 func stop(cmd *exec.Cmd) {

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# make bench: every benchmark, side by side where a ratio is claimed, into
+# BENCHMARKS.md (machine, date, Go version, commit at the top).
+#   pool      go test -bench ./pinned/   (pool vs make([]byte) vs sync.Pool)
+#   voxel     go test -bench ./voxel/    (filter vs brute-force reference)
+#   handoff   bin/bench-handoff          (zero-copy vs copy, 1 KiB … 16 MiB)
+#   e2e       bin/bench-e2e              (camera + agent, zero-copy vs copy, 60 s each)
+# BENCH_SECONDS (default 60) sets the e2e duration; BENCH_COUNT (default 5)
+# the go test -count.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+count="${BENCH_COUNT:-5}"
+secs="${BENCH_SECONDS:-60}"
+out=BENCHMARKS.md
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+
+go test -run '^$' -bench . -benchmem -count "$count" ./pinned/ | tee "$tmp/pool.txt"
+go test -run '^$' -bench . -benchmem -count "$count" -cpu 1,2 ./voxel/ | tee "$tmp/voxel.txt"
+bin/bench-handoff --out "$tmp/handoff.md"
+bin/bench-e2e --seconds "$secs" --out docs/bench-e2e.md
+
+medians() { # benchmark lines → "name median-ns/op [extra metrics of the median run]"
+	awk '/^Benchmark/ {name=$1; sub(/-[0-9]+$/, "", name); n[name]++; v[name, n[name]]=$3; line[name, n[name]]=$0}
+	END {for (k in n) {m=n[k]; split("", a); for (i=1;i<=m;i++) a[i]=v[k,i]; asort(a); med=a[int((m+1)/2)];
+	printf "| %s | %s | %d |\n", k, med, m}}' "$1" | sort
+}
+
+{
+	echo "# zerohop benchmarks"
+	echo
+	echo "$(date -u +'%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(go version | cut -d' ' -f3-4),"
+	echo "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) CPUs, $(uname -srm)."
+	echo "A shared machine: medians of $count runs per Go benchmark; every ratio comes from one run."
+	echo
+	echo "## Slot pool (\`go test -bench ./pinned/\`), median ns/op"
+	echo
+	echo "| benchmark | ns/op | runs |"
+	echo "| --- | ---: | ---: |"
+	medians "$tmp/pool.txt"
+	echo
+	echo "## Voxel filter (\`go test -bench -cpu 1,2 ./voxel/\`), median ns/op (p50/p99 per call in the raw lines below)"
+	echo
+	echo "| benchmark | ns/op | runs |"
+	echo "| --- | ---: | ---: |"
+	medians "$tmp/voxel.txt"
+	echo
+	echo "<details><summary>raw voxel lines</summary>"
+	echo
+	echo '```'
+	grep '^Benchmark' "$tmp/voxel.txt"
+	echo '```'
+	echo
+	echo "</details>"
+	echo
+	sed 's/^# /## /' "$tmp/handoff.md"
+	echo
+	sed 's/^# /## /; s/^## \([a-z]* transport\)/### \1/; s/^## \(copy vs unix\)/### \1/; s#](bench-e2e-#](docs/bench-e2e-#' docs/bench-e2e.md
+} >"$out"
+echo "bench: wrote $out"
