@@ -49,6 +49,10 @@ demo: build
 bench: build
 	scripts/bench.sh
 
+bench-handoff:
+	$(GO) build -o $(BIN)/bench-handoff ./cmd/bench-handoff
+	$(BIN)/bench-handoff --runs 3 --spin --pin-cpu 0 --out docs/bench-handoff.md
+
 bench-e2e: build
 	$(BIN)/bench-e2e --seconds $${BENCH_SECONDS:-60} --out docs/bench-e2e.md
 
