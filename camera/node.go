@@ -233,6 +233,9 @@ func runCopy(ctx context.Context, cfg NodeConfig, cam *Camera, log *zap.Logger) 
 		defer stopMetrics()
 	}
 	runErr := cam.Run(ctx, pub)
+	if ctx.Err() != nil && errors.Is(runErr, transport.ErrClosed) {
+		runErr = nil // the servers closed because we are stopping
+	}
 	cancel()
 	wg.Wait()
 	return errors.Join(append(errs, runErr)...)
