@@ -384,7 +384,6 @@ func (p *Pool) Publish(slot Slot, to SubscriberSet) (SubscriberSet, error) {
 		}
 		return 0, fmt.Errorf("pool %q: publish slot %d generation %d: %w", p.name, slot.index, slot.gen, ErrNotWriting)
 	}
-	p.stats.published.Add(1)
 	if held == 0 {
 		p.push(slot.index)
 	}

@@ -29,11 +29,11 @@ func (h *holdHistogram) record(ns int64) {
 	h.sumNs.Add(ns)
 }
 
-// counters are the pool's own statistics. Acquired, Released and InUse are
-// derived in Stats (from published, aborted, the per-subscriber release
-// counts and a scan of slot states) to keep atomics off the hot path.
+// counters are the pool's own statistics. Acquired, Published, Released
+// and InUse are derived in Stats (from the slots' generations, which count
+// their acquisitions, from aborted, the per-subscriber release counts and a
+// scan of slot states) to keep atomic read-modify-writes off the hot path.
 type counters struct {
-	published   atomic.Uint64
 	releasedAll atomic.Uint64
 	aborted     atomic.Uint64
 	exhausted   atomic.Uint64
@@ -111,7 +111,6 @@ type SubscriberStats struct {
 func (p *Pool) Stats() Stats {
 	c := &p.stats
 	st := Stats{
-		Published:   c.published.Load(),
 		ReleasedAll: c.releasedAll.Load(),
 		Aborted:     c.aborted.Load(),
 		Exhausted:   c.exhausted.Load(),
@@ -128,6 +127,9 @@ func (p *Pool) Stats() Stats {
 	}
 	for i := range p.slots {
 		w := p.slots[i].word.Load()
+		// The low 32 bits of a slot's generation count its acquisitions
+		// (exact until one slot has been reused 2^32 times).
+		st.Acquired += uint64(uint32(w >> 32))
 		if w&writerBit != 0 {
 			st.Writing++
 		}
@@ -135,7 +137,7 @@ func (p *Pool) Stats() Stats {
 			st.InUse++
 		}
 	}
-	st.Acquired = st.Published + st.Aborted + uint64(st.Writing)
+	st.Published = st.Acquired - st.Aborted - uint64(st.Writing)
 	st.Released = c.retiredReleases.Load()
 	for m := p.claimed.Load(); m != 0; m &= m - 1 {
 		id := bits.TrailingZeros32(m)
