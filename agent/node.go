@@ -156,6 +156,13 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		return err
 	}
 	rec.SetProvider(sess.Provider())
+	for _, sk := range sess.Skipped() {
+		// One gauge per skipped provider; its help text carries the reason.
+		reason := strings.Join(strings.Fields(sk.Reason), " ")
+		if err := rec.AddGaugeFunc("execution_provider_skipped_"+sk.Name, sk.Name+" skipped: "+reason, func() float64 { return 1 }); err != nil {
+			log.Warn("metrics: skipped provider", zap.Error(err))
+		}
+	}
 	rec.SetGPU("none")
 	rec.SetVoxelPath("cpu")
 
