@@ -26,7 +26,7 @@ fmt-check:
 	if [ -n "$$out" ]; then echo "gofmt: these files need formatting:"; echo "$$out"; exit 1; fi
 
 test: deps vet fmt-check
-	ZEROHOP_REQUIRE_ORT=1 $(GO) test -race -timeout 10m ./...
+	ZEROHOP_REQUIRE_ORT=1 ZEROHOP_REQUIRE_ROS2=1 $(GO) test -race -timeout 10m ./...
 	$(GO) vet -tags ros2 ./ros2/... ./cmd/agent/
 	$(GO) test -tags ros2 -race -timeout 5m ./ros2/... ./cmd/agent/
 
@@ -69,3 +69,26 @@ fuzz:
 	$(GO) test ./handles -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 60s
 	$(GO) test ./handles -run '^$$' -fuzz '^FuzzRelease$$' -fuzztime 30s
 	$(GO) test -run '^$$' -fuzz FuzzParseHeader -fuzztime 60s ./sensor/internal/pcd/
+
+# Docker (no engine on the build machines: `make docker-check` runs the static
+# and local-process checks of docker/; the images are built where Docker runs).
+.PHONY: docker-build docker-up docker-down docker-logs docker-jetson-build docker-jetson-up docker-check
+DOCKER_COMPOSE ?= docker compose
+COMPOSE_X86    := -f docker/compose.yaml
+COMPOSE_JETSON := -f docker/compose.yaml -f docker/compose.jetson.yaml
+
+docker-build:
+	$(DOCKER_COMPOSE) $(COMPOSE_X86) build
+docker-up:
+	$(DOCKER_COMPOSE) $(COMPOSE_X86) up --build -d
+	$(DOCKER_COMPOSE) $(COMPOSE_X86) ps
+docker-down:
+	$(DOCKER_COMPOSE) $(COMPOSE_X86) down
+docker-logs:
+	$(DOCKER_COMPOSE) $(COMPOSE_X86) logs -f
+docker-jetson-build:
+	$(DOCKER_COMPOSE) $(COMPOSE_JETSON) build
+docker-jetson-up:
+	$(DOCKER_COMPOSE) $(COMPOSE_JETSON) up --build -d
+docker-check: deps
+	ZEROHOP_REQUIRE_ORT=1 ZEROHOP_REQUIRE_ROS2=1 $(GO) test -count=1 ./docker/

@@ -1,0 +1,696 @@
+package docker
+
+// What can be checked of docker/ without a Docker engine.
+//
+//   - TestCompose, TestDockerfiles, TestJetsonOverride: the real files,
+//     with the binaries' flags read from their source.
+//   - TestChecksFire: every check fails on a deliberately broken input.
+//   - TestBinaries: builds camera and agent (-tags ros2 where libddsc is
+//     installed; required when ZEROHOP_REQUIRE_ROS2=1), checks every
+//     compose flag against their --help, then runs the compose commands
+//     outside Docker, volumes mapped to temporary folders and ports to free
+//     ones, and fetches the healthcheck URLs from the running binaries.
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zerohop/zerohop/telemetry"
+)
+
+type namedCheck struct {
+	name  string
+	check func(*project) error
+}
+
+func composeChecks() []namedCheck {
+	return []namedCheck{
+		{"commands run zerohop binaries with flags they accept", checkCommands},
+		{"no ipc: host, pid: host or privileged", checkNoHostSharing},
+		{"services run as a non-root uid:gid", checkUsers},
+		{"camera and agent share the socket path and its volume", checkSocketShared},
+		{"the camera admits the agent (same uid, or shared gid with --allow-gid)", checkSocketPeers},
+		{"volumes with an owner let their services in", checkVolumeOwners},
+		{"healthchecks fetch the binaries' loopback addresses with curl --fail", checkHealthchecks},
+		{"the agent reserves NVIDIA GPUs", checkGPU},
+		{"the agent is on the host network", checkHostNetwork},
+		{"services restart", checkRestart},
+		{"ROS 2 settings come from the environment and a mounted cyclonedds.xml", checkROSConfig},
+		{"--mlock has a memlock ulimit", checkMemlock},
+		{"the TensorRT cache is on a writable volume", checkWritablePaths},
+		{"images are built, not pulled, and build inputs exist", checkImages},
+		{"bind mount sources exist", checkBindSources},
+	}
+}
+
+func repoRoot(t testing.TB) string {
+	t.Helper()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("repository root %s: %v", root, err)
+	}
+	return root
+}
+
+// sourceFlagSets reads the binaries' flags from cmd/*/*.go, for the tests
+// that do not build them.
+func sourceFlagSets(t testing.TB, root string) map[string]flagSet {
+	t.Helper()
+	out := map[string]flagSet{}
+	for bin, files := range map[string][]string{
+		cameraBinary: {"cmd/camera/main.go"},
+		agentBinary:  {"cmd/agent/main.go", "cmd/agent/ros2_on.go"},
+	} {
+		var sets []flagSet
+		for _, f := range files {
+			fs, err := sourceFlags(filepath.Join(root, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sets = append(sets, fs)
+		}
+		out[bin] = mergeFlags(sets...)
+	}
+	return out
+}
+
+func loadProject(t testing.TB, root string, flags map[string]flagSet) *project {
+	t.Helper()
+	dir := filepath.Join(root, "docker")
+	c, err := loadCompose(filepath.Join(dir, "compose.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &project{root: root, dir: dir, compose: c, flags: flags}
+}
+
+func TestCompose(t *testing.T) {
+	root := repoRoot(t)
+	p := loadProject(t, root, sourceFlagSets(t, root))
+	for _, c := range composeChecks() {
+		t.Run(c.name, func(t *testing.T) {
+			if err := c.check(p); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+func goTool(t testing.TB) string {
+	t.Helper()
+	g, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is needed to list the build's inputs: %v", err)
+	}
+	return g
+}
+
+// goBuildInputs lists the repository files the Go build of the binaries
+// reads (Go, cgo and embedded files of the module's packages), relative to
+// root, with go.mod and go.sum.
+func goBuildInputs(t testing.TB, root string) []string {
+	t.Helper()
+	cmd := exec.Command(goTool(t), "list", "-tags", "ros2", "-deps", "-json", "./cmd/camera", "./cmd/agent")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", errOutput(err))
+	}
+	files := []string{"go.mod", "go.sum"}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var pkg struct {
+			Dir                                           string
+			Module                                        *struct{ Path string }
+			GoFiles, CgoFiles, CFiles, HFiles, EmbedFiles []string
+		}
+		if err := dec.Decode(&pkg); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("go list output: %v", err)
+		}
+		if pkg.Module == nil || pkg.Module.Path != "github.com/zerohop/zerohop" {
+			continue
+		}
+		rel, err := filepath.Rel(root, pkg.Dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range [][]string{pkg.GoFiles, pkg.CgoFiles, pkg.CFiles, pkg.HFiles, pkg.EmbedFiles} {
+			for _, f := range l {
+				files = append(files, filepath.ToSlash(filepath.Join(rel, f)))
+			}
+		}
+	}
+	if len(files) < 10 {
+		t.Fatalf("go list found only %v", files)
+	}
+	return files
+}
+
+var ortAPIRe = regexp.MustCompile(`(?m)^#define ORT_API_VERSION (\d+)`)
+
+// ortAPIVersion is the ONNX Runtime C API version onnxruntime_go asks for
+// (its onnxruntime_c_api.h).
+func ortAPIVersion(t testing.TB, root string) int {
+	t.Helper()
+	cmd := exec.Command(goTool(t), "list", "-m", "-f", "{{.Path}}@{{.Version}}", "github.com/yalue/onnxruntime_go")
+	cmd.Dir = root
+	mod, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -m: %v", errOutput(err))
+	}
+	cmd = exec.Command(goTool(t), "mod", "download", "-json", strings.TrimSpace(string(mod)))
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go mod download %s: %v", mod, errOutput(err))
+	}
+	var info struct{ Dir string }
+	if err := json.Unmarshal(out, &info); err != nil || info.Dir == "" {
+		t.Fatalf("go mod download %s: no folder in %s", mod, out)
+	}
+	h, err := os.ReadFile(filepath.Join(info.Dir, "onnxruntime_c_api.h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := ortAPIRe.FindSubmatch(h)
+	if m == nil {
+		t.Fatalf("%s: no ORT_API_VERSION", info.Dir)
+	}
+	v, _ := strconv.Atoi(string(m[1]))
+	return v
+}
+
+func errOutput(err error) error {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && len(ee.Stderr) > 0 {
+		return fmt.Errorf("%w: %s", err, ee.Stderr)
+	}
+	return err
+}
+
+func TestDockerfiles(t *testing.T) {
+	root := repoRoot(t)
+	p := loadProject(t, root, sourceFlagSets(t, root))
+	_, cam, camInv, err := p.invocation(cameraBinary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock, _ := camInv.value("socket", p.flags[cameraBinary])
+	_, _, agentInv, err := p.invocation(agentBinary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trtCache, _ := agentInv.value("trt-cache", p.flags[agentBinary])
+	var commands [][]string
+	for _, name := range sortedKeys(p.compose.Services) {
+		commands = append(commands, p.compose.Services[name].Command)
+	}
+	ignore, err := loadDockerignore(filepath.Join(root, ".dockerignore"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inputs := goBuildInputs(t, root)
+	api := ortAPIVersion(t, root)
+
+	for _, tc := range []struct {
+		file     string
+		platform string // every stage's --platform ("" for none)
+		cuda     bool   // GPU packages that must agree on CUDA
+	}{
+		{file: "Dockerfile", cuda: true},
+		{file: "Dockerfile.jetson", platform: "linux/arm64"},
+	} {
+		df, err := loadDockerfile(filepath.Join(root, "docker", tc.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checks := []struct {
+			name  string
+			check func() error
+		}{
+			{"COPY --from names earlier stages", func() error { return checkStageRefs(df) }},
+			{"runs as the compose user, not root", func() error { return checkFinalUser(df, cam.User) }},
+			{"CMD and compose commands run binaries built from cmd/", func() error { return checkImageCommand(df, root, commands) }},
+			{"binaries built with cgo, -tags ros2 and -trimpath", func() error { return checkGoBuild(df) }},
+			{"build context has what the build reads", func() error { return checkContextCopies(df, root, ignore, inputs) }},
+			{fmt.Sprintf("ONNX Runtime pinned and serving ORT API %d", api), func() error { return checkPins(df, api) }},
+			{"curl installed and ZEROHOP_ORT_LIB copied in", func() error { return checkRuntimeTools(df) }},
+			{"socket folder and TensorRT cache owned by the user", func() error {
+				return checkImageDirs(df, cam.User, path.Dir(sock), trtCache)
+			}},
+			{"every stage for the target platform", func() error { return checkPlatform(df, tc.platform) }},
+		}
+		if tc.cuda {
+			checks = append(checks, struct {
+				name  string
+				check func() error
+			}{"CUDA major agrees across image, ONNX Runtime and TensorRT", func() error { return checkCUDAMajor(df) }})
+		}
+		for _, c := range checks {
+			t.Run(tc.file+": "+c.name, func(t *testing.T) {
+				if err := c.check(); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}
+}
+
+func TestJetsonOverride(t *testing.T) {
+	root := repoRoot(t)
+	p := loadProject(t, root, sourceFlagSets(t, root))
+	data, err := os.ReadFile(filepath.Join(p.dir, "compose.jetson.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkOverride(p.compose, data, p.dir); err != nil {
+		t.Error(err)
+	}
+	over, err := parseCompose("compose.jetson.yaml", data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, _, err := p.serviceOf(agentBinary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := over.Services[name]; a == nil || a.Runtime != "nvidia" {
+		t.Errorf("compose.jetson.yaml: service %s needs runtime: nvidia (JetPack's container runtime mounts the L4T driver)", name)
+	}
+	images := map[string]bool{}
+	for _, s := range over.Services {
+		images[s.Image] = true
+		if s.Platform != "linux/arm64" {
+			t.Errorf("compose.jetson.yaml: platform %q, want linux/arm64", s.Platform)
+		}
+	}
+	if len(images) != 1 {
+		t.Errorf("compose.jetson.yaml: services use images %v, want one", sortedKeys(images))
+	}
+}
+
+// ---- negative tests ----
+
+func fixtureFlags(t testing.TB) map[string]flagSet {
+	t.Helper()
+	out := map[string]flagSet{}
+	for _, bin := range []string{cameraBinary, agentBinary} {
+		text, err := os.ReadFile(filepath.Join("testdata", bin+".help"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs, err := parseHelp(string(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[bin] = fs
+	}
+	return out
+}
+
+// fixtureRoot lays out what the fixture compose file and Dockerfile refer
+// to: docker/, cmd/camera, cmd/agent, ros2/cyclonedds.xml.
+func fixtureRoot(t testing.TB) string {
+	t.Helper()
+	root := t.TempDir()
+	for _, d := range []string{"docker", "cmd/camera", "cmd/agent", "ros2"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"ros2/cyclonedds.xml", "docker/Dockerfile", "go.mod"} {
+		if err := os.WriteFile(filepath.Join(root, f), []byte("x\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+// mutate returns text with old replaced by new, failing if old is absent
+// (a mutation that no longer applies would make its case test nothing).
+func mutate(t testing.TB, text, old, new string) string {
+	t.Helper()
+	if !strings.Contains(text, old) {
+		t.Fatalf("fixture has no %q to replace", old)
+	}
+	return strings.Replace(text, old, new, 1)
+}
+
+func TestChecksFire(t *testing.T) {
+	validCompose, err := os.ReadFile(filepath.Join("testdata", "compose.valid.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	validDF, err := os.ReadFile(filepath.Join("testdata", "Dockerfile.valid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	flags := fixtureFlags(t)
+	root := fixtureRoot(t)
+	projectOf := func(t *testing.T, text string) *project {
+		t.Helper()
+		c, err := parseCompose("fixture", []byte(text), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &project{root: root, dir: filepath.Join(root, "docker"), compose: c, flags: flags}
+	}
+	checksByName := map[string]func(*project) error{}
+	for _, c := range composeChecks() {
+		checksByName[c.name] = c.check
+	}
+
+	t.Run("the valid compose fixture passes every check", func(t *testing.T) {
+		p := projectOf(t, string(validCompose))
+		for _, c := range composeChecks() {
+			if err := c.check(p); err != nil {
+				t.Errorf("%s: %v", c.name, err)
+			}
+		}
+	})
+
+	v := string(validCompose)
+	composeCases := []struct {
+		name, old, new string
+		check          func(*project) error
+		want           string // in the error
+	}{
+		{"a flag the camera does not have", "--mlock]", "--mlock, --no-such-flag]", checkCommands, "--no-such-flag"},
+		{"a positional argument", "      - --ros2\n", "      - --ros2\n      - extra\n", checkCommands, "flags only"},
+		{"a binary the image does not have", "command: [camera,", "command: [kamera,", checkCommands, "kamera"},
+		{"an entrypoint", "command: [camera, --socket=/run/zh/camera.sock, --metrics=127.0.0.1:9091, --mlock]", "entrypoint: [camera]\n    command: [camera, --socket=/run/zh/camera.sock, --metrics=127.0.0.1:9091, --mlock]", checkCommands, "entrypoint"},
+		{"ipc: host", "    network_mode: host\n    environment:", "    network_mode: host\n    ipc: host\n    environment:", checkNoHostSharing, "ipc: host"},
+		{"privileged", "    restart: always", "    restart: always\n    privileged: true", checkNoHostSharing, "privileged"},
+		{"a root user", "user: \"10001:10001\"\n    network_mode: host\n    environment:", "user: \"0:0\"\n    network_mode: host\n    environment:", checkUsers, "root"},
+		{"no user", "    user: \"10001:10001\"\n    network_mode: host\n    volumes:", "    network_mode: host\n    volumes:", checkUsers, "no user"},
+		{"a user by name", "user: \"10001:10001\"\n    network_mode: host\n    volumes:", "user: zerohop\n    network_mode: host\n    volumes:", checkUsers, "numeric"},
+		{"sockets differ", "      - /run/zh/camera.sock", "      - /run/zh/other.sock", checkSocketShared, "dials"},
+		{"the socket folder mounted elsewhere", "      - zh-run:/run/zh\n      - type", "      - zh-run:/run/zerohop\n      - type", checkSocketShared, "no volume mounted"},
+		{"different volumes for the socket", "      - zh-run:/run/zh\n      - type", "      - zh-run2:/run/zh\n      - type", checkSocketShared, "share one named volume"},
+		{"a read-only socket folder for the camera", "      - zh-run:/run/zh\n    ulimits", "      - zh-run:/run/zh:ro\n    ulimits", checkSocketShared, "read-only"},
+		{"an undeclared volume", "volumes:\n  zh-run:\n", "volumes:\n  zh-run-gone:\n", checkSocketShared, "not declared"},
+		{"another uid for the agent", "user: \"10001:10001\"\n    network_mode: host\n    environment:", "user: \"10002:10001\"\n    network_mode: host\n    environment:", checkSocketPeers, "refuse"},
+		{"a volume owned by another uid", "uid=10001,gid=10001,mode=0750", "uid=10002,gid=10002,mode=0750", checkVolumeOwners, "cannot write"},
+		{"a healthcheck on the wrong port", "http://127.0.0.1:9091/healthz", "http://127.0.0.1:9092/healthz", checkHealthchecks, "--metrics"},
+		{"a healthcheck without --fail", "test: [CMD, curl, --fail,", "test: [CMD, curl,", checkHealthchecks, "--fail"},
+		{"a healthcheck without a path", "http://localhost:9090/healthz", "http://localhost:9090", checkHealthchecks, "/healthz"},
+		{"an agent listening beyond loopback", "--http=127.0.0.1:9090", "--http=0.0.0.0:9090", checkHealthchecks, "beyond loopback"},
+		{"a healthcheck with wget", "test: [CMD, curl, -fsS,", "test: [CMD, wget, -q,", checkHealthchecks, "curl"},
+		{"no GPU reservation", "            - driver: nvidia", "            - driver: amd", checkGPU, "nvidia"},
+		{"the agent on a bridge network", "    network_mode: host\n    environment:", "    environment:", checkHostNetwork, "host"},
+		{"no restart policy", "    restart: unless-stopped\n", "", checkRestart, "restart"},
+		{"no ROS_DOMAIN_ID", "      - ROS_DOMAIN_ID=${ROS_DOMAIN_ID:-0}\n", "", checkROSConfig, "ROS_DOMAIN_ID"},
+		{"CYCLONEDDS_URI on an unmounted file", "file:///etc/zh/cyclonedds.xml", "file:///etc/other.xml", checkROSConfig, "no volume mounts"},
+		{"cyclonedds.xml missing on the host", "../ros2/cyclonedds.xml:", "../ros2/missing.xml:", checkROSConfig, "not a file"},
+		{"--mlock without a memlock ulimit", "    ulimits:\n      memlock: -1\n", "", checkMemlock, "memlock"},
+		{"--mlock with a small memlock ulimit", "memlock: -1", "memlock: 65536", checkMemlock, "memlock"},
+		{"the TensorRT cache off the volumes", "--trt-cache=/var/cache/zh/trt", "--trt-cache=/tmp/trt", checkWritablePaths, "not on a writable volume"},
+		{"a shared image without pull_policy", "    pull_policy: never\n", "", checkImages, "pull_policy"},
+		{"a missing Dockerfile", "dockerfile: docker/Dockerfile", "dockerfile: docker/Dockerfile.nope", checkImages, "not found"},
+		{"a missing bind source", "../ros2/cyclonedds.xml:", "../ros2/gone.xml:", checkBindSources, "gone.xml"},
+	}
+	for _, tc := range composeCases {
+		t.Run("compose: "+tc.name, func(t *testing.T) {
+			p := projectOf(t, mutate(t, v, tc.old, tc.new))
+			err := tc.check(p)
+			if err == nil {
+				t.Fatalf("check passed on a broken file")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not mention %q", err, tc.want)
+			}
+		})
+	}
+
+	t.Run("the valid Dockerfile fixture passes every check", func(t *testing.T) {
+		df, err := parseDockerfile("fixture", string(validDF))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, err := range dockerfileFixtureChecks(df, root, nil) {
+			if err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	d := string(validDF)
+	dfCases := []struct {
+		name, old, new string
+		ignore         string // .dockerignore text
+		want           string
+	}{
+		{"COPY from an unknown stage", "--from=ort", "--from=onnx", "", "no such stage"},
+		{"COPY from a later stage", "FROM --platform=linux/arm64 golang:1.26-bookworm AS build", "FROM --platform=linux/arm64 golang:1.26-bookworm AS build\nCOPY --from=ort /x /x", "", "not before"},
+		{"no USER", "USER 10001:10001\n", "", "", "no USER"},
+		{"USER root", "USER 10001:10001", "USER 0", "", "root"},
+		{"USER not the compose user", "USER 10001:10001", "USER 10002:10002", "", "compose runs"},
+		{"CMD in shell form", `CMD ["agent"]`, "CMD agent", "", "exec form"},
+		{"CMD of a binary not copied in", `CMD ["agent"]`, `CMD ["planner"]`, "", "does not copy"},
+		{"a copied binary with no cmd/", "/out/agent /usr/local/bin/", "/out/agent /out/bench /usr/local/bin/", "", "no cmd/bench"},
+		{"go build without the ros2 tag", "-tags ros2 ", "", "", "-tags ros2"},
+		{"go build without -trimpath", "-trimpath ", "", "", "-trimpath"},
+		{"go build without cgo", "ENV CGO_ENABLED=1\n", "", "", "CGO_ENABLED"},
+		{"a context file that is missing", "COPY ros2/cyclonedds.xml", "COPY ros2/missing.xml", "", "no such file"},
+		{"a context file left out by .dockerignore", "", "", "ros2\n", "leaves it out"},
+		{"an embedded file left out by .dockerignore", "", "", "**/*.onnx\n", "models/reference.onnx"},
+		{"an ONNX Runtime too old for the API", "ORT_VERSION=1.30.0", "ORT_VERSION=1.22.0", "", "does not serve ORT API"},
+		{"an ONNX Runtime download without a checksum", "ARG ORT_SHA256=f9886932ee7bb0b4d3fcab736a392d4ff5efaa0672b47f19f0cec03437cf64f1", "ARG ORT_SHA256=", "", "must pin"},
+		{"a checksum that is not sha256", "ORT_SHA256=f9886932", "ORT_SHA256=g9886932", "", "not a sha256"},
+		{"a CUDA 13 runtime under CUDA 12 packages", "cuda:12.9.1", "cuda:13.0.1", "", "CUDA majors differ"},
+		{"TensorRT for CUDA 13", "+cuda12.9", "+cuda13.0", "", "CUDA majors differ"},
+		{"no curl for the healthchecks", "apt-get install -y curl ", "apt-get install -y ", "", "curl"},
+		{"ZEROHOP_ORT_LIB outside what is copied in", "ENV ZEROHOP_ORT_LIB=/opt/onnxruntime/lib", "ENV ZEROHOP_ORT_LIB=/usr/lib/ort", "", "ZEROHOP_ORT_LIB"},
+		{"a socket folder owned by root", "install -d -o 10001 -g 10001", "install -d", "", "install -d -o 10001"},
+		{"a stage for another platform", "FROM --platform=linux/arm64 ubuntu:24.04 AS ort", "FROM ubuntu:24.04 AS ort", "", "want linux/arm64"},
+		{"a heredoc", "RUN install -d", "RUN <<EOF\nEOF\nRUN install -d", "", "heredoc"},
+	}
+	for _, tc := range dfCases {
+		t.Run("Dockerfile: "+tc.name, func(t *testing.T) {
+			text := d
+			if tc.old != "" {
+				text = mutate(t, d, tc.old, tc.new)
+			}
+			var errs []error
+			df, err := parseDockerfile("fixture", text)
+			if err != nil {
+				errs = append(errs, err)
+			} else {
+				var ignore dockerignore
+				if tc.ignore != "" {
+					if ignore, err = parseDockerignore(tc.ignore); err != nil {
+						t.Fatal(err)
+					}
+				}
+				errs = dockerfileFixtureChecks(df, root, ignore)
+			}
+			joined := errors.Join(errs...)
+			if joined == nil {
+				t.Fatalf("every check passed on a broken Dockerfile")
+			}
+			if !strings.Contains(joined.Error(), tc.want) {
+				t.Errorf("errors %q do not mention %q", joined, tc.want)
+			}
+		})
+	}
+
+	t.Run("override: a command in compose.jetson.yaml", func(t *testing.T) {
+		base := projectOf(t, v).compose
+		good := "services:\n  agent:\n    image: zh:jetson\n    runtime: nvidia\n"
+		if err := checkOverride(base, []byte(good), filepath.Join(root, "docker")); err != nil {
+			t.Fatalf("a valid override fails: %v", err)
+		}
+		bad := good + "    command: [agent, --http=0.0.0.0:9090]\n"
+		if err := checkOverride(base, []byte(bad), filepath.Join(root, "docker")); err == nil || !strings.Contains(err.Error(), "command") {
+			t.Errorf("override with a command: %v, want an error naming command", err)
+		}
+		bad = "services:\n  planner:\n    image: x\n"
+		if err := checkOverride(base, []byte(bad), filepath.Join(root, "docker")); err == nil || !strings.Contains(err.Error(), "planner") {
+			t.Errorf("override of an unknown service: %v, want an error naming it", err)
+		}
+	})
+}
+
+// dockerfileFixtureChecks runs every Dockerfile check on the fixture, with
+// what the real run takes from the repository replaced by fixed values.
+func dockerfileFixtureChecks(df *dockerfile, root string, ignore dockerignore) []error {
+	return []error{
+		checkStageRefs(df),
+		checkFinalUser(df, "10001:10001"),
+		checkImageCommand(df, root, [][]string{{"camera"}, {"agent"}}),
+		checkGoBuild(df),
+		checkContextCopies(df, root, ignore, []string{"go.mod", "models/reference.onnx"}),
+		checkPins(df, 24),
+		checkCUDAMajor(df),
+		checkRuntimeTools(df),
+		checkImageDirs(df, "10001:10001", "/run/zh"),
+		checkPlatform(df, "linux/arm64"),
+	}
+}
+
+// ---- the binaries ----
+
+type builtBinaries struct {
+	dir  string
+	ros2 bool
+}
+
+// buildBinaries builds camera and agent into a temporary folder, with the
+// ros2 tag when pkg-config finds Cyclone DDS (required when
+// ZEROHOP_REQUIRE_ROS2=1).
+func buildBinaries(t *testing.T, root string) builtBinaries {
+	t.Helper()
+	b := builtBinaries{dir: t.TempDir()}
+	b.ros2 = exec.Command("pkg-config", "--exists", "CycloneDDS").Run() == nil
+	if !b.ros2 && os.Getenv("ZEROHOP_REQUIRE_ROS2") == "1" {
+		t.Fatal("ZEROHOP_REQUIRE_ROS2=1 but pkg-config finds no CycloneDDS (apt-get install cyclonedds-dev pkg-config)")
+	}
+	args := []string{"build", "-o", b.dir + string(filepath.Separator)}
+	if b.ros2 {
+		args = append(args, "-tags", "ros2")
+	}
+	args = append(args, "./cmd/camera", "./cmd/agent")
+	cmd := exec.Command(goTool(t), args...)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return b
+}
+
+func helpOf(t *testing.T, b builtBinaries, bin string) flagSet {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(b.dir, bin), "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s --help: %v\n%s", bin, err, out)
+	}
+	fs, err := parseHelp(string(out))
+	if err != nil {
+		t.Fatalf("%s --help: %v", bin, err)
+	}
+	return fs
+}
+
+func TestBinaries(t *testing.T) {
+	root := repoRoot(t)
+	bins := buildBinaries(t, root)
+	help := map[string]flagSet{}
+	for _, bin := range []string{cameraBinary, agentBinary} {
+		help[bin] = helpOf(t, bins, bin)
+	}
+	ros2Only, err := sourceFlags(filepath.Join(root, "cmd/agent/ros2_on.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Without the ros2 build, --ros2 and its companions are known from the
+	// source only; they are checked against a ros2 build's --help below.
+	flags := map[string]flagSet{cameraBinary: help[cameraBinary], agentBinary: help[agentBinary]}
+	if !bins.ros2 {
+		flags[agentBinary] = mergeFlags(ros2Only, help[agentBinary])
+	}
+	p := loadProject(t, root, flags)
+
+	t.Run("every flag in compose.yaml is in the binary's --help", func(t *testing.T) {
+		for _, name := range sortedKeys(p.compose.Services) {
+			cmd := p.compose.Services[name].Command
+			if len(cmd) == 0 {
+				t.Errorf("service %s: no command", name)
+				continue
+			}
+			bin := path.Base(cmd[0])
+			for _, f := range unknownFlags(cmd, help[bin]) {
+				if _, ros2 := ros2Only[strings.TrimPrefix(f, "--")]; ros2 && !bins.ros2 {
+					continue // the next subtest's business
+				}
+				t.Errorf("service %s: %s is not in `%s --help`", name, f, bin)
+			}
+		}
+	})
+	t.Run("the ros2 build's --help has every flag cmd/agent/ros2_on.go registers", func(t *testing.T) {
+		if !bins.ros2 {
+			t.Skip("no ros2 build: pkg-config finds no CycloneDDS (install cyclonedds-dev; ZEROHOP_REQUIRE_ROS2=1 makes this a failure)")
+		}
+		for name := range ros2Only {
+			if _, ok := help[agentBinary][name]; !ok {
+				t.Errorf("agent --help (ros2 build) lacks --%s, which cmd/agent/ros2_on.go registers", name)
+			}
+		}
+	})
+	// The compose checks again, now with the flags (and defaults) the
+	// binaries report.
+	for _, c := range composeChecks() {
+		t.Run("with --help: "+c.name, func(t *testing.T) {
+			if err := c.check(p); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+
+	t.Run("the agent's healthcheck path is a telemetry route", func(t *testing.T) {
+		_, s, err := p.serviceOf(agentBinary)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := healthURL(s.Healthcheck)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := telemetry.New(telemetry.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := telemetry.NewServer(rec, telemetry.ServerOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := httptest.NewRecorder()
+		srv.ServeHTTP(w, httptest.NewRequest(http.MethodGet, u.RequestURI(), nil))
+		if w.Code != http.StatusOK {
+			t.Errorf("GET %s on the agent's telemetry server: %d, want 200 (healthy server)", u.RequestURI(), w.Code)
+		}
+	})
+
+	// Run the compose commands outside Docker.
+	env := newLiveEnv(t, p)
+	camera := env.start(t, cameraBinary, bins)
+	t.Run("the camera, run with its compose command, answers its healthcheck", func(t *testing.T) {
+		camera.waitHealthy(t, 20*time.Second)
+	})
+	t.Run("the agent, run with its compose command, connects and answers its healthcheck", func(t *testing.T) {
+		if !bins.ros2 {
+			t.Skip("no ros2 build: the agent's compose command uses --ros2")
+		}
+		if !ortAvailable(root) {
+			if os.Getenv("ZEROHOP_REQUIRE_ORT") == "1" {
+				t.Fatal("ZEROHOP_REQUIRE_ORT=1 but no ONNX Runtime library (make deps, or set ZEROHOP_ORT_LIB)")
+			}
+			t.Skip("no ONNX Runtime library (make deps fetches it; ZEROHOP_REQUIRE_ORT=1 makes this a failure)")
+		}
+		if camera.exited() {
+			t.Fatalf("the camera stopped:\n%s", camera.out.String())
+		}
+		agent := env.start(t, agentBinary, bins)
+		agent.waitHealthy(t, 60*time.Second)
+		if testing.Verbose() {
+			t.Logf("agent output so far:\n%s", agent.out.String())
+		}
+	})
+}
