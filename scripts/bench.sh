@@ -12,18 +12,19 @@ cd "$(dirname "$0")/.."
 count="${BENCH_COUNT:-5}"
 secs="${BENCH_SECONDS:-60}"
 out=BENCHMARKS.md
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
+mkdir -p docs/bench-raw
 
-go test -run '^$' -bench . -benchmem -count "$count" ./pinned/ | tee "$tmp/pool.txt"
-go test -run '^$' -bench . -benchmem -count "$count" -cpu 1,2 ./voxel/ | tee "$tmp/voxel.txt"
-bin/bench-handoff --out "$tmp/handoff.md"
+go test -run '^$' -bench . -benchmem -count "$count" ./pinned/ | tee docs/bench-raw/pool.txt
+go test -run '^$' -bench . -benchmem -count "$count" -cpu 1,2 ./voxel/ | tee docs/bench-raw/voxel.txt
+bin/bench-handoff --out docs/bench-handoff.md
 bin/bench-e2e --seconds "$secs" --out docs/bench-e2e.md
 
-medians() { # benchmark lines → "name median-ns/op [extra metrics of the median run]"
-	awk '/^Benchmark/ {name=$1; sub(/-[0-9]+$/, "", name); n[name]++; v[name, n[name]]=$3; line[name, n[name]]=$0}
-	END {for (k in n) {m=n[k]; split("", a); for (i=1;i<=m;i++) a[i]=v[k,i]; asort(a); med=a[int((m+1)/2)];
-	printf "| %s | %s | %d |\n", k, med, m}}' "$1" | sort
+medians() { # benchmark lines → "| name | median ns/op | runs |" (POSIX awk + sort)
+	awk '/^Benchmark/ {name=$1; sub(/-[0-9]+$/, "", name); print name, $3}' "$1" |
+		sort -k1,1 -k2,2g |
+		awk '{n[$1]++; v[$1, n[$1]] = $2}
+		END {for (k in n) printf "| %s | %s | %d |\n", k, v[k, int((n[k] + 1) / 2)], n[k]}' |
+		sort
 }
 
 {
@@ -37,23 +38,23 @@ medians() { # benchmark lines → "name median-ns/op [extra metrics of the media
 	echo
 	echo "| benchmark | ns/op | runs |"
 	echo "| --- | ---: | ---: |"
-	medians "$tmp/pool.txt"
+	medians docs/bench-raw/pool.txt
 	echo
 	echo "## Voxel filter (\`go test -bench -cpu 1,2 ./voxel/\`), median ns/op (p50/p99 per call in the raw lines below)"
 	echo
 	echo "| benchmark | ns/op | runs |"
 	echo "| --- | ---: | ---: |"
-	medians "$tmp/voxel.txt"
+	medians docs/bench-raw/voxel.txt
 	echo
 	echo "<details><summary>raw voxel lines</summary>"
 	echo
 	echo '```'
-	grep '^Benchmark' "$tmp/voxel.txt"
+	grep '^Benchmark' docs/bench-raw/voxel.txt
 	echo '```'
 	echo
 	echo "</details>"
 	echo
-	sed 's/^# /## /' "$tmp/handoff.md"
+	sed 's/^# /## /' docs/bench-handoff.md
 	echo
 	sed 's/^# /## /; s/^## \([a-z]* transport\)/### \1/; s/^## \(copy vs unix\)/### \1/; s#](bench-e2e-#](docs/bench-e2e-#' docs/bench-e2e.md
 } >"$out"
