@@ -14,13 +14,16 @@ secs="${BENCH_SECONDS:-60}"
 out=BENCHMARKS.md
 mkdir -p docs/bench-raw
 
-go test -run '^$' -bench . -benchmem -count "$count" ./pinned/ | tee docs/bench-raw/pool.txt
-go test -run '^$' -bench . -benchmem -count "$count" -cpu 1,2 ./voxel/ | tee docs/bench-raw/voxel.txt
-bin/bench-handoff --out docs/bench-handoff.md
-bin/bench-e2e --seconds "$secs" --out docs/bench-e2e.md
+# --report rewrites BENCHMARKS.md from the raw results of the last run.
+if [[ "${1:-}" != --report ]]; then
+	go test -run '^$' -bench . -benchmem -count "$count" ./pinned/ | tee docs/bench-raw/pool.txt
+	go test -run '^$' -bench . -benchmem -count "$count" -cpu 1,2 ./voxel/ | tee docs/bench-raw/voxel.txt
+	bin/bench-handoff --out docs/bench-raw/handoff.md
+	bin/bench-e2e --seconds "$secs" --out docs/bench-e2e.md
+fi
 
 medians() { # benchmark lines → "| name | median ns/op | runs |" (POSIX awk + sort)
-	awk '/^Benchmark/ {name=$1; sub(/-[0-9]+$/, "", name); print name, $3}' "$1" |
+	awk '/^Benchmark/ {print $1, $3}' "$1" | # the -N suffix is GOMAXPROCS: keep -cpu runs apart
 		sort -k1,1 -k2,2g |
 		awk '{n[$1]++; v[$1, n[$1]] = $2}
 		END {for (k in n) printf "| %s | %s | %d |\n", k, v[k, int((n[k] + 1) / 2)], n[k]}' |
@@ -30,7 +33,7 @@ medians() { # benchmark lines → "| name | median ns/op | runs |" (POSIX awk + 
 {
 	echo "# zerohop benchmarks"
 	echo
-	echo "$(date -u +'%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(go version | cut -d' ' -f3-4),"
+	echo "$(date -u -r docs/bench-e2e.md +'%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(go version | cut -d' ' -f3-4),"
 	echo "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) CPUs, $(uname -srm)."
 	echo "A shared machine: medians of $count runs per Go benchmark; every ratio comes from one run."
 	echo
@@ -54,7 +57,7 @@ medians() { # benchmark lines → "| name | median ns/op | runs |" (POSIX awk + 
 	echo
 	echo "</details>"
 	echo
-	sed 's/^# /## /' docs/bench-handoff.md
+	sed 's/^# /## /' docs/bench-raw/handoff.md
 	echo
 	sed 's/^# /## /; s/^## \([a-z]* transport\)/### \1/; s/^## \(copy vs unix\)/### \1/; s#](bench-e2e-#](docs/bench-e2e-#' docs/bench-e2e.md
 } >"$out"

@@ -45,7 +45,7 @@ Flags:
 		logLevel  string
 		slots     uint
 	)
-	fs.StringVar(&cfg.Source, "source", "synthetic", `frame source: "synthetic" (moving obstacle, hazard marking) or "replay:DIR" (KITTI .bin, PCD, PNG/JPEG files)`)
+	fs.StringVar(&cfg.Source, "source", "synthetic", `frame source: "synthetic" (moving obstacle, hazard marking), "replay:DIR" (KITTI .bin, PCD, PNG/JPEG files) or "ros2" (sensor_msgs/PointCloud2 and Image from ROS 2 drivers; needs a -tags ros2 build)`)
 	fs.BoolVar(&cfg.Loop, "loop", false, "replay: loop over the files")
 	fs.Float64Var(&cfg.Rate, "rate", 30, "frames per second")
 	fs.IntVar(&cfg.Beams, "beams", 64, "synthetic LiDAR beams")
@@ -60,6 +60,7 @@ Flags:
 	fs.StringVar(&cfg.MetricsAddr, "metrics", "127.0.0.1:9091", `Prometheus /metrics and /healthz address ("" disables)`)
 	fs.StringVar(&cfg.Transport, "transport", "unix", `"unix" (zero-copy) or "copy" (benchmark baseline: every payload through a stream socket at SOCKET.points / SOCKET.image)`)
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	runROS2 := ros2Flags(fs)
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return nil
@@ -82,6 +83,9 @@ Flags:
 	cfg.Log = log
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if handled, err := runROS2(ctx, cfg); handled {
+		return err
+	}
 	return camera.RunNode(ctx, cfg)
 }
 

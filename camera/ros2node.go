@@ -1,0 +1,135 @@
+package camera
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/zerohop/zerohop/handles/transport"
+	"github.com/zerohop/zerohop/ros2"
+)
+
+// ROS2NodeConfig is what a camera process fed by ROS 2 drivers adds to
+// NodeConfig (whose Source is "ros2").
+type ROS2NodeConfig struct {
+	DDS                     ros2.Config // domain and discovery (ros2.ConfigFromEnv)
+	PointsTopic, ImageTopic string      // "" = not subscribed
+	// MaxPoints and MaxImageBytes size the slots; larger messages are
+	// dropped and counted (TooLarge).
+	MaxPoints, MaxImageBytes int
+	// HandlesTopic, if set, also publishes every handle there as
+	// zerohop_msgs/SlotHandle while a ROS subscriber is matched.
+	HandlesTopic string
+	// ImageMirrorTopic and PointsMirrorTopic, if set, republish every
+	// frame as a full Image / PointCloud2 (packed XYZI float32) there, but
+	// only while a ROS subscriber is matched, e.g. for rviz.
+	ImageMirrorTopic, PointsMirrorTopic string
+	QoS                                 ros2.QoS // of the sensor subscriptions; zero = sensor data QoS
+}
+
+// RunROS2Node runs a camera process whose frames come from ROS 2 topics:
+// shared pools sized by rc, the unix socket server and metrics as in
+// RunNode, until ctx is done. cfg.Rate only sizes the slot count (the
+// drivers set the pace); cfg.Frames and cfg.Transport "copy" are not
+// supported.
+func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
+	log := cfg.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if cfg.Transport != "" && cfg.Transport != "unix" {
+		return fmt.Errorf("--transport %q: the ros2 source serves only the unix transport", cfg.Transport)
+	}
+	if cfg.Frames != 0 {
+		return errors.New("--frames: not supported with the ros2 source (the drivers set the pace)")
+	}
+	if rc.PointsTopic == "" && rc.ImageTopic == "" {
+		return errors.New("ros2 source: neither a points nor an image topic")
+	}
+	sizes := PoolSizes{}
+	if rc.PointsTopic != "" {
+		sizes.Points = rc.MaxPoints
+	}
+	if rc.ImageTopic != "" {
+		sizes.ImageBytes = rc.MaxImageBytes
+	}
+	cam, err := New(Config{Source: sizes, Rate: cfg.Rate, Slots: cfg.Slots, Shared: true, Lock: cfg.Lock,
+		Checksum: cfg.Checksum, Log: log})
+	if err != nil {
+		return err
+	}
+	defer cam.Close()
+	var topics []transport.Topic
+	for i := range 2 {
+		if p := cam.Pool(i); p != nil {
+			topics = append(topics, transport.Topic{Name: TopicName(i), Kind: Kind(i), Pool: p})
+		}
+	}
+	srv, err := transport.NewServer(transport.ServerConfig{Path: cfg.Socket, AllowGID: cfg.AllowGID, Topics: topics, Log: log})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx) }()
+	stopServing := func() error { cancel(); return <-served }
+
+	if cfg.MetricsAddr != "" {
+		stopMetrics, err := serveMetrics(ctx, cfg.MetricsAddr, cam, srv, log)
+		if err != nil {
+			return errors.Join(err, stopServing())
+		}
+		defer stopMetrics()
+	}
+	p, err := ros2.NewParticipant(rc.DDS, log)
+	if err != nil {
+		return errors.Join(err, stopServing())
+	}
+	defer p.Close()
+	scfg := ROS2SourceConfig{PointsTopic: rc.PointsTopic, ImageTopic: rc.ImageTopic, QoS: rc.QoS, Checksum: cfg.Checksum, Log: log}
+	if rc.HandlesTopic != "" {
+		hw, err := p.NewHandleWriter(ros2.HandleWriterOptions{Topic: rc.HandlesTopic})
+		if err != nil {
+			return errors.Join(err, stopServing())
+		}
+		defer hw.Close()
+		scfg.Handles = hw
+	}
+	for topic, name := range [2]string{rc.PointsMirrorTopic, rc.ImageMirrorTopic} {
+		if name == "" {
+			continue
+		}
+		newMirror := p.NewPointCloud2Mirror
+		if topic == TopicImage {
+			newMirror = p.NewImageMirror
+		}
+		m, err := newMirror(name, ros2.QoS{})
+		if err != nil {
+			return errors.Join(err, stopServing())
+		}
+		defer m.Close()
+		scfg.Mirrors[topic] = m
+	}
+	src, err := NewROS2Source(p, cam, indexPublisher{srv, topics, cam}, scfg)
+	if err != nil {
+		return errors.Join(err, stopServing())
+	}
+	log.Info("camera serving ROS 2 topics", zap.String("socket", srv.Path()),
+		zap.String("points_topic", rc.PointsTopic), zap.String("image_topic", rc.ImageTopic))
+	<-ctx.Done()
+	// Callbacks first: no publish after the server stops.
+	srcErr := src.Close()
+	serveErr := stopServing()
+	for i := range 2 {
+		if cam.Pool(i) != nil {
+			st := src.Stats(i)
+			log.Info("camera ros2 topic stopped", zap.String("topic", TopicName(i)), zap.Uint64("received", st.Received),
+				zap.Uint64("published", st.Published), zap.Uint64("exhausted", st.Exhausted), zap.Uint64("unsupported", st.Unsupported),
+				zap.Uint64("too_large", st.TooLarge), zap.Uint64("failed", st.Failed))
+		}
+	}
+	return errors.Join(srcErr, serveErr)
+}

@@ -1,0 +1,526 @@
+package camera
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+
+	"github.com/zerohop/zerohop/handles"
+	"github.com/zerohop/zerohop/monotime"
+	"github.com/zerohop/zerohop/pinned"
+	"github.com/zerohop/zerohop/ros2"
+	"github.com/zerohop/zerohop/sensor"
+)
+
+// A ROS 2 source is push-based: a driver publishes sensor_msgs/Image and
+// PointCloud2, Cyclone hands each sample to a subscription callback as a
+// loaned view, and ROS2Source copies it (the only copy) into a slot of the
+// camera's pool and publishes the slot's handle. The camera's Run loop is
+// not used; the pools come from New with a PoolSizes source.
+//
+// This file compiles in every build: without the ros2 build tag the ros2
+// package is a stub whose Subscribe* return ros2.ErrNotBuilt, and the
+// conversion code below stays testable without libddsc.
+
+// ErrPushSource is returned by PoolSizes' Fill methods: a push source's
+// frames arrive through ROS2Source, never through Camera.Run.
+var ErrPushSource = errors.New("camera: push source: frames arrive by subscription, not through Camera.Run")
+
+// PoolSizes is a sensor.Source that only sizes the camera's pools for a
+// push source (ROS 2): MaxPoints points of sensor.PointStep bytes, and
+// images of up to MaxImageBytes. Zero disables that stream.
+type PoolSizes struct {
+	Points     int
+	ImageBytes int
+}
+
+func (s PoolSizes) MaxPoints() int     { return s.Points }
+func (s PoolSizes) MaxImageBytes() int { return s.ImageBytes }
+func (s PoolSizes) Frames() uint64     { return 0 }
+func (PoolSizes) FillPoints(uint64, []byte) (int, error) {
+	return 0, ErrPushSource
+}
+func (PoolSizes) FillImage(uint64, []byte) (sensor.ImageInfo, error) {
+	return sensor.ImageInfo{}, ErrPushSource
+}
+
+// ROS2SourceConfig configures a ROS2Source.
+type ROS2SourceConfig struct {
+	// ImageTopic and PointsTopic are the ROS topics to subscribe to ("" =
+	// not subscribed). Each needs the camera's pool of that kind.
+	ImageTopic, PointsTopic string
+	// QoS of both subscriptions; the zero value is sensor data QoS
+	// (BEST_EFFORT, KEEP_LAST 5), which matches any publisher.
+	QoS ros2.QoS
+	// Handles, if set, also gets every published handle while it has a
+	// matched subscriber (ros2.HandleWriter), so ROS tools can watch.
+	Handles HandleSink
+	// Mirrors[topic], if set, republishes each frame of that topic as a
+	// full ROS message while it has a matched subscriber
+	// (ros2.MirrorWriter); nobody pays for serialization otherwise.
+	Mirrors [2]MirrorSink
+	// Checksum fills each handle's payload checksum (test mode).
+	Checksum bool
+	Log      *zap.Logger
+}
+
+// HandleSink publishes handles on a side channel; ros2.HandleWriter is one.
+type HandleSink interface {
+	Publish(*handles.Handle) error
+	Matched() int
+}
+
+// MirrorSink republishes a published frame in full; ros2.MirrorWriter is
+// one.
+type MirrorSink interface {
+	Publish(h *handles.Handle, payload []byte) error
+	Matched() int
+}
+
+// ROS2Stats counts one topic's messages. Every received message ends in
+// exactly one of Published, Exhausted, Unsupported, TooLarge, Failed.
+type ROS2Stats struct {
+	Received    uint64
+	Published   uint64 // written into a slot and published
+	Delivered   uint64 // handles sent, summed over subscribers
+	Exhausted   uint64 // no free slot: dropped (the callback never waits)
+	Unsupported uint64 // encoding or point layout the pipeline cannot take
+	TooLarge    uint64 // larger than a slot (raise --ros2-max-points / --ros2-max-image-bytes)
+	Failed      uint64 // the publisher failed
+	FrameIDs    uint64 // header.frame_id truncated to 16 bytes or replaced (not printable)
+	Mirrored    uint64 // frames republished in full on the mirror topic
+}
+
+// ROS2Source feeds the camera's pools from ROS 2 subscriptions. The image
+// and points callbacks run on their subscriptions' goroutines, one at a
+// time per topic; nothing in them blocks or allocates.
+type ROS2Source struct {
+	cam     *Camera
+	pub     Publisher
+	cfg     ROS2SourceConfig
+	log     *zap.Logger
+	subs    []*ros2.Subscription
+	streams [2]ros2Stream
+}
+
+// ros2Stream is one topic's state. h and seq are touched only by the
+// topic's callback goroutine.
+type ros2Stream struct {
+	h   handles.Handle
+	seq uint64
+
+	received, published, delivered, exhausted atomic.Uint64
+	unsupported, tooLarge, failed, frameIDs   atomic.Uint64
+	mirrored, mirrorErrors                    atomic.Uint64
+}
+
+// NewROS2Source subscribes to the configured topics on p and publishes
+// what arrives through pub (a transport.Server or Inproc whose topic i is
+// camera topic i). p may be nil only when no topic is configured (tests
+// drive OnImage and OnPointCloud2 directly). Close it before the
+// publisher and the camera.
+func NewROS2Source(p *ros2.Participant, cam *Camera, pub Publisher, cfg ROS2SourceConfig) (*ROS2Source, error) {
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	s := &ROS2Source{cam: cam, pub: pub, cfg: cfg, log: cfg.Log}
+	for i := range s.streams {
+		s.streams[i].h.FrameID = cam.ids[i]
+	}
+	if cfg.PointsTopic != "" && cam.Pool(TopicPoints) == nil {
+		return nil, fmt.Errorf("camera: ros2 points topic %q: no points pool (max points is 0)", cfg.PointsTopic)
+	}
+	if cfg.ImageTopic != "" && cam.Pool(TopicImage) == nil {
+		return nil, fmt.Errorf("camera: ros2 image topic %q: no image pool (max image bytes is 0)", cfg.ImageTopic)
+	}
+	opts := ros2.SubscriptionOptions{QoS: cfg.QoS}
+	if cfg.PointsTopic != "" {
+		sub, err := p.SubscribePointCloud2(cfg.PointsTopic, opts, s.OnPointCloud2)
+		if err != nil {
+			return nil, fmt.Errorf("camera: ros2 points topic %q: %w", cfg.PointsTopic, err)
+		}
+		s.subs = append(s.subs, sub)
+	}
+	if cfg.ImageTopic != "" {
+		sub, err := p.SubscribeImage(cfg.ImageTopic, opts, s.OnImage)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("camera: ros2 image topic %q: %w", cfg.ImageTopic, err)
+		}
+		s.subs = append(s.subs, sub)
+	}
+	return s, nil
+}
+
+// Close stops the subscriptions, waiting for running callbacks. Idempotent.
+func (s *ROS2Source) Close() error {
+	var errs []error
+	for _, sub := range s.subs {
+		errs = append(errs, sub.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Stats returns topic's counters.
+func (s *ROS2Source) Stats(topic int) ROS2Stats {
+	st := &s.streams[topic]
+	return ROS2Stats{
+		Received: st.received.Load(), Published: st.published.Load(), Delivered: st.delivered.Load(),
+		Exhausted: st.exhausted.Load(), Unsupported: st.unsupported.Load(), TooLarge: st.tooLarge.Load(),
+		Failed: st.failed.Load(), FrameIDs: st.frameIDs.Load(), Mirrored: st.mirrored.Load(),
+	}
+}
+
+// OnImage ingests one image; it is the image subscription's callback.
+func (s *ROS2Source) OnImage(v *ros2.ImageView) {
+	st := &s.streams[TopicImage]
+	st.received.Add(1)
+	enc, ok := rosEncoding(v.Encoding)
+	if !ok {
+		s.countOnce(&st.unsupported, TopicImage, fmt.Errorf("image encoding %q not supported (want rgb8, bgr8, mono8, rgba8 or bgra8)", v.Encoding))
+		return
+	}
+	rowBytes := uint64(v.Width) * enc.BytesPerPixel()
+	if err := checkImage(v, rowBytes); err != nil {
+		s.countOnce(&st.unsupported, TopicImage, err)
+		return
+	}
+	pool := s.cam.Pool(TopicImage)
+	size := rowBytes * uint64(v.Height)
+	if size > pool.Geometry().SlotSize {
+		s.countOnce(&st.tooLarge, TopicImage, fmt.Errorf("image %dx%d %s is %d bytes, slot holds %d (raise the image slot size)",
+			v.Width, v.Height, v.Encoding, size, pool.Geometry().SlotSize))
+		return
+	}
+	slot, err := pool.Acquire()
+	if err != nil {
+		s.cam.exhausted[TopicImage].Add(1)
+		s.countOnce(&st.exhausted, TopicImage, err)
+		return
+	}
+	copyRows(slot.Bytes(), v.Data, int(rowBytes), int(v.Step), int(v.Height))
+	h := &st.h
+	s.stamp(st, TopicImage, v.Sec, v.Nanosec, v.FrameID)
+	h.Kind = handles.KindImage
+	h.Image = handles.ImageFormat{Width: v.Width, Height: v.Height, RowStep: uint32(rowBytes), Encoding: enc}
+	h.Points = handles.PointFormat{}
+	h.Length = size
+	s.publish(st, TopicImage, slot)
+}
+
+// OnPointCloud2 ingests one cloud into the packed XYZI float32 layout
+// (sensor.PointStep); it is the points subscription's callback.
+func (s *ROS2Source) OnPointCloud2(v *ros2.PointCloud2View) {
+	st := &s.streams[TopicPoints]
+	st.received.Add(1)
+	lay, err := parseCloudLayout(v)
+	if err != nil {
+		s.countOnce(&st.unsupported, TopicPoints, err)
+		return
+	}
+	pool := s.cam.Pool(TopicPoints)
+	n := uint64(v.Width) * uint64(v.Height)
+	if size := n * sensor.PointStep; size > pool.Geometry().SlotSize {
+		s.countOnce(&st.tooLarge, TopicPoints, fmt.Errorf("cloud of %d points needs %d bytes, slot holds %d (raise the max points)",
+			n, size, pool.Geometry().SlotSize))
+		return
+	}
+	slot, err := pool.Acquire()
+	if err != nil {
+		s.cam.exhausted[TopicPoints].Add(1)
+		s.countOnce(&st.exhausted, TopicPoints, err)
+		return
+	}
+	lay.convert(slot.Bytes(), v)
+	h := &st.h
+	s.stamp(st, TopicPoints, v.Sec, v.Nanosec, v.FrameID)
+	h.Kind = handles.KindPoints
+	h.Image = handles.ImageFormat{}
+	h.Points = s.cam.points
+	h.Points.Count = uint32(n)
+	h.Length = n * sensor.PointStep
+	s.publish(st, TopicPoints, slot)
+}
+
+// stamp fills the handle's header part from the message header.
+func (s *ROS2Source) stamp(st *ros2Stream, topic int, sec int32, nanosec uint32, frameID []byte) {
+	h := &st.h
+	h.Seq = st.seq
+	st.seq++
+	h.CaptureNs = int64(sec)*1e9 + int64(nanosec)
+	h.Checksum = 0
+	if len(frameID) == 0 {
+		h.FrameID = s.cam.ids[topic] // ROS: empty frame_id means "not set"
+	} else if !setFrameID(&h.FrameID, frameID) {
+		h.FrameID = s.cam.ids[topic]
+		if st.frameIDs.Add(1) == 1 {
+			s.log.Warn("camera: ros2 header.frame_id has bytes outside printable ASCII; using the configured frame id (counted, logged once)",
+				zap.String("topic", TopicName(topic)), zap.ByteString("frame_id", frameID), zap.String("using", string(trimNUL(h.FrameID[:]))))
+		}
+	} else if len(frameID) > handles.FrameIDSize && st.frameIDs.Add(1) == 1 {
+		s.log.Warn("camera: ros2 header.frame_id longer than a handle holds; truncated (counted, logged once)",
+			zap.String("topic", TopicName(topic)), zap.ByteString("frame_id", frameID), zap.Int("max", handles.FrameIDSize))
+	}
+}
+
+// publish hands the written slot to the camera's publisher. The slot is
+// published or, when the publisher fails, given back by it or aborted.
+func (s *ROS2Source) publish(st *ros2Stream, topic int, slot pinned.Slot) {
+	h := &st.h
+	if s.cfg.Checksum {
+		h.Checksum = handles.PayloadChecksum(slot.Bytes()[:h.Length])
+	}
+	h.PublishNs = monotime.Now()
+	n, err := s.pub.Publish(topic, slot, h)
+	if err != nil {
+		// Publishers fail before handing the slot on (pool.Publish is their
+		// first step that can fail); an Abort of a slot already handed on
+		// is refused by the pool, so this cannot free a held slot.
+		s.cam.Pool(topic).Abort(slot)
+		s.countOnce(&st.failed, topic, fmt.Errorf("publish: %w", err))
+		return
+	}
+	st.published.Add(1)
+	st.delivered.Add(uint64(n))
+	// The camera's own counters too, so that its metrics and Stats show
+	// push frames like pulled ones.
+	s.cam.published[topic].Add(1)
+	s.cam.sent[topic].Add(uint64(n))
+	if hs := s.cfg.Handles; hs != nil && hs.Matched() > 0 {
+		if err := hs.Publish(h); err != nil && st.mirrorErrors.Add(1) == 1 {
+			s.log.Warn("camera: ros2 handle topic publish failed (logged once)", zap.Error(err))
+		}
+	}
+	// The slot's bytes are still this frame's after Publish: subscribers
+	// only read it, and if none holds it, it is free but only this
+	// goroutine (the topic's sole writer) would acquire it again.
+	if m := s.cfg.Mirrors[topic]; m != nil && m.Matched() > 0 {
+		if err := m.Publish(h, slot.Bytes()[:h.Length]); err != nil {
+			if st.mirrorErrors.Add(1) == 1 {
+				s.log.Warn("camera: ros2 mirror publish failed (logged once)", zap.Error(err))
+			}
+		} else {
+			st.mirrored.Add(1)
+		}
+	}
+}
+
+// countOnce counts a dropped message and logs the first of its class.
+func (s *ROS2Source) countOnce(c *atomic.Uint64, topic int, err error) {
+	if c.Add(1) == 1 {
+		s.log.Error("camera: ros2 message dropped (counted; logged once per class and topic)",
+			zap.String("topic", TopicName(topic)), zap.Error(err))
+	}
+}
+
+// setFrameID packs up to FrameIDSize bytes of b into id and reports
+// whether they are all printable ASCII (what handles.NewFrameID accepts).
+func setFrameID(id *handles.FrameID, b []byte) bool {
+	*id = handles.FrameID{}
+	for i, c := range b[:min(len(b), handles.FrameIDSize)] {
+		if c < 0x20 || c > 0x7e {
+			return false
+		}
+		id[i] = c
+	}
+	return true
+}
+
+func trimNUL(b []byte) []byte {
+	for i, c := range b {
+		if c == 0 {
+			return b[:i]
+		}
+	}
+	return b
+}
+
+// rosEncoding maps a sensor_msgs/image_encodings name to the pipeline's
+// encodings; the comparison of string(b) with constants does not allocate.
+func rosEncoding(b []byte) (handles.Encoding, bool) {
+	switch string(b) {
+	case "rgb8":
+		return handles.EncodingRGB8, true
+	case "bgr8":
+		return handles.EncodingBGR8, true
+	case "mono8":
+		return handles.EncodingMono8, true
+	case "rgba8":
+		return handles.EncodingRGBA8, true
+	case "bgra8":
+		return handles.EncodingBGRA8, true
+	}
+	return 0, false
+}
+
+// checkImage checks that every row of v lies inside v.Data.
+func checkImage(v *ros2.ImageView, rowBytes uint64) error {
+	switch {
+	case v.Width == 0 || v.Height == 0:
+		return fmt.Errorf("image %dx%d is empty", v.Width, v.Height)
+	case uint64(v.Step) < rowBytes:
+		return fmt.Errorf("image %dx%d %s: step %d < %d bytes per row", v.Width, v.Height, v.Encoding, v.Step, rowBytes)
+	case uint64(v.Step)*uint64(v.Height-1)+rowBytes > uint64(len(v.Data)):
+		return fmt.Errorf("image %dx%d %s step %d: data holds %d bytes, rows need %d",
+			v.Width, v.Height, v.Encoding, v.Step, len(v.Data), uint64(v.Step)*uint64(v.Height-1)+rowBytes)
+	}
+	return nil
+}
+
+// copyRows copies rows of rowBytes from src (rows srcStep apart) to dst,
+// packed; one copy when src has no row padding.
+func copyRows(dst, src []byte, rowBytes, srcStep, rows int) {
+	if srcStep == rowBytes {
+		copy(dst[:rowBytes*rows], src)
+		return
+	}
+	for r := 0; r < rows; r++ {
+		copy(dst[r*rowBytes:(r+1)*rowBytes], src[r*srcStep:])
+	}
+}
+
+// sensor_msgs/PointField datatypes the pipeline converts.
+const (
+	pfUint8   = 2
+	pfUint16  = 4
+	pfFloat32 = 7
+	pfFloat64 = 8
+)
+
+// cloudField is where one value lies in a source point.
+type cloudField struct {
+	off  uint32
+	kind uint8 // PointField datatype; 0 = absent (intensity only: written as 0)
+}
+
+// cloudLayout is a validated source layout.
+type cloudLayout struct {
+	x, y, z, i cloudField
+	fast       bool // already packed XYZI float32, step 16, rows contiguous: one memmove
+}
+
+// parseCloudLayout finds x, y, z (FLOAT32 or FLOAT64) and intensity
+// (optional; FLOAT32, FLOAT64, UINT8 or UINT16) and checks that every
+// point of v lies inside v.Data.
+func parseCloudLayout(v *ros2.PointCloud2View) (cloudLayout, error) {
+	var l cloudLayout
+	if v.IsBigEndian {
+		return l, errors.New("big-endian PointCloud2 not supported")
+	}
+	for _, f := range v.Fields {
+		var dst *cloudField
+		switch string(f.Name) {
+		case "x":
+			dst = &l.x
+		case "y":
+			dst = &l.y
+		case "z":
+			dst = &l.z
+		case "intensity":
+			dst = &l.i
+		default:
+			continue
+		}
+		ok := f.Datatype == pfFloat32 || f.Datatype == pfFloat64 ||
+			dst == &l.i && (f.Datatype == pfUint8 || f.Datatype == pfUint16)
+		if !ok || f.Count != 1 {
+			return l, fmt.Errorf("PointCloud2 field %q: datatype %d count %d not supported (want FLOAT32 (7) or FLOAT64 (8), count 1)",
+				f.Name, f.Datatype, f.Count)
+		}
+		if uint64(f.Offset)+fieldSize(f.Datatype) > uint64(v.PointStep) {
+			return l, fmt.Errorf("PointCloud2 field %q at offset %d (datatype %d) does not fit point_step %d",
+				f.Name, f.Offset, f.Datatype, v.PointStep)
+		}
+		*dst = cloudField{off: f.Offset, kind: f.Datatype}
+	}
+	for _, c := range []struct {
+		name string
+		f    cloudField
+	}{{"x", l.x}, {"y", l.y}, {"z", l.z}} {
+		if c.f.kind == 0 {
+			return l, fmt.Errorf("PointCloud2 has no %q field (fields: %s)", c.name, fieldNames(v))
+		}
+	}
+	if v.Width > 0 && v.Height > 0 {
+		row := uint64(v.Width) * uint64(v.PointStep)
+		if uint64(v.RowStep) < row && v.Height > 1 {
+			return l, fmt.Errorf("PointCloud2 row_step %d < width %d × point_step %d", v.RowStep, v.Width, v.PointStep)
+		}
+		if need := uint64(v.RowStep)*uint64(v.Height-1) + row; need > uint64(len(v.Data)) {
+			return l, fmt.Errorf("PointCloud2 %dx%d point_step %d row_step %d: data holds %d bytes, points need %d",
+				v.Width, v.Height, v.PointStep, v.RowStep, len(v.Data), need)
+		}
+	}
+	l.fast = v.PointStep == sensor.PointStep && (v.Height <= 1 || uint64(v.RowStep) == uint64(v.Width)*sensor.PointStep) &&
+		l.x == cloudField{sensor.PointOffsetX, pfFloat32} && l.y == cloudField{sensor.PointOffsetY, pfFloat32} &&
+		l.z == cloudField{sensor.PointOffsetZ, pfFloat32} && l.i == cloudField{sensor.PointOffsetIntensity, pfFloat32}
+	return l, nil
+}
+
+func fieldSize(datatype uint8) uint64 {
+	switch datatype {
+	case pfUint8:
+		return 1
+	case pfUint16:
+		return 2
+	case pfFloat64:
+		return 8
+	}
+	return 4
+}
+
+func fieldNames(v *ros2.PointCloud2View) string {
+	var b []byte
+	for i, f := range v.Fields {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, f.Name...)
+	}
+	return string(b)
+}
+
+// convert writes v's points into dst, packed XYZI float32 (the layout of
+// sensor.PointStep); parseCloudLayout has checked the bounds and dst
+// holds Width × Height × PointStep bytes.
+func (l *cloudLayout) convert(dst []byte, v *ros2.PointCloud2View) {
+	w, step := int(v.Width), int(v.PointStep)
+	if l.fast {
+		copy(dst[:w*int(v.Height)*sensor.PointStep], v.Data)
+		return
+	}
+	le := binary.LittleEndian
+	o := 0
+	for r := 0; r < int(v.Height); r++ {
+		row := v.Data[r*int(v.RowStep):]
+		for c := 0; c < w; c++ {
+			p := row[c*step : c*step+step]
+			d := dst[o : o+sensor.PointStep]
+			le.PutUint32(d[sensor.PointOffsetX:], l.x.bits(p))
+			le.PutUint32(d[sensor.PointOffsetY:], l.y.bits(p))
+			le.PutUint32(d[sensor.PointOffsetZ:], l.z.bits(p))
+			le.PutUint32(d[sensor.PointOffsetIntensity:], l.i.bits(p))
+			o += sensor.PointStep
+		}
+	}
+}
+
+// bits returns the field of point p as float32 bits (0 when absent).
+func (f cloudField) bits(p []byte) uint32 {
+	le := binary.LittleEndian
+	switch f.kind {
+	case pfFloat32:
+		return le.Uint32(p[f.off:])
+	case pfFloat64:
+		return math.Float32bits(float32(math.Float64frombits(le.Uint64(p[f.off:]))))
+	case pfUint8:
+		return math.Float32bits(float32(p[f.off]))
+	case pfUint16:
+		return math.Float32bits(float32(le.Uint16(p[f.off:])))
+	}
+	return 0
+}

@@ -1,0 +1,431 @@
+package camera
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/zerohop/zerohop/handles"
+	"github.com/zerohop/zerohop/handles/transport"
+	"github.com/zerohop/zerohop/pinned"
+	"github.com/zerohop/zerohop/ros2"
+	"github.com/zerohop/zerohop/sensor"
+)
+
+// ros2Rig is a camera with a push source, its pools served in-process.
+type ros2Rig struct {
+	cam  *Camera
+	tr   *transport.Inproc
+	src  *ROS2Source
+	val  *handles.Validator
+	logs *observer.ObservedLogs
+}
+
+func newROS2Rig(t *testing.T, sizes PoolSizes, slots uint32) *ros2Rig {
+	t.Helper()
+	core, logs := observer.New(zapcore.InfoLevel)
+	cam, err := New(Config{Source: sizes, Slots: slots, Checksum: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cam.Close() })
+	var topics []transport.Topic
+	var geoms []handles.Geometry
+	for i := range 2 {
+		p := cam.Pool(i)
+		topics = append(topics, transport.Topic{Name: TopicName(i), Kind: Kind(i), Pool: p})
+		geoms = append(geoms, handles.Geometry{PoolID: p.ID(), SlotCount: p.Geometry().SlotCount, SlotCapacity: p.Geometry().SlotSize, Kind: Kind(i)})
+	}
+	tr, err := transport.NewInproc(transport.InprocConfig{Topics: topics})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	val, err := handles.NewValidator(geoms...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := NewROS2Source(nil, cam, tr, ROS2SourceConfig{Checksum: true, Log: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &ros2Rig{cam: cam, tr: tr, src: src, val: val, logs: logs}
+}
+
+// take returns the latest published frame of topic, validated, copied
+// out of its slot, and releases it.
+func (r *ros2Rig) take(t *testing.T, topic int) (handles.Handle, []byte) {
+	t.Helper()
+	l, ok := r.tr.TryLatest(topic)
+	if !ok {
+		t.Fatalf("nothing published on %s", TopicName(topic))
+	}
+	defer l.Release()
+	h := l.Handle
+	if err := r.val.Validate(&h); err != nil {
+		t.Fatalf("published handle invalid: %v (%+v)", err, h)
+	}
+	if err := r.val.VerifyPayload(&h, l.Bytes()); err != nil {
+		t.Fatalf("payload: %v", err)
+	}
+	return h, bytes.Clone(l.Bytes())
+}
+
+// point is one test point in float64, and its packed float32 XYZI form.
+type point struct{ x, y, z, i float64 }
+
+func testPoint(k int) point {
+	return point{x: 1 + 0.5*float64(k), y: -0.25 * float64(k), z: 1e-3*float64(k) - 2, i: 1.5*float64(k) + 0.1}
+}
+
+// packXYZI is the expected slot content, written independently of the code
+// under test.
+func packXYZI(pts []point, hasIntensity bool, intensityConv func(float64) float32) []byte {
+	out := make([]byte, 0, len(pts)*16)
+	for _, p := range pts {
+		i := float32(0)
+		if hasIntensity {
+			i = intensityConv(p.i)
+		}
+		for _, v := range []float32{float32(p.x), float32(p.y), float32(p.z), i} {
+			out = binary.LittleEndian.AppendUint32(out, math.Float32bits(v))
+		}
+	}
+	return out
+}
+
+// cloudSpec is a source layout: fields written at their offsets, the rest
+// of each point and of each row filled with 0xAB.
+type cloudSpec struct {
+	fields            []ros2.PointField
+	width, height     uint32
+	pointStep, rowPad uint32
+}
+
+func (c cloudSpec) build(pts []point) *ros2.PointCloud2View {
+	rowStep := c.width*c.pointStep + c.rowPad
+	data := bytes.Repeat([]byte{0xAB}, int(rowStep*c.height))
+	le := binary.LittleEndian
+	for k, p := range pts {
+		r, col := uint32(k)/c.width, uint32(k)%c.width
+		base := data[r*rowStep+col*c.pointStep:]
+		for _, f := range c.fields {
+			var v float64
+			switch string(f.Name) {
+			case "x":
+				v = p.x
+			case "y":
+				v = p.y
+			case "z":
+				v = p.z
+			case "intensity":
+				v = p.i
+			default:
+				continue
+			}
+			switch f.Datatype {
+			case 7:
+				le.PutUint32(base[f.Offset:], math.Float32bits(float32(v)))
+			case 8:
+				le.PutUint64(base[f.Offset:], math.Float64bits(v))
+			case 4:
+				le.PutUint16(base[f.Offset:], uint16(v))
+			case 2:
+				base[f.Offset] = uint8(v)
+			}
+		}
+	}
+	return &ros2.PointCloud2View{
+		Sec: 1700000001, Nanosec: 987654321, FrameID: []byte("lidar_top"),
+		Width: c.width, Height: c.height, Fields: c.fields, PointStep: c.pointStep, RowStep: rowStep, Data: data, IsDense: true,
+	}
+}
+
+func pf(name string, off uint32, dt uint8) ros2.PointField {
+	return ros2.PointField{Name: []byte(name), Offset: off, Datatype: dt, Count: 1}
+}
+
+func testPoints(n int) []point {
+	pts := make([]point, n)
+	for k := range pts {
+		pts[k] = testPoint(k)
+	}
+	return pts
+}
+
+func TestROS2PointCloud2ConvertsToPackedXYZI(t *testing.T) {
+	f32 := func(v float64) float32 { return float32(v) }
+	for _, tc := range []struct {
+		name      string
+		spec      cloudSpec
+		intensity bool
+		conv      func(float64) float32
+	}{
+		{"shuffled offsets with float64 intensity and padding", cloudSpec{
+			fields: []ros2.PointField{pf("y", 0, 7), pf("z", 4, 7), pf("x", 8, 7), pf("ring", 12, 4), pf("intensity", 16, 8)},
+			width:  37, height: 1, pointStep: 32}, true, f32},
+		{"already packed XYZI float32 (fast path)", cloudSpec{
+			fields: []ros2.PointField{pf("x", 0, 7), pf("y", 4, 7), pf("z", 8, 7), pf("intensity", 12, 7)},
+			width:  50, height: 1, pointStep: 16}, true, f32},
+		{"organized cloud with row padding, float64 xyz", cloudSpec{
+			fields: []ros2.PointField{pf("x", 0, 8), pf("y", 8, 8), pf("z", 16, 8), pf("intensity", 24, 7)},
+			width:  6, height: 4, pointStep: 28, rowPad: 5}, true, f32},
+		{"packed float32 layout but organized with row padding", cloudSpec{
+			fields: []ros2.PointField{pf("x", 0, 7), pf("y", 4, 7), pf("z", 8, 7), pf("intensity", 12, 7)},
+			width:  5, height: 3, pointStep: 16, rowPad: 16}, true, f32},
+		{"no intensity field: written as zero", cloudSpec{
+			fields: []ros2.PointField{pf("x", 4, 7), pf("y", 8, 7), pf("z", 12, 7)},
+			width:  9, height: 1, pointStep: 19}, false, f32},
+		{"uint16 intensity at an odd offset", cloudSpec{
+			fields: []ros2.PointField{pf("x", 0, 7), pf("y", 4, 7), pf("z", 8, 7), pf("intensity", 13, 4)},
+			width:  11, height: 1, pointStep: 15}, true, func(v float64) float32 { return float32(uint16(v)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newROS2Rig(t, PoolSizes{Points: 1000, ImageBytes: 64}, 4)
+			pts := testPoints(int(tc.spec.width * tc.spec.height))
+			v := tc.spec.build(pts)
+			r.src.OnPointCloud2(v)
+			h, got := r.take(t, TopicPoints)
+			want := packXYZI(pts, tc.intensity, tc.conv)
+			if !bytes.Equal(got[:h.Length], want) {
+				t.Errorf("slot bytes differ\n got %x\nwant %x", got[:h.Length], want)
+			}
+			if h.Points.Count != uint32(len(pts)) || h.Points.Step != 16 || h.Points.X != 0 || h.Points.Y != 4 ||
+				h.Points.Z != 8 || h.Points.Intensity != 12 || h.Points.Datatype != handles.DatatypeFloat32 {
+				t.Errorf("point format %+v", h.Points)
+			}
+			if h.CaptureNs != 1700000001_987654321 || h.FrameID.String() != "lidar_top" || h.Kind != handles.KindPoints {
+				t.Errorf("handle header: capture %d frame %q kind %v", h.CaptureNs, h.FrameID.String(), h.Kind)
+			}
+			if st := r.src.Stats(TopicPoints); st.Received != 1 || st.Published != 1 || st.Delivered != 1 {
+				t.Errorf("stats %+v", st)
+			}
+		})
+	}
+}
+
+func TestROS2UnsupportedCloudIsLoggedOnceAndCounted(t *testing.T) {
+	good := []ros2.PointField{pf("x", 0, 7), pf("y", 4, 7), pf("z", 8, 7)}
+	for _, tc := range []struct {
+		name, wantLog string
+		mutate        func(v *ros2.PointCloud2View)
+	}{
+		{"missing z", `no "z" field`, func(v *ros2.PointCloud2View) { v.Fields = good[:2] }},
+		{"int16 x", `field "x": datatype 3`, func(v *ros2.PointCloud2View) {
+			v.Fields = []ros2.PointField{pf("x", 0, 3), good[1], good[2]}
+		}},
+		{"big-endian", "big-endian", func(v *ros2.PointCloud2View) { v.IsBigEndian = true }},
+		{"field past point_step", "does not fit point_step", func(v *ros2.PointCloud2View) {
+			v.Fields = []ros2.PointField{good[0], good[1], pf("z", 12, 8)}
+		}},
+		{"data shorter than the points", "data holds", func(v *ros2.PointCloud2View) { v.Data = v.Data[:len(v.Data)-1] }},
+		{"count 3", "count 3", func(v *ros2.PointCloud2View) {
+			v.Fields = []ros2.PointField{{Name: []byte("x"), Datatype: 7, Count: 3}, good[1], good[2]}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newROS2Rig(t, PoolSizes{Points: 100, ImageBytes: 64}, 4)
+			v := cloudSpec{fields: good, width: 10, height: 1, pointStep: 16}.build(testPoints(10))
+			tc.mutate(v)
+			for range 3 {
+				r.src.OnPointCloud2(v)
+			}
+			if st := r.src.Stats(TopicPoints); st.Unsupported != 3 || st.Published != 0 || st.Received != 3 {
+				t.Errorf("stats %+v, want 3 unsupported", st)
+			}
+			if _, ok := r.tr.TryLatest(TopicPoints); ok {
+				t.Error("an unsupported cloud was published")
+			}
+			if r.cam.Pool(TopicPoints).InUse() != 0 {
+				t.Error("a slot leaked")
+			}
+			logged := r.logs.FilterMessageSnippet("dropped").All()
+			if len(logged) != 1 || !strings.Contains(logged[0].ContextMap()["error"].(string), tc.wantLog) {
+				t.Errorf("logged %d times (%v), want once mentioning %q", len(logged), logged, tc.wantLog)
+			}
+		})
+	}
+}
+
+// imageSpec builds an image with row padding filled with 0xEE.
+func buildImage(enc string, w, h, bpp, pad uint32) (*ros2.ImageView, []byte) {
+	step := w*bpp + pad
+	data := bytes.Repeat([]byte{0xEE}, int(step*h))
+	var want []byte
+	for r := range h {
+		for c := range w * bpp {
+			b := byte(r*131 + c*7 + 3)
+			data[r*step+c] = b
+			want = append(want, b)
+		}
+	}
+	return &ros2.ImageView{Sec: 1700000000, Nanosec: 123456789, FrameID: []byte("camera_optical"),
+		Width: w, Height: h, Encoding: []byte(enc), Step: step, Data: data}, want
+}
+
+func TestROS2ImageCopiedRowByRow(t *testing.T) {
+	for _, tc := range []struct {
+		enc      string
+		want     handles.Encoding
+		bpp, pad uint32
+	}{
+		{"bgr8", handles.EncodingBGR8, 3, 5},
+		{"rgb8", handles.EncodingRGB8, 3, 0},
+		{"mono8", handles.EncodingMono8, 1, 3},
+	} {
+		t.Run(tc.enc, func(t *testing.T) {
+			r := newROS2Rig(t, PoolSizes{Points: 10, ImageBytes: 64 * 64 * 3}, 4)
+			v, want := buildImage(tc.enc, 13, 7, tc.bpp, tc.pad)
+			r.src.OnImage(v)
+			h, got := r.take(t, TopicImage)
+			if !bytes.Equal(got[:h.Length], want) {
+				t.Errorf("slot bytes differ\n got %x\nwant %x", got[:h.Length], want)
+			}
+			if h.Image != (handles.ImageFormat{Width: 13, Height: 7, RowStep: 13 * tc.bpp, Encoding: tc.want}) {
+				t.Errorf("image format %+v", h.Image)
+			}
+			if h.CaptureNs != 1700000000_123456789 || h.FrameID.String() != "camera_optical" {
+				t.Errorf("capture %d frame %q", h.CaptureNs, h.FrameID.String())
+			}
+		})
+	}
+}
+
+func TestROS2UnsupportedImageIsLoggedOnceAndCounted(t *testing.T) {
+	for _, tc := range []struct {
+		name, wantLog string
+		mutate        func(*ros2.ImageView)
+	}{
+		{"16-bit encoding", `"mono16" not supported`, func(v *ros2.ImageView) { v.Encoding = []byte("mono16") }},
+		{"step below a row", "step 38 <", func(v *ros2.ImageView) { v.Step = 38 }},
+		{"data shorter than the rows", "data holds", func(v *ros2.ImageView) { v.Data = v.Data[:len(v.Data)-3] }}, // 2 bytes of padding are not needed
+		{"empty", "is empty", func(v *ros2.ImageView) { v.Height = 0 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newROS2Rig(t, PoolSizes{Points: 10, ImageBytes: 64 * 64 * 3}, 4)
+			v, _ := buildImage("rgb8", 13, 7, 3, 2)
+			tc.mutate(v)
+			r.src.OnImage(v)
+			r.src.OnImage(v)
+			if st := r.src.Stats(TopicImage); st.Unsupported != 2 || st.Published != 0 {
+				t.Errorf("stats %+v, want 2 unsupported", st)
+			}
+			logged := r.logs.FilterMessageSnippet("dropped").All()
+			if len(logged) != 1 || !strings.Contains(logged[0].ContextMap()["error"].(string), tc.wantLog) {
+				t.Errorf("logged %v, want once mentioning %q", logged, tc.wantLog)
+			}
+		})
+	}
+}
+
+func TestROS2TooLargeAndExhaustedAreDroppedNotBlocked(t *testing.T) {
+	r := newROS2Rig(t, PoolSizes{Points: 10, ImageBytes: 100}, 2)
+	big := cloudSpec{fields: []ros2.PointField{pf("x", 0, 7), pf("y", 4, 7), pf("z", 8, 7)}, width: 11, height: 1, pointStep: 12}
+	r.src.OnPointCloud2(big.build(testPoints(11)))
+	if st := r.src.Stats(TopicPoints); st.TooLarge != 1 || st.Published != 0 {
+		t.Errorf("too large: stats %+v", st)
+	}
+	// Hold both slots (the inproc subscriber keeps the latest, the other
+	// is held by the test), then a third image finds none free.
+	img, _ := buildImage("mono8", 10, 10, 1, 0)
+	r.src.OnImage(img)
+	held, ok := r.tr.TryLatest(TopicImage)
+	if !ok {
+		t.Fatal("first image not published")
+	}
+	defer held.Release()
+	r.src.OnImage(img)
+	r.src.OnImage(img)
+	st := r.src.Stats(TopicImage)
+	if st.Published != 2 || st.Exhausted != 1 {
+		t.Errorf("exhausted: stats %+v, want 2 published and 1 exhausted", st)
+	}
+}
+
+func TestROS2FrameIDTruncatedOrReplaced(t *testing.T) {
+	r := newROS2Rig(t, PoolSizes{Points: 10, ImageBytes: 100}, 4)
+	for _, tc := range []struct{ in, want string }{
+		{"velodyne_top_front_left", "velodyne_top_fro"},
+		{"bad\x01id", "camera"}, // the camera's configured image frame id
+		{"", "camera"},
+	} {
+		v, _ := buildImage("mono8", 4, 4, 1, 0)
+		v.FrameID = []byte(tc.in)
+		r.src.OnImage(v)
+		h, _ := r.take(t, TopicImage)
+		if h.FrameID.String() != tc.want {
+			t.Errorf("frame id %q → %q, want %q", tc.in, h.FrameID.String(), tc.want)
+		}
+	}
+	if st := r.src.Stats(TopicImage); st.FrameIDs != 2 {
+		t.Errorf("FrameIDs = %d, want 2", st.FrameIDs)
+	}
+}
+
+func TestROS2IngestAllocatesNothing(t *testing.T) {
+	r := newROS2Rig(t, PoolSizes{Points: 1000, ImageBytes: 64 * 64 * 3}, 4)
+	r.src.cfg.Checksum = false
+	cloud := cloudSpec{fields: []ros2.PointField{pf("y", 0, 7), pf("z", 4, 7), pf("x", 8, 7), pf("intensity", 16, 8)},
+		width: 100, height: 1, pointStep: 32}.build(testPoints(100))
+	img, _ := buildImage("bgr8", 32, 16, 3, 4)
+	allocs := testing.AllocsPerRun(200, func() {
+		r.src.OnPointCloud2(cloud)
+		r.src.OnImage(img)
+	})
+	if allocs != 0 {
+		t.Errorf("%.1f allocations per cloud+image, want 0", allocs)
+	}
+	if st := r.src.Stats(TopicPoints); st.Published < 200 {
+		t.Errorf("points stats %+v", st)
+	}
+}
+
+func TestPoolSizesRefusesPull(t *testing.T) {
+	var s sensor.Source = PoolSizes{Points: 1}
+	if _, err := s.FillPoints(0, make([]byte, 16)); err != ErrPushSource {
+		t.Errorf("FillPoints error %v, want ErrPushSource", err)
+	}
+}
+
+func BenchmarkROS2Cloud(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		spec cloudSpec
+	}{
+		{"shuffled-f64-intensity", cloudSpec{fields: []ros2.PointField{pf("y", 0, 7), pf("z", 4, 7), pf("x", 8, 7), pf("intensity", 16, 8)}, width: 100000, height: 1, pointStep: 32}},
+		{"packed-xyzi", cloudSpec{fields: []ros2.PointField{pf("x", 0, 7), pf("y", 4, 7), pf("z", 8, 7), pf("intensity", 12, 7)}, width: 100000, height: 1, pointStep: 16}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			cam, err := New(Config{Source: PoolSizes{Points: 100000, ImageBytes: 16}, Slots: 4})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cam.Close()
+			src, err := NewROS2Source(nil, cam, abortPublisher{cam}, ROS2SourceConfig{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			v := tc.spec.build(testPoints(100000))
+			b.SetBytes(int64(len(v.Data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				src.OnPointCloud2(v)
+			}
+		})
+	}
+}
+
+// abortPublisher publishes to nobody: the slot goes straight back to the
+// free list (benchmarks measure the copy alone).
+type abortPublisher struct{ cam *Camera }
+
+func (p abortPublisher) Publish(topic int, slot pinned.Slot, _ *handles.Handle) (int, error) {
+	_, err := p.cam.Pool(topic).Publish(slot, 0)
+	return 0, err
+}

@@ -1,0 +1,206 @@
+// ros2pub: a ROS 2 sensor driver stand-in for the camera package's ros2
+// source tests, written against the raw Cyclone DDS C API and the
+// idlc-generated types of ros2/ only (no zerohop code), run as a separate
+// process so that samples cross the wire. Cyclone reads its configuration
+// from CYCLONEDDS_URI.
+//
+//   ros2pub DOMAIN KIND TOPIC PERIOD_MS [N]
+//     KIND cloud: N points (default 1000), fields y@0 z@4 x@8 (FLOAT32),
+//       ring@12 (UINT16), intensity@16 (FLOAT64), point_step 32; point k is
+//       x = k*0.5 + 1, y = -k/3.0, z = k/1024.0 - 2, intensity = k/7.0
+//       (each one IEEE operation, so that any compiler rounds them alike);
+//       bytes not covered by a field are 0xAB.
+//     KIND cloud_int16: as cloud, but x is INT16 (unsupported).
+//     KIND image: bgr8, width N (default 13), height 7, step 3N + 5; byte c
+//       of row r is (r*131 + c*7 + 3) & 0xff, row padding 0xEE.
+//   Prints READY, then publishes the message every PERIOD_MS until stdin
+//   closes (or 20 s pass).
+//
+//   ros2pub DOMAIN sub_image|sub_cloud TOPIC
+//     A BEST_EFFORT subscriber: prints READY, then for the first sample
+//     "SAMPLE sec nanosec frame_id width height step|point_step
+//     encoding|fields data_hex" (fields as name:offset:datatype:count,
+//     comma-separated) and exits; ERROR after 20 s without one.
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dds/dds.h"
+#include "sensor_msgs.h"
+
+static void die(const char *what, dds_return_t rc)
+{
+  printf("ERROR %s: %s\n", what, dds_strretcode(rc));
+  fflush(stdout);
+  exit(2);
+}
+
+static void put32(uint8_t *p, const void *v) { memcpy(p, v, 4); } // little-endian host
+static void put64(uint8_t *p, const void *v) { memcpy(p, v, 8); }
+
+static int sub(dds_entity_t pp, int image, const char *topic)
+{
+  dds_entity_t tp = dds_create_topic(pp, image ? &sensor_msgs_msg_dds__Image__desc : &sensor_msgs_msg_dds__PointCloud2__desc,
+                                     topic, NULL, NULL);
+  if (tp < 0) die("create topic", tp);
+  dds_qos_t *q = dds_create_qos();
+  dds_qset_reliability(q, DDS_RELIABILITY_BEST_EFFORT, 0);
+  dds_qset_history(q, DDS_HISTORY_KEEP_LAST, 5);
+  dds_entity_t rd = dds_create_reader(pp, tp, q, NULL);
+  dds_delete_qos(q);
+  if (rd < 0) die("create reader", rd);
+  printf("READY\n");
+  fflush(stdout);
+  dds_time_t deadline = dds_time() + DDS_SECS(20);
+  while (dds_time() < deadline) {
+    void *samples[1] = {NULL};
+    dds_sample_info_t info[1];
+    dds_return_t n = dds_take(rd, samples, info, 1, 1);
+    if (n < 0) die("take", n);
+    if (n == 0 || !info[0].valid_data) {
+      if (n > 0) dds_return_loan(rd, samples, n);
+      dds_sleepfor(DDS_MSECS(5));
+      continue;
+    }
+    const dds_sequence_uint8 *data;
+    if (image) {
+      const sensor_msgs_msg_dds__Image_ *m = samples[0];
+      printf("SAMPLE %d %u %s %u %u %u %s ", m->header.stamp.sec, m->header.stamp.nanosec, m->header.frame_id,
+             m->width, m->height, m->step, m->encoding);
+      data = &m->data;
+    } else {
+      const sensor_msgs_msg_dds__PointCloud2_ *m = samples[0];
+      printf("SAMPLE %d %u %s %u %u %u ", m->header.stamp.sec, m->header.stamp.nanosec, m->header.frame_id,
+             m->width, m->height, m->point_step);
+      for (uint32_t i = 0; i < m->fields._length; i++) {
+        const sensor_msgs_msg_dds__PointField_ *f = &m->fields._buffer[i];
+        printf("%s%s:%u:%u:%u", i ? "," : "", f->name, f->offset, f->datatype, f->count);
+      }
+      printf(" ");
+      data = &m->data;
+    }
+    for (uint32_t i = 0; i < data->_length; i++)
+      printf("%02x", data->_buffer[i]);
+    printf("\n");
+    fflush(stdout);
+    dds_return_loan(rd, samples, n);
+    return 0;
+  }
+  printf("ERROR no sample within 20 s\n");
+  return 2;
+}
+
+int main(int argc, char **argv)
+{
+  if (argc == 4 && !strncmp(argv[2], "sub_", 4)) {
+    dds_entity_t pp = dds_create_participant((dds_domainid_t)atoi(argv[1]), NULL, NULL);
+    if (pp < 0) die("create participant", pp);
+    int rc = sub(pp, !strcmp(argv[2], "sub_image"), argv[3]);
+    dds_delete(pp);
+    return rc;
+  }
+  if (argc < 5) {
+    fprintf(stderr, "usage: ros2pub DOMAIN cloud|cloud_int16|image TOPIC PERIOD_MS [N]\n");
+    return 1;
+  }
+  const char *kind = argv[2];
+  int period = atoi(argv[4]);
+  int image = !strcmp(kind, "image");
+  uint32_t n = argc > 5 ? (uint32_t)atoi(argv[5]) : (image ? 13 : 1000);
+
+  dds_entity_t pp = dds_create_participant((dds_domainid_t)atoi(argv[1]), NULL, NULL);
+  if (pp < 0) die("create participant", pp);
+  dds_entity_t tp = dds_create_topic(pp, image ? &sensor_msgs_msg_dds__Image__desc : &sensor_msgs_msg_dds__PointCloud2__desc,
+                                     argv[3], NULL, NULL);
+  if (tp < 0) die("create topic", tp);
+  dds_qos_t *q = dds_create_qos();
+  dds_qset_reliability(q, DDS_RELIABILITY_RELIABLE, DDS_MSECS(100));
+  dds_qset_durability(q, DDS_DURABILITY_VOLATILE);
+  dds_qset_history(q, DDS_HISTORY_KEEP_LAST, 10);
+  dds_data_representation_id_t xcdr1 = DDS_DATA_REPRESENTATION_XCDR1;
+  dds_qset_data_representation(q, 1, &xcdr1);
+  dds_entity_t wr = dds_create_writer(pp, tp, q, NULL);
+  dds_delete_qos(q);
+  if (wr < 0) die("create writer", wr);
+
+  sensor_msgs_msg_dds__Image_ img;
+  sensor_msgs_msg_dds__PointCloud2_ cloud;
+  sensor_msgs_msg_dds__PointField_ fields[5] = {
+    {.name = "y", .offset = 0, .datatype = 7, .count = 1},
+    {.name = "z", .offset = 4, .datatype = 7, .count = 1},
+    {.name = "x", .offset = 8, .datatype = 7, .count = 1},
+    {.name = "ring", .offset = 12, .datatype = 4, .count = 1},
+    {.name = "intensity", .offset = 16, .datatype = 8, .count = 1},
+  };
+  if (!strcmp(kind, "cloud_int16"))
+    fields[2].datatype = 3;
+  const void *sample;
+  uint8_t *data;
+  uint32_t len;
+  if (image) {
+    const uint32_t h = 7, step = n * 3 + 5;
+    memset(&img, 0, sizeof img);
+    img.header.stamp.sec = 1700000000;
+    img.header.stamp.nanosec = 123456789;
+    img.header.frame_id = "camera_optical";
+    img.width = n;
+    img.height = h;
+    img.encoding = "bgr8";
+    img.step = step;
+    len = step * h;
+    data = malloc(len);
+    memset(data, 0xEE, len);
+    for (uint32_t r = 0; r < h; r++)
+      for (uint32_t c = 0; c < n * 3; c++)
+        data[r * step + c] = (uint8_t)(r * 131 + c * 7 + 3);
+    img.data._buffer = data;
+    img.data._length = img.data._maximum = len;
+    sample = &img;
+  } else {
+    memset(&cloud, 0, sizeof cloud);
+    cloud.header.stamp.sec = 1700000001;
+    cloud.header.stamp.nanosec = 987654321;
+    cloud.header.frame_id = "velodyne_top_front_left"; // longer than a handle's 16 bytes
+    cloud.height = 1;
+    cloud.width = n;
+    cloud.fields._buffer = fields;
+    cloud.fields._length = cloud.fields._maximum = 5;
+    cloud.point_step = 32;
+    cloud.row_step = 32 * n;
+    cloud.is_dense = true;
+    len = cloud.row_step;
+    data = malloc(len);
+    memset(data, 0xAB, len);
+    for (uint32_t k = 0; k < n; k++) {
+      uint8_t *p = data + 32 * k;
+      float x = (float)(k * 0.5 + 1), y = (float)(-(double)k / 3.0), z = (float)(k / 1024.0 - 2);
+      double in = (double)k / 7.0;
+      uint16_t ring = (uint16_t)(k % 64);
+      put32(p + 0, &y);
+      put32(p + 4, &z);
+      put32(p + 8, &x);
+      memcpy(p + 12, &ring, 2);
+      put64(p + 16, &in);
+    }
+    cloud.data._buffer = data;
+    cloud.data._length = cloud.data._maximum = len;
+    sample = &cloud;
+  }
+  printf("READY\n");
+  fflush(stdout);
+  dds_time_t deadline = dds_time() + DDS_SECS(20);
+  struct pollfd pfd = {.fd = 0, .events = POLLIN};
+  while (dds_time() < deadline) {
+    if (poll(&pfd, 1, period) > 0) {
+      char b[64];
+      if (fgets(b, sizeof b, stdin) == NULL)
+        break; // stdin closed: the test is done
+    }
+    dds_return_t rc = dds_write(wr, sample);
+    if (rc < 0) die("write", rc);
+  }
+  free(data);
+  dds_delete(pp);
+  return 0;
+}

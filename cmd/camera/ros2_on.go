@@ -1,0 +1,67 @@
+//go:build ros2
+
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/zerohop/zerohop/camera"
+	"github.com/zerohop/zerohop/ros2"
+)
+
+// ros2Flags registers the ROS 2 source flags. The returned function runs
+// the camera when --source is "ros2" (handled = true) and otherwise only
+// checks that no ROS 2 flag was given. With --source ros2 the camera
+// subscribes to sensor_msgs/PointCloud2 and Image from the robot's drivers
+// (BEST_EFFORT, which matches any publisher) through Cyclone DDS, in the
+// domain and with the discovery settings of the usual ROS environment
+// variables (ROS_DOMAIN_ID, ROS_AUTOMATIC_DISCOVERY_RANGE,
+// ROS_LOCALHOST_ONLY, ROS_STATIC_PEERS, CYCLONEDDS_URI).
+func ros2Flags(fs *flag.FlagSet) func(context.Context, camera.NodeConfig) (handled bool, err error) {
+	var (
+		points     = fs.String("ros2-points-topic", "/points", `--source ros2: sensor_msgs/PointCloud2 topic ("" = none); x, y, z (FLOAT32/FLOAT64) and optional intensity at any offsets`)
+		image      = fs.String("ros2-image-topic", "/image_raw", `--source ros2: sensor_msgs/Image topic ("" = none); rgb8, bgr8, mono8, rgba8 or bgra8`)
+		maxPoints  = fs.Int("ros2-max-points", 131072, "--source ros2: most points per cloud (slot size = 16 bytes × this); larger clouds are dropped and counted")
+		maxImage   = fs.Int("ros2-max-image-bytes", 1920*1080*3, "--source ros2: largest image in bytes (width × height × bytes per pixel); larger images are dropped and counted")
+		handlesTop = fs.String("ros2-handles-topic", "", `--source ros2: also publish each handle as zerohop_msgs/SlotHandle on this topic while a ROS subscriber is matched ("" = off), e.g. /zerohop/handles`)
+		imgMirror  = fs.String("ros2-image-mirror-topic", "", `--source ros2: republish each image as a full sensor_msgs/Image here, only while a ROS subscriber (rviz) is matched ("" = off)`)
+		ptsMirror  = fs.String("ros2-points-mirror-topic", "", `--source ros2: republish each cloud as a packed XYZI PointCloud2 here, only while a ROS subscriber is matched ("" = off)`)
+		domain     = fs.Int("ros-domain", -1, fmt.Sprintf("--source ros2: DDS domain id 0..%d, overriding ROS_DOMAIN_ID (-1: from the environment, default 0)", ros2.MaxDomainID))
+	)
+	return func(ctx context.Context, cfg camera.NodeConfig) (bool, error) {
+		if cfg.Source != "ros2" {
+			var stray []string
+			fs.Visit(func(f *flag.Flag) {
+				if strings.HasPrefix(f.Name, "ros2-") || f.Name == "ros-domain" {
+					stray = append(stray, "--"+f.Name)
+				}
+			})
+			if len(stray) > 0 {
+				return true, fmt.Errorf("%s: only with --source ros2", strings.Join(stray, ", "))
+			}
+			return false, nil
+		}
+		dds, err := ros2.ConfigFromEnv(os.LookupEnv)
+		if err != nil {
+			return true, err
+		}
+		if *domain >= 0 {
+			if *domain > ros2.MaxDomainID {
+				return true, fmt.Errorf("--ros-domain %d: want 0..%d", *domain, ros2.MaxDomainID)
+			}
+			dds.Domain = uint32(*domain)
+		}
+		if *maxPoints < 0 || *maxImage < 0 {
+			return true, fmt.Errorf("--ros2-max-points %d, --ros2-max-image-bytes %d: want ≥ 0", *maxPoints, *maxImage)
+		}
+		return true, camera.RunROS2Node(ctx, cfg, camera.ROS2NodeConfig{
+			DDS: dds, PointsTopic: *points, ImageTopic: *image,
+			MaxPoints: *maxPoints, MaxImageBytes: *maxImage, HandlesTopic: *handlesTop,
+			ImageMirrorTopic: *imgMirror, PointsMirrorTopic: *ptsMirror,
+		})
+	}
+}

@@ -1,0 +1,217 @@
+package gpu
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// ContextOptions configure a Context. The zero value is the default.
+type ContextOptions struct {
+	// Logf receives the few notes worth a log line (e.g. a read-only
+	// registration that fell back). Default: discard.
+	Logf func(format string, args ...any)
+}
+
+// Context is a device's primary context made current on one OS thread,
+// owned by a goroutine locked to that thread. Every driver call that needs a
+// current context runs there: through Do, or through the methods below,
+// which hop onto the thread themselves (directly when already on it, so they
+// may be used inside Do without deadlock).
+//
+// Close stops the goroutine and releases the primary context. Free device
+// memory, streams, events, modules and pinned host memory first: releasing
+// the last reference to the primary context destroys them.
+type Context struct {
+	api  cudaAPI
+	dev  Device
+	caps Capabilities
+	logf func(string, ...any)
+	ctx  uintptr // CUcontext, opaque
+
+	tid int // the worker's thread id; written before ready, read-only after
+
+	doMu   sync.Mutex // serialises Do callers; work/reply carry one call at a time
+	work   chan func() error
+	reply  chan error
+	stop   chan struct{}
+	done   chan struct{}
+	closed atomic.Bool
+
+	hostMu sync.Mutex
+	host   map[uintptr]*hostRange // pinned host memory by start address
+}
+
+// hostRange is host memory the driver can reach: cuMemHostAlloc'd
+// (allocated) or cuMemHostRegister'ed (registered).
+type hostRange struct {
+	mem       []byte
+	dev       DevicePtr // device address of mem[0] (mapped memory)
+	allocated bool
+}
+
+// NewContext retains the device's primary context and starts the goroutine
+// that keeps it current on a locked OS thread.
+func (d Device) NewContext(opts ContextOptions) (*Context, error) {
+	caps, err := d.Capabilities()
+	if err != nil {
+		return nil, err
+	}
+	api := d.drv.api
+	ctx, r := api.primaryCtxRetain(d.handle)
+	if err := check(api, "cuDevicePrimaryCtxRetain", r); err != nil {
+		return nil, fmt.Errorf("gpu: device %d (%s): %w", d.ordinal, caps.Name, err)
+	}
+	logf := opts.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	c := &Context{
+		api: api, dev: d, caps: caps, logf: logf, ctx: ctx,
+		work:  make(chan func() error),
+		reply: make(chan error),
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
+		host:  make(map[uintptr]*hostRange),
+	}
+	ready := make(chan error, 1)
+	go c.loop(ready)
+	if err := <-ready; err != nil {
+		api.primaryCtxRelease(d.handle)
+		return nil, fmt.Errorf("gpu: device %d (%s): %w", d.ordinal, caps.Name, err)
+	}
+	return c, nil
+}
+
+// loop is the Context's goroutine. It never calls UnlockOSThread: when it
+// returns, the runtime terminates the thread, so the thread's current-context
+// binding can never leak to another goroutine.
+func (c *Context) loop(ready chan<- error) {
+	runtime.LockOSThread()
+	c.tid = unix.Gettid()
+	if err := check(c.api, "cuCtxSetCurrent", c.api.ctxSetCurrent(c.ctx)); err != nil {
+		close(c.done)
+		ready <- err
+		return
+	}
+	ready <- nil
+	for {
+		select {
+		case fn := <-c.work:
+			c.reply <- runRecovered(fn)
+		case <-c.stop:
+			c.api.ctxSetCurrent(0)
+			close(c.done)
+			return
+		}
+	}
+}
+
+// runRecovered keeps a panicking callback from killing the context thread
+// silently; the panic comes back as an error from Do.
+func runRecovered(fn func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("gpu: panic in Context.Do callback: %v", p)
+		}
+	}()
+	return fn()
+}
+
+// Do runs fn on the context's thread with the context current and returns
+// its error. Calls from several goroutines are serialised. Called from
+// inside fn (same thread), Do runs its argument directly.
+func (c *Context) Do(fn func() error) error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	if c.onThread() {
+		return fn()
+	}
+	c.doMu.Lock()
+	defer c.doMu.Unlock()
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	c.work <- fn
+	return <-c.reply
+}
+
+// onThread reports whether the caller runs on the context's locked thread.
+// Only the owning goroutine can: a locked thread runs no other goroutine.
+func (c *Context) onThread() bool { return unix.Gettid() == c.tid }
+
+// Close stops the context's goroutine and releases the primary context.
+// It waits for a Do in progress; later calls return ErrClosed. It must not
+// be called from inside Do.
+func (c *Context) Close() error {
+	if c.onThread() {
+		return fmt.Errorf("gpu: Context.Close called from inside Do")
+	}
+	c.doMu.Lock()
+	defer c.doMu.Unlock()
+	if c.closed.Swap(true) {
+		return ErrClosed
+	}
+	close(c.stop)
+	<-c.done
+	if err := check(c.api, "cuDevicePrimaryCtxRelease_v2", c.api.primaryCtxRelease(c.dev.handle)); err != nil {
+		return fmt.Errorf("gpu: release context of device %d: %w", c.dev.ordinal, err)
+	}
+	return nil
+}
+
+// Device is the context's device.
+func (c *Context) Device() Device { return c.dev }
+
+// Capabilities are the device's, read when the context was created.
+func (c *Context) Capabilities() Capabilities { return c.caps }
+
+// call runs one driver call on the context thread and wraps its failure.
+func (c *Context) call(op string, f func() Result) error {
+	return c.Do(func() error { return check(c.api, op, f()) })
+}
+
+// MemAlloc allocates n bytes of device memory.
+func (c *Context) MemAlloc(n uint64) (DevicePtr, error) {
+	var p DevicePtr
+	err := c.call("cuMemAlloc_v2", func() (r Result) { p, r = c.api.memAlloc(n); return })
+	if err != nil {
+		return 0, fmt.Errorf("gpu: allocate %d device bytes: %w", n, err)
+	}
+	return p, nil
+}
+
+// MemFree frees device memory from MemAlloc.
+func (c *Context) MemFree(p DevicePtr) error {
+	return c.call("cuMemFree_v2", func() Result { return c.api.memFree(p) })
+}
+
+// MemsetD8 sets n bytes at p to v (asynchronous with respect to the host
+// only for n below the driver's threshold; treat as synchronous).
+func (c *Context) MemsetD8(p DevicePtr, v uint8, n uint64) error {
+	return c.call("cuMemsetD8_v2", func() Result { return c.api.memsetD8(p, v, n) })
+}
+
+// CopyToDevice enqueues a copy of src to dst on s. src must be pinned host
+// memory of this context (Allocate or a pinned Region), because the copy
+// outlives the call; it must stay unchanged until s is synchronised.
+func (c *Context) CopyToDevice(dst DevicePtr, src []byte, s *Stream) error {
+	if err := c.requirePinned(src); err != nil {
+		return err
+	}
+	return c.call("cuMemcpyHtoDAsync_v2", func() Result { return c.api.memcpyHtoDAsync(dst, src, s.handle()) })
+}
+
+// CopyFromDevice enqueues a copy of len(dst) bytes from src into dst on s.
+// dst must be pinned host memory of this context, untouched until s is
+// synchronised.
+func (c *Context) CopyFromDevice(dst []byte, src DevicePtr, s *Stream) error {
+	if err := c.requirePinned(dst); err != nil {
+		return err
+	}
+	return c.call("cuMemcpyDtoHAsync_v2", func() Result { return c.api.memcpyDtoHAsync(dst, src, s.handle()) })
+}

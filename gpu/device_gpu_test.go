@@ -1,0 +1,234 @@
+//go:build gpu
+
+// These tests need an NVIDIA GPU, its driver and NVRTC; they are built only
+// with -tags gpu and FAIL (never skip) when any of those is missing, because
+// running them is the GPU verification. See README.md.
+
+package gpu
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/zerohop/zerohop/pinned"
+)
+
+const axpbSource = `
+extern "C" __global__ void axpb(const float* x, float* y, float a, float b, unsigned int n) {
+	unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n) y[i] = a * x[i] + b;
+}
+`
+
+type gpuFixture struct {
+	c   *Context
+	fn  Function
+	mod *Module
+}
+
+func openGPU(t *testing.T) gpuFixture {
+	t.Helper()
+	drv, err := Open()
+	if err != nil {
+		t.Fatalf("this test needs a GPU: %v", err)
+	}
+	dev, err := drv.Device(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := dev.NewContext(ContextOptions{Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	caps := c.Capabilities()
+	t.Logf("driver CUDA %s; device 0: %+v", drv.Version(), caps)
+
+	nv, err := OpenNVRTC()
+	if err != nil {
+		t.Fatalf("this test needs NVRTC: %v", err)
+	}
+	major, minor := nv.Version()
+	out, err := nv.Compile(axpbSource, "axpb.cu", "--gpu-architecture="+caps.Arch())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.CUBIN) == 0 {
+		t.Fatalf("NVRTC %d.%d (%s) produced no cubin for %s", major, minor, nv.Soname(), caps.Arch())
+	}
+	mod, err := c.LoadModule(out.CUBIN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mod.Unload() })
+	fn, err := mod.Function("axpb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gpuFixture{c: c, fn: fn, mod: mod}
+}
+
+func putFloats(b []byte, n int) {
+	for i := range n {
+		binary.NativeEndian.PutUint32(b[4*i:], math.Float32bits(float32(i)))
+	}
+}
+
+func checkAxpb(t *testing.T, y []byte, n int) {
+	t.Helper()
+	for i := range n {
+		got := math.Float32frombits(binary.NativeEndian.Uint32(y[4*i:]))
+		if want := 2*float32(i) + 1; got != want {
+			t.Fatalf("y[%d] = %v, want %v", i, got, want)
+		}
+	}
+}
+
+func (f gpuFixture) launch(t *testing.T, x, y DevicePtr, n int, s *Stream) {
+	t.Helper()
+	args, err := f.c.NewKernelArgs(5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer args.Free()
+	args.Pointer(x).Pointer(y).Float32(2).Float32(1).Uint32(uint32(n))
+	grid := Dim3{uint32((n + 255) / 256), 1, 1}
+	if err := f.c.Launch(f.fn, grid, Dim3{256, 1, 1}, 0, s, args); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestGPUZeroCopyHostAlloc(t *testing.T) {
+	f := openGPU(t)
+	const n = 115_000
+	x, err := f.c.Allocate(4 * n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.c.Free(x)
+	y, err := f.c.Allocate(4 * n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.c.Free(y)
+	putFloats(x, n)
+	dx, _ := f.c.HostDevicePointer(x)
+	dy, _ := f.c.HostDevicePointer(y)
+	s, err := f.c.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Destroy()
+	f.launch(t, dx, dy, n, s)
+	if err := s.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	checkAxpb(t, y, n)
+}
+
+func TestGPURegisteredMmap(t *testing.T) {
+	f := openGPU(t)
+	const n = 288_000
+	size := (4*n + pinned.PageSize - 1) &^ (pinned.PageSize - 1)
+	x := cMemory(t, size)
+	y := cMemory(t, size)
+	putFloats(x, n)
+	rx, err := f.c.Pin(x, pinned.ReadOnly) // READ_ONLY when the device supports it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Unpin()
+	ry, err := f.c.Pin(y, pinned.ReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ry.Unpin()
+	t.Logf("read-only registration: %t %s", rx.(*Region).ReadOnly(), rx.(*Region).Note())
+	dx, _ := rx.(*Region).DevicePointer(0)
+	dy, _ := ry.(*Region).DevicePointer(0)
+	s, err := f.c.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Destroy()
+	f.launch(t, dx, dy, n, s)
+	if err := s.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	checkAxpb(t, y, n)
+}
+
+func TestGPUDeviceMemoryCopiesAndEvents(t *testing.T) {
+	f := openGPU(t)
+	const n = 115_000
+	host, err := f.c.Allocate(4 * n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.c.Free(host)
+	putFloats(host, n)
+	dx, err := f.c.MemAlloc(4 * n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.c.MemFree(dx)
+	dy, err := f.c.MemAlloc(4 * n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.c.MemFree(dy)
+	s, err := f.c.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Destroy()
+	start, _ := f.c.NewEvent()
+	end, _ := f.c.NewEvent()
+	defer start.Destroy()
+	defer end.Destroy()
+
+	if err := f.c.MemsetD8(dy, 0xFF, 4*n); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.c.CopyToDevice(dx, host, s); err != nil {
+		t.Fatal(err)
+	}
+	start.Record(s)
+	f.launch(t, dx, dy, n, s)
+	end.Record(s)
+	clear(host)
+	if err := f.c.CopyFromDevice(host, dy, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	checkAxpb(t, host, n)
+	d, err := Elapsed(start, end)
+	if err != nil || d <= 0 {
+		t.Fatalf("kernel time %v, %v", d, err)
+	}
+	t.Logf("axpb on %d floats: %v", n, d)
+}
+
+func TestGPUErrorsCarryCUDANames(t *testing.T) {
+	f := openGPU(t)
+	_, err := f.c.LoadModule([]byte("not a cubin"))
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Code == 0 {
+		t.Fatalf("LoadModule(garbage) = %v, want a CUDA *Error", err)
+	}
+	t.Logf("garbage module: %v", err)
+	if _, err := f.mod.Function("no_such_kernel"); !errors.Is(err, Result(500)) {
+		t.Fatalf("Function(no_such_kernel) = %v, want CUDA_ERROR_NOT_FOUND", err)
+	}
+	if err := f.c.CopyToDevice(0, make([]byte, 8), nil); !errors.Is(err, ErrNotPinned) {
+		t.Fatalf("copy from the Go heap = %v, want ErrNotPinned", err)
+	}
+}

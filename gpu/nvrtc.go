@@ -1,0 +1,158 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// NVRTCSonames are tried in order by OpenNVRTC: the newest ABI first, then
+// the unversioned development link. NVRTC's soname carries the major version
+// (CUDA 12+: libnvrtc.so.12) or major.minor (CUDA 11.2+ shares
+// libnvrtc.so.11.2; 11.0/11.1 had their own).
+var NVRTCSonames = []string{
+	"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so.11.1", "libnvrtc.so.11.0", "libnvrtc.so",
+}
+
+// ErrNoNVRTC: no NVRTC library could be loaded; use precompiled kernels or
+// the CPU path.
+var ErrNoNVRTC = errors.New("gpu: NVRTC library not available")
+
+// NVRTCResult is an nvrtcResult code.
+type NVRTCResult int32
+
+// nvrtcNames: enum nvrtcResult from nvrtc.h (CUDA 12.x), NVRTC API
+// reference (https://docs.nvidia.com/cuda/nvrtc/index.html#error-handling).
+var nvrtcNames = map[NVRTCResult]string{
+	0:  "NVRTC_SUCCESS",
+	1:  "NVRTC_ERROR_OUT_OF_MEMORY",
+	2:  "NVRTC_ERROR_PROGRAM_CREATION_FAILURE",
+	3:  "NVRTC_ERROR_INVALID_INPUT",
+	4:  "NVRTC_ERROR_INVALID_PROGRAM",
+	5:  "NVRTC_ERROR_INVALID_OPTION",
+	6:  "NVRTC_ERROR_COMPILATION",
+	7:  "NVRTC_ERROR_BUILTIN_OPERATION_FAILURE",
+	8:  "NVRTC_ERROR_NO_NAME_EXPRESSIONS_AFTER_COMPILATION",
+	9:  "NVRTC_ERROR_NO_LOWERED_NAMES_BEFORE_COMPILATION",
+	10: "NVRTC_ERROR_NAME_EXPRESSION_NOT_VALID",
+	11: "NVRTC_ERROR_INTERNAL_ERROR",
+	12: "NVRTC_ERROR_TIME_FILE_WRITE_FAILED",
+}
+
+// Name is the nvrtc.h name, or NVRTC_ERROR_<code> for an unknown code.
+func (r NVRTCResult) Name() string {
+	if n, ok := nvrtcNames[r]; ok {
+		return n
+	}
+	return fmt.Sprintf("NVRTC_ERROR_%d", int32(r))
+}
+
+// Error makes NVRTCResult usable as a sentinel (ErrCompilation).
+func (r NVRTCResult) Error() string { return fmt.Sprintf("%s (%d)", r.Name(), int32(r)) }
+
+// ErrCompilation matches an NVRTCError for source that did not compile; the
+// error's Log holds the compiler's messages.
+var ErrCompilation error = NVRTCResult(6)
+
+// NVRTCError is a failed NVRTC call.
+type NVRTCError struct {
+	Op   string
+	Code NVRTCResult
+	Log  string // program log, for compilation failures
+}
+
+func (e *NVRTCError) Error() string {
+	s := fmt.Sprintf("%s: %s (%d)", e.Op, e.Code.Name(), int32(e.Code))
+	if e.Log != "" {
+		s += ":\n" + strings.TrimSpace(e.Log)
+	}
+	return s
+}
+
+// Is matches an NVRTCResult sentinel with the same code.
+func (e *NVRTCError) Is(target error) bool {
+	r, ok := target.(NVRTCResult)
+	return ok && r == e.Code
+}
+
+func checkNVRTC(op string, r NVRTCResult) error {
+	if r == 0 {
+		return nil
+	}
+	return &NVRTCError{Op: op, Code: r}
+}
+
+// NVRTC is a loaded NVRTC library. Programs are independent, so it is safe
+// for concurrent use; it needs no CUDA context.
+type NVRTC struct {
+	lib          *dlNVRTC
+	soname       string
+	major, minor int
+}
+
+// OpenNVRTC loads the first of sonames that loads and exports every symbol
+// (NVRTCSonames when none are given).
+func OpenNVRTC(sonames ...string) (*NVRTC, error) {
+	if len(sonames) == 0 {
+		sonames = NVRTCSonames
+	}
+	var reasons []string
+	for _, name := range sonames {
+		lib := &dlNVRTC{}
+		if _, err := loadLibrary(name, lib.symbols()); err != nil {
+			reasons = append(reasons, err.Error())
+			continue
+		}
+		major, minor, r := lib.version()
+		if err := checkNVRTC("nvrtcVersion", r); err != nil {
+			return nil, fmt.Errorf("gpu: %q: %w", name, err)
+		}
+		return &NVRTC{lib: lib, soname: name, major: major, minor: minor}, nil
+	}
+	return nil, fmt.Errorf("%w: tried %s", ErrNoNVRTC, strings.Join(reasons, "; "))
+}
+
+// Version is NVRTC's CUDA version (major, minor).
+func (n *NVRTC) Version() (major, minor int) { return n.major, n.minor }
+
+// Soname is the library that was loaded.
+func (n *NVRTC) Soname() string { return n.soname }
+
+// Compiled is the output of one compilation.
+type Compiled struct {
+	CUBIN []byte // empty when compiled for a virtual architecture (compute_XX)
+	PTX   []byte
+	Log   string // warnings, when any
+}
+
+// Compile compiles CUDA C source named name (for messages) with options,
+// e.g. "--gpu-architecture=sm_87" (CUBIN and PTX) or
+// "--gpu-architecture=compute_87" (PTX only). A compile error wraps
+// ErrCompilation and carries the program log.
+func (n *NVRTC) Compile(source, name string, options ...string) (Compiled, error) {
+	prog, r := n.lib.createProgram(source, name)
+	if err := checkNVRTC("nvrtcCreateProgram", r); err != nil {
+		return Compiled{}, fmt.Errorf("gpu: compile %s: %w", name, err)
+	}
+	defer n.lib.destroyProgram(prog)
+
+	compileResult := n.lib.compileProgram(prog, options)
+	log, r := n.lib.programLog(prog)
+	if err := checkNVRTC("nvrtcGetProgramLog", r); err != nil {
+		return Compiled{}, fmt.Errorf("gpu: compile %s: %w", name, err)
+	}
+	if compileResult != 0 {
+		return Compiled{}, fmt.Errorf("gpu: compile %s with %q: %w", name, options,
+			&NVRTCError{Op: "nvrtcCompileProgram", Code: compileResult, Log: log})
+	}
+	out := Compiled{Log: log}
+	if out.PTX, r = n.lib.ptx(prog); r != 0 {
+		return Compiled{}, fmt.Errorf("gpu: compile %s: %w", name, checkNVRTC("nvrtcGetPTX", r))
+	}
+	// nvrtcGetCUBIN fails with INVALID_INPUT for virtual architectures; that
+	// simply means there is no cubin.
+	if cubin, r := n.lib.cubin(prog); r == 0 {
+		out.CUBIN = cubin
+	}
+	return out, nil
+}

@@ -1,0 +1,76 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestOpenNVRTCAbsent(t *testing.T) {
+	names := []string{"libnvrtc-zerohop-absent.so.12", "libc.so.6"}
+	_, err := OpenNVRTC(names...)
+	if !errors.Is(err, ErrNoNVRTC) {
+		t.Fatalf("OpenNVRTC(%q) = %v, want ErrNoNVRTC", names, err)
+	}
+	for _, want := range []string{names[0], "lacks symbol nvrtc"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+}
+
+// TestOpenNVRTCDefault: without CUDA (CI, the dev VM) no soname loads and
+// the error lists every one tried; with NVRTC installed it reports a version.
+func TestOpenNVRTCDefault(t *testing.T) {
+	n, err := OpenNVRTC()
+	if err == nil {
+		major, _ := n.Version()
+		if major < 11 {
+			t.Fatalf("%s reports version %d, want ≥ 11", n.Soname(), major)
+		}
+		return
+	}
+	if !errors.Is(err, ErrNoNVRTC) {
+		t.Fatalf("OpenNVRTC() = %v, want ErrNoNVRTC", err)
+	}
+	for _, s := range NVRTCSonames {
+		if !strings.Contains(err.Error(), fmt.Sprintf("%q", s)) {
+			t.Errorf("error does not list %s: %v", s, err)
+		}
+	}
+}
+
+func TestNVRTCResultNames(t *testing.T) {
+	tests := []struct {
+		code NVRTCResult
+		name string
+	}{
+		{0, "NVRTC_SUCCESS"},
+		{3, "NVRTC_ERROR_INVALID_INPUT"},
+		{5, "NVRTC_ERROR_INVALID_OPTION"},
+		{6, "NVRTC_ERROR_COMPILATION"},
+		{11, "NVRTC_ERROR_INTERNAL_ERROR"},
+		{12, "NVRTC_ERROR_TIME_FILE_WRITE_FAILED"},
+		{99, "NVRTC_ERROR_99"},
+	}
+	for _, tt := range tests {
+		if got := tt.code.Name(); got != tt.name {
+			t.Errorf("NVRTCResult(%d).Name() = %q, want %q", tt.code, got, tt.name)
+		}
+	}
+}
+
+func TestNVRTCCompileErrorCarriesLog(t *testing.T) {
+	err := fmt.Errorf("gpu: compile voxel.cu: %w", &NVRTCError{Op: "nvrtcCompileProgram", Code: 6, Log: "voxel.cu(3): error: identifier \"x\" is undefined\n"})
+	if !errors.Is(err, ErrCompilation) {
+		t.Fatalf("%v does not match ErrCompilation", err)
+	}
+	if errors.Is(err, NVRTCResult(5)) {
+		t.Errorf("%v matches NVRTC_ERROR_INVALID_OPTION", err)
+	}
+	want := "gpu: compile voxel.cu: nvrtcCompileProgram: NVRTC_ERROR_COMPILATION (6):\nvoxel.cu(3): error: identifier \"x\" is undefined"
+	if err.Error() != want {
+		t.Errorf("Error() = %q, want %q", err.Error(), want)
+	}
+}

@@ -1,0 +1,408 @@
+package gpu
+
+// This file holds every foreign call and every use of package unsafe in gpu.
+//
+// Invariants (cgo pointer-passing rules, https://pkg.go.dev/cmd/cgo#hdr-Passing_pointers,
+// which purego follows, https://pkg.go.dev/github.com/ebitengine/purego):
+//
+//  1. A Go pointer is passed to C only for the duration of the call, and the
+//     memory it points to holds no Go pointers: out-parameters (&n, &ptr), the
+//     name buffer of cuDeviceGetName, the NUL-terminated kernel name, and the
+//     module image (cuModuleLoadData copies it before returning).
+//  2. purego.SyscallN is //go:uintptrescapes: writing
+//     uintptr(unsafe.Pointer(&x)) in its argument list keeps x alive and
+//     unmoved until the call returns. The conversion must stay inside the
+//     call expression; never store it in a variable first.
+//  3. Memory the driver keeps using after the call returns — registered
+//     ranges, the source/destination of async copies, the kernelParams array
+//     and the values it points to — is never Go-heap memory: it comes from
+//     cuMemHostAlloc or mmap (pinned.Pool segments). Context enforces this
+//     for copies (ErrNotPinned) and KernelArgs is always C-allocated.
+//  4. Pointers returned by C (cuMemHostAlloc, cuGetErrorName) are received
+//     into unsafe.Pointer / *byte out-parameters, so no uintptr→Pointer
+//     conversion happens; the GC ignores pointers outside its heap.
+//  5. Slices made over C memory (unsafe.Slice) are freed only through
+//     memFreeHost, and callers must not use them afterwards (documented on
+//     Context.HostAlloc / pinned.HostAllocator).
+
+import (
+	"encoding/binary"
+	"fmt"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+	"golang.org/x/sys/unix"
+)
+
+// dlDriver is cudaAPI backed by the real libcuda.so.1.
+type dlDriver struct {
+	handle uintptr
+
+	cuGetErrorName, cuGetErrorString                                        uintptr
+	cuInit, cuDriverGetVersion                                              uintptr
+	cuDeviceGetCount, cuDeviceGet, cuDeviceGetName, cuDeviceGetAttribute    uintptr
+	cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRelease, cuCtxSetCurrent    uintptr
+	cuMemHostAlloc, cuMemFreeHost, cuMemHostRegister, cuMemHostUnregister   uintptr
+	cuMemHostGetDevicePointer                                               uintptr
+	cuMemAlloc, cuMemFree, cuMemsetD8, cuMemcpyHtoDAsync, cuMemcpyDtoHAsync uintptr
+	cuStreamCreate, cuStreamDestroy, cuStreamSynchronize                    uintptr
+	cuEventCreate, cuEventRecord, cuEventSynchronize                        uintptr
+	cuEventElapsedTime, cuEventDestroy                                      uintptr
+	cuModuleLoadData, cuModuleGetFunction, cuModuleUnload, cuLaunchKernel   uintptr
+}
+
+// symbols lists the exported names, with the _v2 (64-bit size / current
+// ABI) entry points that cuda.h's #defines select since CUDA 3.2/11.0.
+// cuEventElapsedTime keeps its original name: its _v2 appeared only in
+// 12.8, and the original still exists in every driver.
+func (d *dlDriver) symbols() map[string]*uintptr {
+	return map[string]*uintptr{
+		"cuGetErrorName":               &d.cuGetErrorName,
+		"cuGetErrorString":             &d.cuGetErrorString,
+		"cuInit":                       &d.cuInit,
+		"cuDriverGetVersion":           &d.cuDriverGetVersion,
+		"cuDeviceGetCount":             &d.cuDeviceGetCount,
+		"cuDeviceGet":                  &d.cuDeviceGet,
+		"cuDeviceGetName":              &d.cuDeviceGetName,
+		"cuDeviceGetAttribute":         &d.cuDeviceGetAttribute,
+		"cuDevicePrimaryCtxRetain":     &d.cuDevicePrimaryCtxRetain,
+		"cuDevicePrimaryCtxRelease_v2": &d.cuDevicePrimaryCtxRelease,
+		"cuCtxSetCurrent":              &d.cuCtxSetCurrent,
+		"cuMemHostAlloc":               &d.cuMemHostAlloc,
+		"cuMemFreeHost":                &d.cuMemFreeHost,
+		"cuMemHostRegister_v2":         &d.cuMemHostRegister,
+		"cuMemHostUnregister":          &d.cuMemHostUnregister,
+		"cuMemHostGetDevicePointer_v2": &d.cuMemHostGetDevicePointer,
+		"cuMemAlloc_v2":                &d.cuMemAlloc,
+		"cuMemFree_v2":                 &d.cuMemFree,
+		"cuMemsetD8_v2":                &d.cuMemsetD8,
+		"cuMemcpyHtoDAsync_v2":         &d.cuMemcpyHtoDAsync,
+		"cuMemcpyDtoHAsync_v2":         &d.cuMemcpyDtoHAsync,
+		"cuStreamCreate":               &d.cuStreamCreate,
+		"cuStreamDestroy_v2":           &d.cuStreamDestroy,
+		"cuStreamSynchronize":          &d.cuStreamSynchronize,
+		"cuEventCreate":                &d.cuEventCreate,
+		"cuEventRecord":                &d.cuEventRecord,
+		"cuEventSynchronize":           &d.cuEventSynchronize,
+		"cuEventElapsedTime":           &d.cuEventElapsedTime,
+		"cuEventDestroy_v2":            &d.cuEventDestroy,
+		"cuModuleLoadData":             &d.cuModuleLoadData,
+		"cuModuleGetFunction":          &d.cuModuleGetFunction,
+		"cuModuleUnload":               &d.cuModuleUnload,
+		"cuLaunchKernel":               &d.cuLaunchKernel,
+	}
+}
+
+// loadLibrary dlopens soname and resolves syms. Once loaded, the handle is
+// never closed: unloading a driver with live contexts is undefined, and the
+// process keeps one driver for its lifetime.
+func loadLibrary(soname string, syms map[string]*uintptr) (uintptr, error) {
+	h, err := purego.Dlopen(soname, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	if err != nil {
+		return 0, fmt.Errorf("dlopen %q: %v", soname, err)
+	}
+	for name, p := range syms {
+		fn, err := purego.Dlsym(h, name)
+		if err != nil || fn == 0 {
+			purego.Dlclose(h) // not a usable library: nothing of it is in use yet
+			return 0, fmt.Errorf("%q lacks symbol %s (driver too old?): %v", soname, name, err)
+		}
+		*p = fn
+	}
+	return h, nil
+}
+
+func call(fn uintptr, args ...uintptr) Result {
+	r, _, _ := purego.SyscallN(fn, args...)
+	return Result(int32(r))
+}
+
+// cString copies a NUL-terminated C string (invariant 4).
+func cString(p *byte) string {
+	if p == nil {
+		return ""
+	}
+	n := 0
+	for *(*byte)(unsafe.Add(unsafe.Pointer(p), n)) != 0 {
+		n++
+	}
+	return string(unsafe.Slice(p, n))
+}
+
+// addressOf is the address of mem's first byte, for memory that is not on
+// the Go heap (invariant 3) or for reporting.
+func addressOf(mem []byte) uintptr {
+	if len(mem) == 0 {
+		return 0
+	}
+	return uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
+}
+
+func (d *dlDriver) errorName(r Result) (string, bool) {
+	var s *byte
+	if call(d.cuGetErrorName, uintptr(r), uintptr(unsafe.Pointer(&s))) != 0 {
+		return "", false
+	}
+	return cString(s), true
+}
+
+func (d *dlDriver) errorString(r Result) (string, bool) {
+	var s *byte
+	if call(d.cuGetErrorString, uintptr(r), uintptr(unsafe.Pointer(&s))) != 0 {
+		return "", false
+	}
+	return cString(s), true
+}
+
+func (d *dlDriver) init() Result { return call(d.cuInit, 0) }
+
+func (d *dlDriver) driverGetVersion() (int32, Result) {
+	var v int32
+	r := call(d.cuDriverGetVersion, uintptr(unsafe.Pointer(&v)))
+	return v, r
+}
+
+func (d *dlDriver) deviceGetCount() (int32, Result) {
+	var n int32
+	r := call(d.cuDeviceGetCount, uintptr(unsafe.Pointer(&n)))
+	return n, r
+}
+
+func (d *dlDriver) deviceGet(ordinal int32) (int32, Result) {
+	var dev int32
+	r := call(d.cuDeviceGet, uintptr(unsafe.Pointer(&dev)), uintptr(ordinal))
+	return dev, r
+}
+
+func (d *dlDriver) deviceGetName(dev int32) (string, Result) {
+	var buf [256]byte
+	r := call(d.cuDeviceGetName, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), uintptr(dev))
+	if r != 0 {
+		return "", r
+	}
+	return cString(&buf[0]), 0
+}
+
+func (d *dlDriver) deviceGetAttribute(a DeviceAttribute, dev int32) (int32, Result) {
+	var v int32
+	r := call(d.cuDeviceGetAttribute, uintptr(unsafe.Pointer(&v)), uintptr(a), uintptr(dev))
+	return v, r
+}
+
+func (d *dlDriver) primaryCtxRetain(dev int32) (uintptr, Result) {
+	var ctx uintptr // CUcontext: an opaque driver handle, not Go memory
+	r := call(d.cuDevicePrimaryCtxRetain, uintptr(unsafe.Pointer(&ctx)), uintptr(dev))
+	return ctx, r
+}
+
+func (d *dlDriver) primaryCtxRelease(dev int32) Result {
+	return call(d.cuDevicePrimaryCtxRelease, uintptr(dev))
+}
+
+func (d *dlDriver) ctxSetCurrent(ctx uintptr) Result { return call(d.cuCtxSetCurrent, ctx) }
+
+func (d *dlDriver) memHostAlloc(size int, flags uint32) ([]byte, Result) {
+	var p unsafe.Pointer // receives C memory (invariant 4)
+	r := call(d.cuMemHostAlloc, uintptr(unsafe.Pointer(&p)), uintptr(size), uintptr(flags))
+	if r != 0 || p == nil {
+		return nil, r
+	}
+	return unsafe.Slice((*byte)(p), size), 0 // invariant 5
+}
+
+func (d *dlDriver) memFreeHost(mem []byte) Result {
+	return call(d.cuMemFreeHost, addressOf(mem))
+}
+
+func (d *dlDriver) memHostRegister(mem []byte, flags uint32) Result {
+	return call(d.cuMemHostRegister, addressOf(mem), uintptr(len(mem)), uintptr(flags)) // invariant 3
+}
+
+func (d *dlDriver) memHostUnregister(mem []byte) Result {
+	return call(d.cuMemHostUnregister, addressOf(mem))
+}
+
+func (d *dlDriver) memHostGetDevicePointer(mem []byte) (DevicePtr, Result) {
+	var p DevicePtr
+	r := call(d.cuMemHostGetDevicePointer, uintptr(unsafe.Pointer(&p)), addressOf(mem), 0)
+	return p, r
+}
+
+func (d *dlDriver) memAlloc(size uint64) (DevicePtr, Result) {
+	var p DevicePtr
+	r := call(d.cuMemAlloc, uintptr(unsafe.Pointer(&p)), uintptr(size))
+	return p, r
+}
+
+func (d *dlDriver) memFree(p DevicePtr) Result { return call(d.cuMemFree, uintptr(p)) }
+
+func (d *dlDriver) memsetD8(p DevicePtr, value uint8, n uint64) Result {
+	return call(d.cuMemsetD8, uintptr(p), uintptr(value), uintptr(n))
+}
+
+func (d *dlDriver) memcpyHtoDAsync(dst DevicePtr, src []byte, stream uintptr) Result {
+	return call(d.cuMemcpyHtoDAsync, uintptr(dst), addressOf(src), uintptr(len(src)), stream) // invariant 3
+}
+
+func (d *dlDriver) memcpyDtoHAsync(dst []byte, src DevicePtr, stream uintptr) Result {
+	return call(d.cuMemcpyDtoHAsync, addressOf(dst), uintptr(src), uintptr(len(dst)), stream) // invariant 3
+}
+
+func (d *dlDriver) streamCreate(flags uint32) (uintptr, Result) {
+	var s uintptr
+	r := call(d.cuStreamCreate, uintptr(unsafe.Pointer(&s)), uintptr(flags))
+	return s, r
+}
+
+func (d *dlDriver) streamDestroy(s uintptr) Result     { return call(d.cuStreamDestroy, s) }
+func (d *dlDriver) streamSynchronize(s uintptr) Result { return call(d.cuStreamSynchronize, s) }
+
+func (d *dlDriver) eventCreate(flags uint32) (uintptr, Result) {
+	var e uintptr
+	r := call(d.cuEventCreate, uintptr(unsafe.Pointer(&e)), uintptr(flags))
+	return e, r
+}
+
+func (d *dlDriver) eventRecord(e, stream uintptr) Result { return call(d.cuEventRecord, e, stream) }
+func (d *dlDriver) eventSynchronize(e uintptr) Result    { return call(d.cuEventSynchronize, e) }
+func (d *dlDriver) eventDestroy(e uintptr) Result        { return call(d.cuEventDestroy, e) }
+
+func (d *dlDriver) eventElapsedTime(start, end uintptr) (float32, Result) {
+	var ms float32 // passed by pointer, so SyscallN's int-only limit does not apply
+	r := call(d.cuEventElapsedTime, uintptr(unsafe.Pointer(&ms)), start, end)
+	return ms, r
+}
+
+func (d *dlDriver) moduleLoadData(image []byte) (uintptr, Result) {
+	var m uintptr
+	// image is Go memory read only during the call (invariant 1).
+	r := call(d.cuModuleLoadData, uintptr(unsafe.Pointer(&m)), uintptr(unsafe.Pointer(unsafe.SliceData(image))))
+	return m, r
+}
+
+func (d *dlDriver) moduleGetFunction(mod uintptr, name string) (uintptr, Result) {
+	var f uintptr
+	cname := append([]byte(name), 0)
+	r := call(d.cuModuleGetFunction, uintptr(unsafe.Pointer(&f)), mod, uintptr(unsafe.Pointer(&cname[0])))
+	return f, r
+}
+
+func (d *dlDriver) moduleUnload(mod uintptr) Result { return call(d.cuModuleUnload, mod) }
+
+func (d *dlDriver) launchKernel(f uintptr, grid, block Dim3, sharedMem uint32, stream uintptr, params *KernelArgs) Result {
+	// params.mem is C memory (invariant 3); extra is NULL.
+	return call(d.cuLaunchKernel, f,
+		uintptr(grid.X), uintptr(grid.Y), uintptr(grid.Z),
+		uintptr(block.X), uintptr(block.Y), uintptr(block.Z),
+		uintptr(sharedMem), stream, params.paramsAddress(), 0)
+}
+
+// dlNVRTC is the NVRTC library.
+type dlNVRTC struct {
+	nvrtcVersion, nvrtcCreateProgram, nvrtcCompileProgram, nvrtcDestroyProgram uintptr
+	nvrtcGetPTXSize, nvrtcGetPTX, nvrtcGetCUBINSize, nvrtcGetCUBIN             uintptr
+	nvrtcGetProgramLogSize, nvrtcGetProgramLog                                 uintptr
+}
+
+// symbols: nvrtcGetCUBIN/Size exist since CUDA 11.1.
+func (l *dlNVRTC) symbols() map[string]*uintptr {
+	return map[string]*uintptr{
+		"nvrtcVersion":           &l.nvrtcVersion,
+		"nvrtcCreateProgram":     &l.nvrtcCreateProgram,
+		"nvrtcCompileProgram":    &l.nvrtcCompileProgram,
+		"nvrtcDestroyProgram":    &l.nvrtcDestroyProgram,
+		"nvrtcGetPTXSize":        &l.nvrtcGetPTXSize,
+		"nvrtcGetPTX":            &l.nvrtcGetPTX,
+		"nvrtcGetCUBINSize":      &l.nvrtcGetCUBINSize,
+		"nvrtcGetCUBIN":          &l.nvrtcGetCUBIN,
+		"nvrtcGetProgramLogSize": &l.nvrtcGetProgramLogSize,
+		"nvrtcGetProgramLog":     &l.nvrtcGetProgramLog,
+	}
+}
+
+func nvrtcCall(fn uintptr, args ...uintptr) NVRTCResult {
+	r, _, _ := purego.SyscallN(fn, args...)
+	return NVRTCResult(int32(r))
+}
+
+func (l *dlNVRTC) version() (major, minor int, r NVRTCResult) {
+	var ma, mi int32
+	r = nvrtcCall(l.nvrtcVersion, uintptr(unsafe.Pointer(&ma)), uintptr(unsafe.Pointer(&mi)))
+	return int(ma), int(mi), r
+}
+
+func (l *dlNVRTC) createProgram(source, name string) (uintptr, NVRTCResult) {
+	var prog uintptr
+	src := append([]byte(source), 0) // NUL-terminated copies; NVRTC copies them (invariant 1)
+	nm := append([]byte(name), 0)
+	r := nvrtcCall(l.nvrtcCreateProgram, uintptr(unsafe.Pointer(&prog)),
+		uintptr(unsafe.Pointer(&src[0])), uintptr(unsafe.Pointer(&nm[0])), 0, 0, 0)
+	return prog, r
+}
+
+func (l *dlNVRTC) destroyProgram(prog uintptr) NVRTCResult {
+	p := prog
+	return nvrtcCall(l.nvrtcDestroyProgram, uintptr(unsafe.Pointer(&p)))
+}
+
+// compileProgram passes options as a const char*[]: an array of pointers,
+// which cgo's rules forbid in Go memory (invariant 1). The array and the
+// strings are therefore laid out in one mmap'd block (C memory), freed after
+// the call (NVRTC does not keep them).
+func (l *dlNVRTC) compileProgram(prog uintptr, options []string) NVRTCResult {
+	if len(options) == 0 {
+		return nvrtcCall(l.nvrtcCompileProgram, prog, 0, 0)
+	}
+	size := 8 * len(options)
+	for _, o := range options {
+		size += len(o) + 1
+	}
+	block, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return 1 // NVRTC_ERROR_OUT_OF_MEMORY
+	}
+	defer unix.Munmap(block)
+	base := addressOf(block)
+	off := 8 * len(options)
+	for i, o := range options {
+		binary.NativeEndian.PutUint64(block[8*i:], uint64(base)+uint64(off))
+		off += copy(block[off:], o)
+		block[off] = 0
+		off++
+	}
+	return nvrtcCall(l.nvrtcCompileProgram, prog, uintptr(len(options)), base)
+}
+
+// output reads one of NVRTC's size/get pairs into a Go buffer, which NVRTC
+// writes during the call only (invariant 1). trimNUL drops the terminator of
+// text outputs.
+func (l *dlNVRTC) output(prog, sizeFn, getFn uintptr, trimNUL bool) ([]byte, NVRTCResult) {
+	var n uintptr
+	if r := nvrtcCall(sizeFn, prog, uintptr(unsafe.Pointer(&n))); r != 0 {
+		return nil, r
+	}
+	if n == 0 {
+		return nil, 0
+	}
+	buf := make([]byte, n)
+	if r := nvrtcCall(getFn, prog, uintptr(unsafe.Pointer(&buf[0]))); r != 0 {
+		return nil, r
+	}
+	if trimNUL && buf[len(buf)-1] == 0 {
+		buf = buf[:len(buf)-1]
+	}
+	return buf, 0
+}
+
+func (l *dlNVRTC) programLog(prog uintptr) (string, NVRTCResult) {
+	b, r := l.output(prog, l.nvrtcGetProgramLogSize, l.nvrtcGetProgramLog, true)
+	return string(b), r
+}
+
+func (l *dlNVRTC) ptx(prog uintptr) ([]byte, NVRTCResult) {
+	return l.output(prog, l.nvrtcGetPTXSize, l.nvrtcGetPTX, false) // keep the NUL: cuModuleLoadData wants it
+}
+
+func (l *dlNVRTC) cubin(prog uintptr) ([]byte, NVRTCResult) {
+	return l.output(prog, l.nvrtcGetCUBINSize, l.nvrtcGetCUBIN, false)
+}

@@ -1,0 +1,116 @@
+//go:build ros2 && cgo
+
+package ros2
+
+/*
+#include <stdlib.h>
+#include "mirror.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/zerohop/zerohop/handles"
+)
+
+// MirrorWriter republishes camera frames as full sensor_msgs/Image or
+// PointCloud2 messages, so that ROS tools (rviz, ros2 topic echo) can look
+// at what zerohop's pipeline sees. Serializing a frame costs a copy of it:
+// callers publish only while Matched() > 0. Publish is safe for concurrent
+// use, allocates nothing, and never blocks for long (BEST_EFFORT by
+// default).
+type MirrorWriter struct {
+	ep  *endpoint
+	hdr *C.zh_mirror_hdr // C scratch reused by every Publish; freed when the endpoint closes
+}
+
+// NewImageMirror creates a sensor_msgs/Image mirror publisher on topic
+// (sensor data QoS unless q says otherwise).
+func (p *Participant) NewImageMirror(topic string, q QoS) (*MirrorWriter, error) {
+	return p.newMirror(typeImage, topic, q)
+}
+
+// NewPointCloud2Mirror creates a sensor_msgs/PointCloud2 mirror publisher.
+func (p *Participant) NewPointCloud2Mirror(topic string, q QoS) (*MirrorWriter, error) {
+	return p.newMirror(typePointCloud2, topic, q)
+}
+
+func (p *Participant) newMirror(t msgType, topic string, q QoS) (*MirrorWriter, error) {
+	q, err := q.resolve(SensorDataQoS())
+	if err != nil {
+		return nil, err
+	}
+	ep, err := p.newEndpoint(t, topic, true, q)
+	if err != nil {
+		return nil, err
+	}
+	w := &MirrorWriter{ep: ep, hdr: (*C.zh_mirror_hdr)(C.calloc(1, C.size_t(unsafe.Sizeof(C.zh_mirror_hdr{}))))}
+	ep.release = func() { C.free(unsafe.Pointer(w.hdr)) }
+	p.log.Info("ros2: mirror publisher (publishes only while a subscriber is matched)", zapTopic(ep), zapQoS(q))
+	return w, nil
+}
+
+// Publish writes the frame h describes, whose payload is data[:h.Length]
+// (an image's rows, or points with float32 x, y, z, intensity at h's
+// offsets). h must match the writer's type.
+func (w *MirrorWriter) Publish(h *handles.Handle, data []byte) error {
+	ep := w.ep
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	if ep.closed {
+		return ErrClosed
+	}
+	if uint64(len(data)) < h.Length || h.Length > 1<<32-1 {
+		return fmt.Errorf("ros2: mirror %s: payload %d bytes, handle says %d", ep.rosTopic, len(data), h.Length)
+	}
+	var ptr *C.uint8_t
+	if h.Length > 0 {
+		ptr = (*C.uint8_t)(unsafe.Pointer(&data[0]))
+	}
+	s := w.hdr
+	s.sec, s.nanosec = 0, 0
+	if h.CaptureNs != 0 {
+		sec, ns := h.CaptureNs/1e9, h.CaptureNs%1e9
+		if ns < 0 {
+			sec, ns = sec-1, ns+1e9
+		}
+		if sec >= -1<<31 && sec < 1<<31 {
+			s.sec, s.nanosec = C.int32_t(sec), C.uint32_t(ns)
+		}
+	}
+	for i, c := range h.FrameID {
+		s.frame_id[i] = C.char(c) // frame_id[16] stays NUL (calloc)
+	}
+	var rc C.dds_return_t
+	switch {
+	case ep.typ == typeImage && h.Kind == handles.KindImage:
+		enc := h.Image.Encoding.String()
+		for i := range len(s.encoding) - 1 {
+			c := byte(0)
+			if i < len(enc) {
+				c = enc[i]
+			}
+			s.encoding[i] = C.char(c)
+		}
+		rc = C.zh_write_image(C.dds_entity_t(ep.e), s, C.uint32_t(h.Image.Width), C.uint32_t(h.Image.Height),
+			C.uint32_t(h.Image.RowStep), ptr, C.uint32_t(h.Length))
+	case ep.typ == typePointCloud2 && h.Kind == handles.KindPoints:
+		s.offsets[0], s.offsets[1] = C.uint16_t(h.Points.X), C.uint16_t(h.Points.Y)
+		s.offsets[2], s.offsets[3] = C.uint16_t(h.Points.Z), C.uint16_t(h.Points.Intensity)
+		rc = C.zh_write_cloud(C.dds_entity_t(ep.e), s, C.uint32_t(h.Points.Count), C.uint32_t(h.Points.Step), ptr, C.uint32_t(h.Length))
+	default:
+		return fmt.Errorf("ros2: mirror %s (%s): handle of kind %d", ep.rosTopic, ep.typ.rosName(), h.Kind)
+	}
+	if rc < 0 {
+		return &ddsError{op: "write " + ep.ddsTopic, rc: retcode(rc)}
+	}
+	return nil
+}
+
+// Matched returns how many subscribers are matched now.
+func (w *MirrorWriter) Matched() int { return int(w.ep.matched.Load()) }
+
+// Close deletes the publisher.
+func (w *MirrorWriter) Close() error { return w.ep.close() }
