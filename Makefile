@@ -27,8 +27,9 @@ fmt-check:
 
 test: deps vet fmt-check
 	ZEROHOP_REQUIRE_ORT=1 ZEROHOP_REQUIRE_ROS2=1 $(GO) test -race -timeout 10m ./...
-	$(GO) vet -tags ros2 ./ros2/... ./cmd/agent/
-	$(GO) test -tags ros2 -race -timeout 5m ./ros2/... ./cmd/agent/
+	$(GO) vet -tags ros2 ./ros2/... ./camera/... ./cmd/...
+	$(GO) test -tags ros2 -race -timeout 5m ./ros2/... ./camera/... ./cmd/agent/ ./cmd/camera/
+	$(GO) vet -tags gpu ./gpu/
 
 ros2-gen:
 	ros2/idl/gen.sh
