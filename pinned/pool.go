@@ -309,7 +309,13 @@ func (p *Pool) push(index uint32) {
 	s := &p.slots[index]
 	for {
 		old := p.head.Load()
-		s.next.Store(uint32(old))
+		// Only the goroutine pushing a slot writes its link (the slot is on
+		// no list meanwhile), so a link that already points at the current
+		// top needs no store: one locked instruction less per frame in the
+		// steady state where a slot goes back where it came from.
+		if s.next.Load() != uint32(old) {
+			s.next.Store(uint32(old))
+		}
 		if p.head.CompareAndSwap(old, (old>>32+1)<<32|uint64(index+1)) {
 			return
 		}
