@@ -208,8 +208,8 @@ func (s *Server) admit(c *conn) error {
 		return fmt.Errorf("SO_PEERCRED: %w", err)
 	}
 	c.pid = cred.Pid
-	if int(cred.Uid) != os.Getuid() && (s.cfg.AllowGID < 0 || int(cred.Gid) != s.cfg.AllowGID) {
-		return fmt.Errorf("peer pid %d uid %d gid %d: not the camera's uid %d and not the allowed gid %d", cred.Pid, cred.Uid, cred.Gid, os.Getuid(), s.cfg.AllowGID)
+	if err := admitPeer(cred.Pid, cred.Uid, cred.Gid, os.Getuid(), s.cfg.AllowGID); err != nil {
+		return err
 	}
 	if err := setRecvTimeout(c.fd, 5); err != nil {
 		return fmt.Errorf("set hello timeout: %w", err)
@@ -270,6 +270,19 @@ func (s *Server) admit(c *conn) error {
 		}
 	}
 	return nil
+}
+
+// admitPeer admits a peer with the camera's uid, or with the allowed
+// primary gid when allowGID ≥ 0; the error says who was refused and why.
+func admitPeer(pid int32, uid, gid uint32, myUID, allowGID int) error {
+	if int(uid) == myUID || (allowGID >= 0 && int(gid) == allowGID) {
+		return nil
+	}
+	allowed := "no gid is allowed (--allow-gid)"
+	if allowGID >= 0 {
+		allowed = fmt.Sprintf("not the allowed gid %d", allowGID)
+	}
+	return fmt.Errorf("peer pid %d uid %d gid %d: not the camera's uid %d, and %s", pid, uid, gid, myUID, allowed)
 }
 
 // receiveReleases applies the subscriber's releases until it disconnects

@@ -340,3 +340,31 @@ func TestSocketFileRules(t *testing.T) {
 	closeFd(fd) // bound, now nobody listens: stale
 	f.start()
 }
+
+func TestAdmitPeer(t *testing.T) {
+	tests := []struct {
+		name          string
+		uid, gid      uint32
+		myUID, allow  int
+		admit         bool
+		wantInMessage string
+	}{
+		{"same uid", 1000, 1000, 1000, -1, true, ""},
+		{"same uid, other gid", 1000, 5, 1000, 44, true, ""},
+		{"other uid, no gid allowed", 1001, 1001, 1000, -1, false, "no gid is allowed"},
+		{"other uid, allowed gid", 1001, 44, 1000, 44, true, ""},
+		{"other uid, other gid", 1001, 45, 1000, 44, false, "not the allowed gid 44"},
+		{"root peer is not special", 0, 0, 1000, -1, false, "uid 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := admitPeer(42, tt.uid, tt.gid, tt.myUID, tt.allow)
+			if (err == nil) != tt.admit {
+				t.Fatalf("admitPeer = %v, want admit=%v", err, tt.admit)
+			}
+			if err != nil && (!strings.Contains(err.Error(), tt.wantInMessage) || !strings.Contains(err.Error(), "pid 42")) {
+				t.Fatalf("refusal %q should name pid 42 and %q", err, tt.wantInMessage)
+			}
+		})
+	}
+}
