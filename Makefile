@@ -30,6 +30,7 @@ test: deps vet fmt-check
 	$(GO) vet -tags ros2 ./ros2/... ./camera/... ./cmd/...
 	$(GO) test -tags ros2 -race -timeout 5m ./ros2/... ./camera/... ./cmd/agent/ ./cmd/camera/
 	$(GO) vet -tags gpu ./gpu/
+	$(GO) vet -tags cudaemu ./gpu/
 
 ros2-gen:
 	ros2/idl/gen.sh
@@ -93,3 +94,14 @@ docker-jetson-up:
 	$(DOCKER_COMPOSE) $(COMPOSE_JETSON) up --build -d
 docker-check: deps
 	ZEROHOP_REQUIRE_ORT=1 ZEROHOP_REQUIRE_ROS2=1 $(GO) test -count=1 ./docker/
+
+# GPU: build here, run on a machine with an NVIDIA GPU (no Go toolchain needed there):
+#   make gpu-check && bin/gpu-check/gpu-check.sh run
+.PHONY: gpu-check gpu-check-run test-cudaemu
+gpu-check:
+	scripts/gpu-check.sh build $(BIN)/gpu-check
+gpu-check-run: gpu-check
+	$(BIN)/gpu-check/gpu-check.sh run $(BIN)/gpu-check/gpu-check-results.txt
+# The kernels on a host emulation of CUDA (g++): checks the algorithm, not the GPU.
+test-cudaemu:
+	$(GO) test -tags cudaemu -count=1 -run Emulated ./gpu/

@@ -1,0 +1,306 @@
+//go:build gpu
+
+// GPU voxel filter and BEV against the CPU ones, bit for bit. Built only
+// with -tags gpu; FAILS (never skips) without a GPU, its driver and NVRTC.
+
+package gpu
+
+import (
+	"encoding/binary"
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/zerohop/zerohop/pinned"
+	"github.com/zerohop/zerohop/voxel"
+)
+
+type voxelGPUFixture struct {
+	c  *Context
+	nv *NVRTC
+}
+
+func openVoxelGPU(t *testing.T) voxelGPUFixture {
+	t.Helper()
+	f := openGPU(t) // device_gpu_test.go: fails without a GPU or NVRTC
+	nv, err := OpenNVRTC()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return voxelGPUFixture{c: f.c, nv: nv}
+}
+
+func samePoints(t *testing.T, what string, got, want []voxel.Point) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d voxels, CPU has %d", what, len(got), len(want))
+	}
+	bad := 0
+	for i := range want {
+		g, w := got[i], want[i]
+		if math.Float32bits(g.X) != math.Float32bits(w.X) || math.Float32bits(g.Y) != math.Float32bits(w.Y) ||
+			math.Float32bits(g.Z) != math.Float32bits(w.Z) || math.Float32bits(g.I) != math.Float32bits(w.I) {
+			if bad < 5 {
+				t.Errorf("%s: voxel %d = %+v, CPU %+v", what, i, g, w)
+			}
+			bad++
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%s: %d of %d voxels differ from the CPU's", what, bad, len(want))
+	}
+}
+
+func sameBEV(t *testing.T, what string, got []byte, want []float32) {
+	t.Helper()
+	bad := 0
+	for i, w := range want {
+		g := binary.LittleEndian.Uint32(got[4*i:])
+		if g != math.Float32bits(w) {
+			if bad < 5 {
+				t.Errorf("%s: BEV element %d = %g, CPU %g", what, i, math.Float32frombits(g), w)
+			}
+			bad++
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%s: %d of %d BEV elements differ from the CPU's", what, bad, len(want))
+	}
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func TestGPUVoxelMatchesCPU(t *testing.T) {
+	g := openVoxelGPU(t)
+	crop := &voxel.Box{Min: [3]float32{-0.2, -12.8, -3}, Max: [3]float32{25.4, 12.8, 3}}
+	for _, sc := range []struct {
+		name           string
+		rings, columns int
+		cfg            voxel.Config
+	}{
+		{"115k points, leaf 0.2", 64, 1800, voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}},
+		{"288k points, leaf 0.2", 128, 2250, voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}},
+		{"115k points, leaf 0.1, min points 3, crop", 64, 1800, voxel.Config{Leaf: [3]float32{0.1, 0.1, 0.1}, MinPoints: 3, Crop: crop}},
+		{"288k points, anisotropic leaf 0.05/0.3/0.7", 128, 2250, voxel.Config{Leaf: [3]float32{0.05, 0.3, 0.7}}},
+	} {
+		t.Run(sc.name, func(t *testing.T) {
+			n := sc.rings * sc.columns
+			data, err := g.c.Allocate(16 * n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.c.Free(data)
+			if got := ringScan(data, sc.rings, sc.columns, uint64(n)); got != n {
+				t.Fatalf("scan has %d points, want %d", got, n)
+			}
+			cloud := voxel.XYZI(data, n)
+
+			cpu, err := voxel.NewFilter(sc.cfg, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cpu.Close()
+			want := voxel.NewPoints(n)
+			if err := cpu.Run(cloud, want); err != nil {
+				t.Fatal(err)
+			}
+			bevCPU, err := voxel.NewBEV(voxel.BEVConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantBEV := make([]float32, bevCPU.Len())
+			if err := bevCPU.Fill(want, wantBEV); err != nil {
+				t.Fatal(err)
+			}
+
+			vf, err := NewVoxelFilter(g.c, g.nv, sc.cfg, VoxelOptions{MaxPoints: n, CacheDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer vf.Close()
+			bev, err := g.c.Allocate(vf.BEVBytes())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.c.Free(bev)
+			got := voxel.NewPoints(n)
+			times := map[bool][]time.Duration{}
+			for _, copyInput := range []bool{false, true, false, true} {
+				vf.SetCopyInput(copyInput)
+				mode := map[bool]string{false: "mapped", true: "copied"}[copyInput]
+				clear(bev)
+				if err := vf.Run(cloud, got, bev); err != nil {
+					t.Fatalf("%s input: %v", mode, err)
+				}
+				samePoints(t, mode+" input", got.P, want.P)
+				sameBEV(t, mode+" input", bev, wantBEV)
+				for range 20 {
+					if err := vf.Run(cloud, got, bev); err != nil {
+						t.Fatal(err)
+					}
+					times[copyInput] = append(times[copyInput], vf.Timing().Total)
+				}
+				samePoints(t, mode+" input, run 21", got.P, want.P)
+			}
+			t.Logf("%d points → %d voxels; device time median of 40 runs: mapped %v, copied %v (copy alone %v)",
+				n, len(want.P), median(times[false]), median(times[true]), vf.Timing().Copy)
+		})
+	}
+}
+
+// TestGPUVoxelRegisteredReadOnlyInput reads a cuMemHostRegister'ed mmap
+// region (READ_ONLY where supported), as the agent reads a shared pool.
+func TestGPUVoxelRegisteredReadOnlyInput(t *testing.T) {
+	g := openVoxelGPU(t)
+	const rings, columns = 64, 1800
+	n := rings * columns
+	size := (16*n + pinned.PageSize - 1) &^ (pinned.PageSize - 1)
+	data := cMemory(t, size)
+	ringScan(data, rings, columns, 7)
+	region, err := g.c.Pin(data, pinned.ReadOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer region.Unpin()
+	t.Logf("read-only registration: %t %s", region.(*Region).ReadOnly(), region.(*Region).Note())
+	cfg := voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}
+	cpu, err := voxel.NewFilter(cfg, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cpu.Close()
+	want := voxel.NewPoints(n)
+	cloud := voxel.XYZI(data, n)
+	if err := cpu.Run(cloud, want); err != nil {
+		t.Fatal(err)
+	}
+	vf, err := NewVoxelFilter(g.c, g.nv, cfg, VoxelOptions{MaxPoints: n, CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vf.Close()
+	got := voxel.NewPoints(n)
+	for _, copyInput := range []bool{false, true} {
+		vf.SetCopyInput(copyInput)
+		if err := vf.Run(cloud, got, nil); err != nil {
+			t.Fatal(err)
+		}
+		samePoints(t, "registered input", got.P, want.P)
+	}
+}
+
+func TestGPUVoxelCacheAndAllocations(t *testing.T) {
+	g := openVoxelGPU(t)
+	dir := t.TempDir()
+	cfg := voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}
+	const n = 64 * 1800
+	start := time.Now()
+	vf, err := NewVoxelFilter(g.c, g.nv, cfg, VoxelOptions{MaxPoints: n, CacheDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	compile := time.Since(start)
+	if vf.Timing().CacheHit {
+		t.Error("first filter in an empty cache reports a cache hit")
+	}
+	vf.Close()
+	start = time.Now()
+	vf, err = NewVoxelFilter(g.c, g.nv, cfg, VoxelOptions{MaxPoints: n, CacheDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vf.Close()
+	if !vf.Timing().CacheHit {
+		t.Error("second filter did not find the cached cubin")
+	}
+	t.Logf("NewVoxelFilter: %v compiling, %v from the cache", compile, time.Since(start))
+
+	data, err := g.c.Allocate(16 * n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.c.Free(data)
+	ringScan(data, 64, 1800, 3)
+	bev, err := g.c.Allocate(vf.BEVBytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.c.Free(bev)
+	out := voxel.NewPoints(n)
+	cloud := voxel.XYZI(data, n)
+	var runErr error
+	allocs := testing.AllocsPerRun(20, func() {
+		if err := vf.Run(cloud, out, bev); err != nil {
+			runErr = err
+		}
+	})
+	if runErr != nil {
+		t.Fatal(runErr)
+	}
+	if allocs != 0 {
+		t.Errorf("Run allocates %.1f times per call, want 0", allocs)
+	}
+}
+
+func BenchmarkGPUVoxel(b *testing.B) {
+	drv, err := Open()
+	if err != nil {
+		b.Fatal(err)
+	}
+	dev, err := drv.Device(0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := dev.NewContext(ContextOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	nv, err := OpenNVRTC()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, sc := range []struct {
+		name           string
+		rings, columns int
+	}{{"115k", 64, 1800}, {"288k", 128, 2250}} {
+		n := sc.rings * sc.columns
+		data, err := c.Allocate(16 * n)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ringScan(data, sc.rings, sc.columns, uint64(n))
+		vf, err := NewVoxelFilter(c, nv, voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}, VoxelOptions{MaxPoints: n})
+		if err != nil {
+			b.Fatal(err)
+		}
+		bev, err := c.Allocate(vf.BEVBytes())
+		if err != nil {
+			b.Fatal(err)
+		}
+		out := voxel.NewPoints(n)
+		for _, copyInput := range []bool{false, true} {
+			name := sc.name + map[bool]string{false: "/mapped", true: "/copied"}[copyInput]
+			b.Run(name, func(b *testing.B) {
+				vf.SetCopyInput(copyInput)
+				b.ReportAllocs()
+				var device time.Duration
+				for b.Loop() {
+					if err := vf.Run(voxel.XYZI(data, n), out, bev); err != nil {
+						b.Fatal(err)
+					}
+					device += vf.Timing().Total
+				}
+				b.ReportMetric(float64(device.Microseconds())/float64(b.N), "device-µs/op")
+			})
+		}
+		vf.Close()
+		c.Free(bev)
+		c.Free(data)
+	}
+}
