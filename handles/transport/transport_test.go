@@ -221,11 +221,30 @@ func TestDisconnectReclaimsEveryLease(t *testing.T) {
 		}
 		_ = l.Bytes()[0] // still mapped: reading must not fault
 	}
+	// The last release unmaps the old connection's pools and closes its fd.
+	for _, l := range kept {
+		if err := l.Release(); err != nil {
+			t.Fatalf("release of an invalidated lease: %v", err)
+		}
+	}
 }
 
 func TestInFlightLimitDropsInsteadOfBlocking(t *testing.T) {
 	f := newFixture(t, 16)
-	_, _, _ = startSubscriber(t, SubscriberConfig{Path: f.path, Depth: 1, OnLease: func(Lease) {}})
+	var mu sync.Mutex
+	var held []Lease // never released while publishing
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, l := range held {
+			l.Release()
+		}
+	})
+	_, _, _ = startSubscriber(t, SubscriberConfig{Path: f.path, Depth: 1, OnLease: func(l Lease) {
+		mu.Lock()
+		held = append(held, l)
+		mu.Unlock()
+	}})
 	f.waitSubscribers(1)
 	// Depth 1 + slack 2 = 3 in flight; the rest are dropped for it.
 	start := time.Now()

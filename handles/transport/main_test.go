@@ -1,0 +1,52 @@
+package transport
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMain fails the run if the tests leave file descriptors open: every
+// socket, memfd and view a test opens must be closed by the time it ends.
+func TestMain(m *testing.M) {
+	before := openFds()
+	code := m.Run()
+	if code == 0 {
+		// Closing is asynchronous in places (a session's fd closes when its
+		// last lease goes); give stragglers a moment.
+		deadline := time.Now().Add(2 * time.Second)
+		for len(openFds()) > len(before) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if after := openFds(); len(after) > len(before) {
+			fmt.Fprintf(os.Stderr, "fd leak: %d fds open before the tests, %d after:\n", len(before), len(after))
+			for fd, target := range after {
+				if _, ok := before[fd]; !ok {
+					fmt.Fprintf(os.Stderr, "  fd %s → %s\n", fd, target)
+				}
+			}
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func openFds() map[string]string {
+	out := map[string]string{}
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return out
+	}
+	for _, e := range entries {
+		target, err := os.Readlink("/proc/self/fd/" + e.Name())
+		// The Go runtime's own netpoller (epoll, eventfd) appears lazily;
+		// an fd that vanished while we listed is the ReadDir's own.
+		if err != nil || strings.HasPrefix(target, "anon_inode:") {
+			continue
+		}
+		out[e.Name()] = target
+	}
+	return out
+}
