@@ -23,7 +23,28 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "1" {
 		os.Exit(runChild())
 	}
-	os.Exit(m.Run())
+	before := countFds()
+	code := m.Run()
+	// Every memfd, mapping's fd and socket a test opens must be closed.
+	if after := countFds(); code == 0 && after > before {
+		fmt.Fprintf(os.Stderr, "fd leak: %d fds open before the tests, %d after\n", before, after)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// countFds counts open fds, leaving out the Go runtime's netpoller
+// (anon_inode epoll/eventfd, created lazily).
+func countFds() int {
+	entries, _ := os.ReadDir("/proc/self/fd")
+	n := 0
+	for _, e := range entries {
+		target, err := os.Readlink("/proc/self/fd/" + e.Name())
+		if err == nil && !strings.HasPrefix(target, "anon_inode:") {
+			n++
+		}
+	}
+	return n
 }
 
 // runChild receives a pool fd and geometry on fd 3, maps the pool
