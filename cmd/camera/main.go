@@ -52,7 +52,7 @@ Flags:
 	fs.IntVar(&cfg.AzimuthSteps, "azimuth-steps", 1800, "synthetic LiDAR azimuth steps per revolution")
 	fs.StringVar(&imageSize, "image-size", "1280x720", "synthetic image size WIDTHxHEIGHT")
 	fs.StringVar(&cfg.Socket, "socket", transport.DefaultSocketPath(), "unix socket to serve subscribers on")
-	fs.IntVar(&cfg.AllowGID, "allow-gid", -1, "also admit subscribers with this primary gid (default: same uid only)")
+	fs.IntVar(&cfg.AllowGID, "allow-gid", -1, "also admit subscribers with this primary gid (-1: only the camera's own uid)")
 	fs.UintVar(&slots, "slots", 0, "slots per pool (0: sizing rule for 2 subscribers taking up to 50 ms)")
 	fs.BoolVar(&cfg.Lock, "mlock", false, "lock the pools in memory (needs RLIMIT_MEMLOCK)")
 	fs.BoolVar(&cfg.Checksum, "checksum", false, "test mode: put a CRC-64 of each payload in its handle")
