@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zerohop/zerohop/handles"
+	"github.com/zerohop/zerohop/handles/transport"
 	"github.com/zerohop/zerohop/monotime"
 	"github.com/zerohop/zerohop/pinned"
 	"github.com/zerohop/zerohop/sensor"
@@ -167,6 +168,18 @@ func New(cfg Config) (*Camera, error) {
 
 // Pool returns topic's pool (nil when the source lacks that stream).
 func (c *Camera) Pool(topic int) *pinned.Pool { return c.pools[topic] }
+
+// Topics returns the camera's streams as transport topics, points first,
+// leaving out a stream the source does not provide.
+func (c *Camera) Topics() []transport.Topic {
+	var topics []transport.Topic
+	for i, p := range c.pools {
+		if p != nil {
+			topics = append(topics, transport.Topic{Name: TopicName(i), Kind: Kind(i), Pool: p})
+		}
+	}
+	return topics
+}
 
 // Kind returns topic's handle kind.
 func Kind(topic int) handles.Kind {

@@ -80,12 +80,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		return err
 	}
 	defer cam.Close()
-	var topics []transport.Topic
-	for i := range 2 {
-		if p := cam.Pool(i); p != nil {
-			topics = append(topics, transport.Topic{Name: TopicName(i), Kind: Kind(i), Pool: p})
-		}
-	}
+	topics := cam.Topics()
 	if cfg.Transport == "copy" {
 		return runCopy(ctx, cfg, cam, log)
 	}

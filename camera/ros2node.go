@@ -61,12 +61,7 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 		return err
 	}
 	defer cam.Close()
-	var topics []transport.Topic
-	for i := range 2 {
-		if p := cam.Pool(i); p != nil {
-			topics = append(topics, transport.Topic{Name: TopicName(i), Kind: Kind(i), Pool: p})
-		}
-	}
+	topics := cam.Topics()
 	srv, err := transport.NewServer(transport.ServerConfig{Path: cfg.Socket, AllowGID: cfg.AllowGID, Topics: topics, Log: log})
 	if err != nil {
 		return err
