@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zerohop/zerohop/camera"
+	"github.com/zerohop/zerohop/gpu"
 	"github.com/zerohop/zerohop/handles/transport"
 	"github.com/zerohop/zerohop/infer"
 	"github.com/zerohop/zerohop/models"
@@ -163,8 +164,10 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 			log.Warn("metrics: skipped provider", zap.Error(err))
 		}
 	}
-	rec.SetGPU("none")
+	gpuName, gpuWhy := probeGPU()
+	rec.SetGPU(gpuName)
 	rec.SetVoxelPath("cpu")
+	log.Info("voxel filter and BEV on the CPU", zap.String("gpu", gpuName), zap.String("why", gpuWhy))
 
 	// Listen before anything starts, so a taken port fails the start-up.
 	ln := cfg.Listener
@@ -297,6 +300,29 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	goRun(func() error { return web.ServeListener(ctx, ln) })
 
 	return pipe.Run(ctx)
+}
+
+// probeGPU names the first CUDA device, or "none", and says why the voxel
+// stage runs on the CPU. Loading the driver is the only thing it does; no
+// GPU, no driver or any failure is a normal condition.
+func probeGPU() (name, why string) {
+	drv, err := gpu.Open()
+	if err != nil {
+		return "none", err.Error()
+	}
+	n, err := drv.DeviceCount()
+	if err != nil || n == 0 {
+		return "none", fmt.Sprintf("CUDA driver %s: %d devices (%v)", drv.Version(), n, err)
+	}
+	dev, err := drv.Device(0)
+	if err != nil {
+		return "none", err.Error()
+	}
+	name, err = dev.Name()
+	if err != nil {
+		return "none", err.Error()
+	}
+	return name, "the GPU voxel path (gpu.VoxelFilter) is not wired into the agent yet"
 }
 
 func orDefault(s, def string) string {

@@ -171,6 +171,7 @@ func TestEndToEndTwoProcesses(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	var lat struct {
+		GPU      string `json:"gpu"`
 		Provider string `json:"provider"`
 		Stages   []struct {
 			Name       string `json:"name"`
@@ -191,6 +192,9 @@ func TestEndToEndTwoProcesses(t *testing.T) {
 	}
 	if lat.Provider != "cpu" {
 		t.Errorf("/latency provider %q, want cpu", lat.Provider)
+	}
+	if want, why := probeGPU(); lat.GPU != want || lat.GPU == "" {
+		t.Errorf("/latency gpu %q, want %q (%s)", lat.GPU, want, why)
 	}
 	for _, stage := range []string{"handoff", "voxel", "bev", "preprocess", "infer", "plan", "e2e"} {
 		if !strings.Contains(string(body), `"`+stage+`"`) {
