@@ -70,6 +70,9 @@ type Pipeline struct {
 	image  transport.Lease
 	hasImg bool
 	last   planner.Twist
+	// pairWait bounds the wait for a cloud's image (Go ≥ 1.23 timers:
+	// Reset after Stop needs no draining).
+	pairWait *time.Timer
 }
 
 // New checks the configuration.
@@ -156,12 +159,17 @@ func (p *Pipeline) pairImage(cloud *handles.Handle) bool {
 	if p.hasImg && p.image.Handle.CaptureNs >= cloud.CaptureNs-tol {
 		return p.image.Handle.CaptureNs <= cloud.CaptureNs+tol
 	}
-	wait := time.NewTimer(p.cfg.PairTolerance)
-	defer wait.Stop()
+	// One timer for the pipeline's life: a new one per frame would allocate.
+	if p.pairWait == nil {
+		p.pairWait = time.NewTimer(p.cfg.PairTolerance)
+	} else {
+		p.pairWait.Reset(p.cfg.PairTolerance)
+	}
 	select {
 	case l := <-p.cfg.Source.C(TopicImage):
+		p.pairWait.Stop()
 		p.keepImage(l)
-	case <-wait.C:
+	case <-p.pairWait.C:
 		return false
 	}
 	d := p.image.Handle.CaptureNs - cloud.CaptureNs
@@ -182,7 +190,10 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 	stamp := time.Unix(0, cloud.Handle.CaptureNs)
 	if !p.pairImage(&cloud.Handle) {
 		rec.Inc(telemetry.FramesDropped)
-		p.log.Debug("no image within the pairing tolerance", zap.Uint64("seq", cloud.Handle.Seq))
+		// Check first: building the fields would allocate on every drop.
+		if ce := p.log.Check(zap.DebugLevel, "no image within the pairing tolerance"); ce != nil {
+			ce.Write(zap.Uint64("seq", cloud.Handle.Seq))
+		}
 		return
 	}
 	p.cfg.Watchdog.Fresh(stamp)

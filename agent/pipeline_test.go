@@ -3,6 +3,7 @@ package agent
 import (
 	"math"
 	"testing"
+	"time"
 
 	"github.com/zerohop/zerohop/camera"
 	"github.com/zerohop/zerohop/handles"
@@ -152,3 +153,32 @@ func TestModelReactsToTheScene(t *testing.T) {
 }
 
 func atan2(y, x float64) float64 { return math.Atan2(y, x) }
+
+// TestPairingWaitAllocatesNothing drives the path where a cloud's image
+// has not arrived: the pipeline waits up to the pairing tolerance, drops
+// the cloud and counts it, without allocating a timer per frame.
+func TestPairingWaitAllocatesNothing(t *testing.T) {
+	c := newComposed(t)
+	c.pipe.cfg.PairTolerance = time.Millisecond
+	var h handles.Handle
+	seq := uint64(0)
+	noImage := func() {
+		if err := c.cam.Frame(seq, c.inproc, &h); err != nil {
+			t.Fatal(err)
+		}
+		seq++
+		img := <-c.inproc.C(TopicImage) // the image goes missing
+		img.Release()
+		c.pipe.frame(<-c.inproc.C(TopicPoints))
+	}
+	for range 3 {
+		noImage() // warm up
+	}
+	before := c.pipe.cfg.Recorder.Count(telemetry.FramesDropped)
+	if allocs := testing.AllocsPerRun(20, noImage); allocs != 0 {
+		t.Fatalf("a cloud waiting for its image allocates %.1f times, want 0", allocs)
+	}
+	if got := c.pipe.cfg.Recorder.Count(telemetry.FramesDropped) - before; got != 21 {
+		t.Fatalf("dropped %d clouds without an image, want 21", got)
+	}
+}
