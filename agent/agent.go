@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -53,6 +54,13 @@ type Config struct {
 	Recorder  *telemetry.Recorder
 	Sink      CmdSink
 	MaxPoints int
+	// GPU, if set, filters the cloud and fills the BEV raster on the GPU,
+	// writing GPUBEV: the bytes of Session.BEV() (the same memory, pinned
+	// and device-mapped). Filter and BEV stay the fallback: the first GPU
+	// failure is logged and every frame from then on, that one included,
+	// runs on the CPU.
+	GPU    GPUFilter
+	GPUBEV []byte
 	// PairTolerance is how far apart in capture time a cloud and an image
 	// may be to be processed together; default 20 ms.
 	PairTolerance time.Duration
@@ -73,6 +81,9 @@ type Pipeline struct {
 	// pairWait bounds the wait for a cloud's image (Go ≥ 1.23 timers:
 	// Reset after Stop needs no draining).
 	pairWait *time.Timer
+	// gpu is cfg.GPU until it first fails, then nil (the CPU path).
+	gpu         GPUFilter
+	gpuFailures atomic.Uint64
 }
 
 // New checks the configuration.
@@ -83,6 +94,8 @@ func New(cfg Config) (*Pipeline, error) {
 		return nil, errors.New("agent: every pipeline component must be set")
 	case cfg.MaxPoints <= 0:
 		return nil, fmt.Errorf("agent: max points %d", cfg.MaxPoints)
+	case cfg.GPU != nil && len(cfg.GPUBEV) != 4*len(cfg.Session.BEV()):
+		return nil, fmt.Errorf("agent: GPU BEV buffer of %d bytes for a BEV input of %d float32", len(cfg.GPUBEV), len(cfg.Session.BEV()))
 	}
 	if cfg.PairTolerance <= 0 {
 		cfg.PairTolerance = 20 * time.Millisecond
@@ -93,8 +106,27 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
-	return &Pipeline{cfg: cfg, log: cfg.Log, pts: voxel.NewPoints(cfg.MaxPoints)}, nil
+	p := &Pipeline{cfg: cfg, log: cfg.Log, pts: voxel.NewPoints(cfg.MaxPoints), gpu: cfg.GPU}
+	if p.gpu != nil {
+		cfg.Recorder.SetVoxelPath("gpu")
+	} else {
+		cfg.Recorder.SetVoxelPath("cpu")
+	}
+	return p, nil
 }
+
+// VoxelPath is where the voxel filter and BEV run now: "gpu" or "cpu".
+// Safe for concurrent use.
+func (p *Pipeline) VoxelPath() string {
+	if p.gpuFailures.Load() == 0 && p.cfg.GPU != nil {
+		return "gpu"
+	}
+	return "cpu"
+}
+
+// GPUFailures counts GPU filter failures (0 or 1: the first one ends the
+// GPU path). Safe for concurrent use.
+func (p *Pipeline) GPUFailures() uint64 { return p.gpuFailures.Load() }
 
 // Run processes frames until ctx is done. On return it has published a
 // zero command and released every lease it held.
@@ -223,17 +255,10 @@ func (p *Pipeline) stages(cloud *transport.Lease) error {
 	h := &cloud.Handle
 	in := voxel.Cloud{Data: cloud.Bytes(), Count: int(h.Points.Count), Step: int(h.Points.Step),
 		OffX: int(h.Points.X), OffY: int(h.Points.Y), OffZ: int(h.Points.Z), OffI: int(h.Points.Intensity)}
-	t := time.Now()
-	if err := p.cfg.Filter.Run(in, p.pts); err != nil {
-		p.cfg.Watchdog.Fail("voxel", err)
+	t, err := p.cloudStages(in)
+	if err != nil {
 		return err
 	}
-	t = p.lap(telemetry.StageVoxel, t)
-	if err := p.cfg.BEV.Fill(p.pts, p.cfg.Session.BEV()); err != nil {
-		p.cfg.Watchdog.Fail("bev", err)
-		return err
-	}
-	t = p.lap(telemetry.StageBEV, t)
 	ih := &p.image.Handle
 	view := infer.ImageView{Pix: p.image.Bytes(), Width: int(ih.Image.Width), Height: int(ih.Image.Height),
 		Step: int(ih.Image.RowStep), Format: pixelFormat(ih.Image.Encoding)}
@@ -249,6 +274,47 @@ func (p *Pipeline) stages(cloud *transport.Lease) error {
 		return err
 	}
 	return nil
+}
+
+// cloudStages filters the cloud and fills the model's BEV input, on the GPU
+// while it works, else on the CPU. It returns the time it finished.
+func (p *Pipeline) cloudStages(in voxel.Cloud) (time.Time, error) {
+	t := time.Now()
+	var gpuErr error
+	if p.gpu != nil {
+		// One kernel chain does both: "voxel" holds voxel + BEV on this
+		// path and "bev" records nothing.
+		if gpuErr = p.gpu.Run(in, p.pts, p.cfg.GPUBEV); gpuErr == nil {
+			return p.lap(telemetry.StageVoxel, t), nil
+		}
+		t = time.Now()
+	}
+	if err := p.cfg.Filter.Run(in, p.pts); err != nil {
+		// A cloud the CPU refuses too (bad geometry, too large a grid) is
+		// the data's fault, not the GPU's: the GPU path stays.
+		p.cfg.Watchdog.Fail("voxel", err)
+		return t, err
+	}
+	if gpuErr != nil {
+		p.gpuFailed(gpuErr)
+	}
+	t = p.lap(telemetry.StageVoxel, t)
+	if err := p.cfg.BEV.Fill(p.pts, p.cfg.Session.BEV()); err != nil {
+		p.cfg.Watchdog.Fail("bev", err)
+		return t, err
+	}
+	return p.lap(telemetry.StageBEV, t), nil
+}
+
+// gpuFailed ends the GPU path after it failed on a frame the CPU could
+// filter: one log line with the reason; /latency and /metrics say "cpu"
+// from now on. That frame was filtered on the CPU, so the failure costs no
+// command.
+func (p *Pipeline) gpuFailed(err error) {
+	p.gpu = nil
+	p.gpuFailures.Add(1)
+	p.cfg.Recorder.SetVoxelPath("cpu")
+	p.log.Warn("GPU voxel filter failed; voxel filter and BEV run on the CPU from now on", zap.Error(err))
 }
 
 func (p *Pipeline) lap(stage telemetry.StageID, since time.Time) time.Time {

@@ -11,10 +11,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zerohop/zerohop/camera"
-	"github.com/zerohop/zerohop/gpu"
 	"github.com/zerohop/zerohop/handles/transport"
 	"github.com/zerohop/zerohop/infer"
 	"github.com/zerohop/zerohop/models"
+	"github.com/zerohop/zerohop/pinned"
 	"github.com/zerohop/zerohop/planner"
 	"github.com/zerohop/zerohop/telemetry"
 	"github.com/zerohop/zerohop/voxel"
@@ -41,7 +41,13 @@ type NodeConfig struct {
 	MinPoints   int
 	MaxPoints   int
 	Watchdog    time.Duration
-	HTTP        string
+	// GPU is GPUAuto (default), GPUOn or GPUOff; GPUInput is
+	// GPUInputMapped (default) or GPUInputCopy.
+	GPU, GPUInput string
+	// CubinCache holds the compiled voxel kernels; "" is
+	// gpu.DefaultCubinCacheDir().
+	CubinCache string
+	HTTP       string
 	// Listener, if set, is used instead of listening on HTTP (tests).
 	Listener net.Listener
 	// Duration stops the agent after this long (0: until ctx is done).
@@ -93,7 +99,19 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if err != nil {
 		return err
 	}
+	// The GPU path before the session: the model's BEV input is then the
+	// pinned buffer the kernels write.
+	gv, gpuName, gpuWhy, err := startGPU(cfg, log)
+	if err != nil {
+		return err
+	}
 	opts := infer.SessionOptions{Providers: providers, TensorRTCacheDir: cfg.TRTCache, IntraOpThreads: cfg.Threads}
+	if gv != nil {
+		// Closed last (deferred first): after the session, the camera and
+		// the subscriber, which use its memory and registrations.
+		defer gv.Close()
+		opts.BEV = gv.bevF
+	}
 	var sess *infer.Session
 	if cfg.Model == "" {
 		sess, err = infer.NewSessionFromBytes(rt, "reference.onnx (embedded)", models.ReferenceONNX(), mcfg, opts)
@@ -164,10 +182,21 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 			log.Warn("metrics: skipped provider", zap.Error(err))
 		}
 	}
-	gpuName, gpuWhy := probeGPU()
 	rec.SetGPU(gpuName)
-	rec.SetVoxelPath("cpu")
-	log.Info("voxel filter and BEV on the CPU", zap.String("gpu", gpuName), zap.String("why", gpuWhy))
+	var pinner pinned.Pinner
+	var allocator pinned.HostAllocator
+	if gv != nil {
+		log.Info("voxel filter and BEV on the GPU", zap.String("gpu", gpuName),
+			zap.String("input", orDefault(cfg.GPUInput, GPUInputMapped)), zap.Bool("cubin_cached", gv.filter.Timing().CacheHit))
+		pinner = &bestEffortPinner{pinner: gv.ctx, report: func(err error) {
+			log.Warn("GPU registration of a camera pool failed; its frames will be filtered on the CPU", zap.Error(err))
+		}}
+		allocator = &bestEffortAllocator{gpu: gv.ctx, fallback: pinned.AnonymousMemory(), report: func(err error) {
+			log.Warn("pinned GPU memory for the in-process camera failed; its frames will be filtered on the CPU", zap.Error(err))
+		}}
+	} else {
+		log.Info("voxel filter and BEV on the CPU", zap.String("gpu", gpuName), zap.String("why", gpuWhy))
+	}
 
 	// Listen before anything starts, so a taken port fails the start-up.
 	ln := cfg.Listener
@@ -220,6 +249,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		sub, err := transport.NewSubscriber(transport.SubscriberConfig{
 			Path: cfg.Socket, Name: orDefault(cfg.Name, "agent"),
 			Topics: []string{camera.PointsTopicName, camera.ImageTopicName}, Spin: cfg.Spin, Log: log,
+			Pinner: pinner,
 		})
 		if err != nil {
 			return err
@@ -252,7 +282,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		if err != nil {
 			return err
 		}
-		cam, err := camera.New(camera.Config{Source: source, Rate: cfg.Rate, Subscribers: 1, Log: log})
+		cam, err := camera.New(camera.Config{Source: source, Rate: cfg.Rate, Subscribers: 1, Allocator: allocator, Log: log})
 		if err != nil {
 			return err
 		}
@@ -281,10 +311,18 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if sink == nil {
 		sink = &LogSink{Log: log}
 	}
-	pipe, err := New(Config{Source: src, Filter: filter, BEV: bev, Session: sess, Prep: prep, Planner: plan,
-		Watchdog: wd, Recorder: rec, Sink: sink, MaxPoints: cfg.MaxPoints, Log: log})
+	pcfg := Config{Source: src, Filter: filter, BEV: bev, Session: sess, Prep: prep, Planner: plan,
+		Watchdog: wd, Recorder: rec, Sink: sink, MaxPoints: cfg.MaxPoints, Log: log}
+	if gv != nil {
+		pcfg.GPU, pcfg.GPUBEV = gv.filter, gv.bev
+	}
+	pipe, err := New(pcfg)
 	if err != nil {
 		return err
+	}
+	if err := rec.AddCounterFunc("gpu_voxel_failures", "GPU voxel filter failures (the first one moves voxel and BEV to the CPU).",
+		func() float64 { return float64(pipe.GPUFailures()) }); err != nil {
+		log.Warn("metrics: gpu failures", zap.Error(err))
 	}
 
 	web, err := telemetry.NewServer(rec, telemetry.ServerOptions{Health: func() error {
@@ -300,29 +338,6 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	goRun(func() error { return web.ServeListener(ctx, ln) })
 
 	return pipe.Run(ctx)
-}
-
-// probeGPU names the first CUDA device, or "none", and says why the voxel
-// stage runs on the CPU. Loading the driver is the only thing it does; no
-// GPU, no driver or any failure is a normal condition.
-func probeGPU() (name, why string) {
-	drv, err := gpu.Open()
-	if err != nil {
-		return "none", err.Error()
-	}
-	n, err := drv.DeviceCount()
-	if err != nil || n == 0 {
-		return "none", fmt.Sprintf("CUDA driver %s: %d devices (%v)", drv.Version(), n, err)
-	}
-	dev, err := drv.Device(0)
-	if err != nil {
-		return "none", err.Error()
-	}
-	name, err = dev.Name()
-	if err != nil {
-		return "none", err.Error()
-	}
-	return name, "the GPU voxel path (gpu.VoxelFilter) is not wired into the agent yet"
 }
 
 func orDefault(s, def string) string {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/zerohop/zerohop/camera"
+	"github.com/zerohop/zerohop/gpu"
 	"github.com/zerohop/zerohop/planner"
 )
 
@@ -171,9 +172,10 @@ func TestEndToEndTwoProcesses(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	var lat struct {
-		GPU      string `json:"gpu"`
-		Provider string `json:"provider"`
-		Stages   []struct {
+		GPU       string `json:"gpu"`
+		VoxelPath string `json:"voxel_path"`
+		Provider  string `json:"provider"`
+		Stages    []struct {
 			Name       string `json:"name"`
 			SinceStart struct {
 				Count uint64  `json:"count"`
@@ -193,8 +195,13 @@ func TestEndToEndTwoProcesses(t *testing.T) {
 	if lat.Provider != "cpu" {
 		t.Errorf("/latency provider %q, want cpu", lat.Provider)
 	}
-	if want, why := probeGPU(); lat.GPU != want || lat.GPU == "" {
-		t.Errorf("/latency gpu %q, want %q (%s)", lat.GPU, want, why)
+	if _, err := gpu.Open(); err != nil {
+		// No CUDA driver here: the CPU path, and /latency says so.
+		if lat.GPU != "none" || lat.VoxelPath != "cpu" {
+			t.Errorf("/latency gpu %q, voxel path %q without a CUDA driver (%v); want none, cpu", lat.GPU, lat.VoxelPath, err)
+		}
+	} else if lat.GPU == "" || lat.VoxelPath != "gpu" && lat.VoxelPath != "cpu" {
+		t.Errorf("/latency gpu %q, voxel path %q", lat.GPU, lat.VoxelPath)
 	}
 	for _, stage := range []string{"handoff", "voxel", "bev", "preprocess", "infer", "plan", "e2e"} {
 		if !strings.Contains(string(body), `"`+stage+`"`) {
@@ -305,6 +312,17 @@ func TestStartupErrorsNameTheProblem(t *testing.T) {
 		{"unknown provider", NodeConfig{Providers: "warp-drive"}, []string{"warp-drive"}},
 		{"unknown transport", NodeConfig{Transport: "carrier-pigeon"}, []string{"carrier-pigeon"}},
 		{"taken HTTP port", NodeConfig{HTTP: taken.Addr().String()}, []string{taken.Addr().String()}},
+		{"unknown GPU mode", NodeConfig{GPU: "maybe"}, []string{"--gpu", "maybe"}},
+		{"unknown GPU input", NodeConfig{GPUInput: "teleport"}, []string{"--gpu-input", "teleport"}},
+		{"GPU required with the copy transport", NodeConfig{GPU: GPUOn, Transport: "copy"}, []string{"--gpu on", "--transport copy"}},
+	}
+	if _, err := gpu.Open(); err != nil {
+		// Only where no CUDA driver is installed (here, CI).
+		tests = append(tests, struct {
+			name string
+			cfg  NodeConfig
+			want []string
+		}{"GPU required without a driver", NodeConfig{GPU: GPUOn}, []string{"--gpu on", gpu.DriverSoname}})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

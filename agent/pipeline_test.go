@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/zerohop/zerohop/camera"
+	"github.com/zerohop/zerohop/gpu"
 	"github.com/zerohop/zerohop/handles"
 	"github.com/zerohop/zerohop/handles/transport"
 	"github.com/zerohop/zerohop/infer"
@@ -25,22 +26,50 @@ type composed struct {
 	pipe   *Pipeline
 	sess   *infer.Session
 	sink   *recordingSink
+	rec    *telemetry.Recorder
+	rt     *infer.Runtime
 }
 
-func newComposed(t *testing.T) *composed {
+// composedOptions vary newComposedWith's pipeline; the zero value is
+// newComposed's.
+type composedOptions struct {
+	leaf float32 // default 0.2 m
+	// gpu and gpuBEV go to Config.GPU/GPUBEV; gpuBEV is also the session's
+	// BEV input (viewed as float32), as in RunNode.
+	gpu    GPUFilter
+	gpuBEV []byte
+	// rt shares another pipeline's runtime (one per process).
+	rt *infer.Runtime
+}
+
+func newComposed(t *testing.T) *composed { return newComposedWith(t, composedOptions{}) }
+
+func newComposedWith(t *testing.T, o composedOptions) *composed {
 	t.Helper()
+	if o.leaf == 0 {
+		o.leaf = 0.2
+	}
+	var bevInput []float32
+	if o.gpuBEV != nil {
+		var err error
+		if bevInput, err = gpu.Float32View(o.gpuBEV); err != nil {
+			t.Fatal(err)
+		}
+	}
 	requireORT(t)
-	lib, err := infer.FindLibrary("")
-	if err != nil {
-		t.Fatal(err)
+	rt := o.rt
+	if rt == nil {
+		lib, err := infer.FindLibrary("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rt, err = infer.OpenRuntime(lib); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rt.Close() })
 	}
-	rt, err := infer.OpenRuntime(lib)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rt.Close() })
 	sess, err := infer.NewSessionFromBytes(rt, "reference.onnx", models.ReferenceONNX(), infer.ReferenceConfig(),
-		infer.SessionOptions{Providers: []string{"cpu"}, IntraOpThreads: 1})
+		infer.SessionOptions{Providers: []string{"cpu"}, IntraOpThreads: 1, BEV: bevInput})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +81,7 @@ func newComposed(t *testing.T) *composed {
 	}
 	t.Cleanup(prep.Close)
 	bev, _ := voxel.NewBEV(voxel.BEVConfig{})
-	filter, err := voxel.NewFilter(voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}, 200_000)
+	filter, err := voxel.NewFilter(voxel.Config{Leaf: [3]float32{o.leaf, o.leaf, o.leaf}}, 200_000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,11 +109,11 @@ func newComposed(t *testing.T) *composed {
 	t.Cleanup(func() { inproc.Close() })
 	sink := &recordingSink{}
 	pipe, err := New(Config{Source: inproc, Filter: filter, BEV: bev, Session: sess, Prep: prep, Planner: plan,
-		Watchdog: wd, Recorder: rec, Sink: sink, MaxPoints: 200_000})
+		Watchdog: wd, Recorder: rec, Sink: sink, MaxPoints: 200_000, GPU: o.gpu, GPUBEV: o.gpuBEV})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &composed{cam: cam, src: src, inproc: inproc, pipe: pipe, sess: sess, sink: sink}
+	return &composed{cam: cam, src: src, inproc: inproc, pipe: pipe, sess: sess, sink: sink, rec: rec, rt: rt}
 }
 
 // step publishes frame seq and runs the pipeline on it.

@@ -59,6 +59,9 @@ type Config struct {
 	Shared       bool          // memfd pools, for other processes
 	Lock         bool          // mlock the pools
 	Pinner       pinned.Pinner
+	// Allocator supplies in-process pools' memory (e.g. cuMemHostAlloc);
+	// ignored for Shared pools. Default: anonymous mappings.
+	Allocator pinned.HostAllocator
 	// Checksum fills each handle's payload checksum (test mode; costs a
 	// pass over the payload).
 	Checksum bool
@@ -145,7 +148,7 @@ func New(cfg Config) (*Camera, error) {
 		}
 		p, err := pinned.New(pinned.Geometry{SlotCount: slots, SlotSize: size}, pinned.Options{
 			Name: TopicName(i), ID: uint32(i + 1), Shared: cfg.Shared, Lock: cfg.Lock,
-			Pinner: cfg.Pinner, Epoch: epoch + uint32(i),
+			Pinner: cfg.Pinner, Allocator: cfg.Allocator, Epoch: epoch + uint32(i),
 		})
 		if err != nil {
 			c.Close()

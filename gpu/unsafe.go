@@ -406,3 +406,22 @@ func (l *dlNVRTC) ptx(prog uintptr) ([]byte, NVRTCResult) {
 func (l *dlNVRTC) cubin(prog uintptr) ([]byte, NVRTCResult) {
 	return l.output(prog, l.nvrtcGetCUBINSize, l.nvrtcGetCUBIN, false)
 }
+
+// Float32View returns mem as float32 values (little-endian host order), the
+// same memory, no copy: how a pinned BEV buffer from Allocate becomes the
+// model's []float32 input tensor while VoxelFilter.Run writes it through its
+// device pointer. mem must be 4-byte aligned (Allocate's memory is
+// page-aligned) and a multiple of 4 bytes long. The view is valid exactly as
+// long as mem (invariant 5: after Free it must not be used).
+func Float32View(mem []byte) ([]float32, error) {
+	if len(mem) == 0 {
+		return nil, nil
+	}
+	if len(mem)%4 != 0 {
+		return nil, fmt.Errorf("gpu: float32 view of %d bytes: not a multiple of 4", len(mem))
+	}
+	if a := addressOf(mem); a%4 != 0 {
+		return nil, fmt.Errorf("gpu: float32 view at %#x: not 4-byte aligned", a)
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(mem))), len(mem)/4), nil
+}

@@ -202,3 +202,8 @@ func closeFd(fd int) {
 		unix.Close(fd)
 	}
 }
+
+// AnonymousMemory is the HostAllocator in-process pools use when none is
+// given (private anonymous mappings): a fallback for allocators that may
+// fail, such as pinned GPU memory.
+func AnonymousMemory() HostAllocator { return mmapAllocator{} }

@@ -37,7 +37,9 @@ a unix socket) or runs a camera source in this process (--camera), and per
 frame pair runs voxel filter → BEV raster → image preprocessing → ONNX model
 → planner, publishing cmd_vel. A watchdog zeroes cmd_vel when frames stop or
 a stage fails. Per-stage latency: http://<--http>/ (page), /latency (JSON),
-/metrics (Prometheus), /healthz.
+/metrics (Prometheus), /healthz. With an NVIDIA GPU (driver and NVRTC found at
+run time) voxel filter and BEV run on it, reading the slot in place; /latency's
+voxel_path says where they run, and the log says why when it is the CPU.
 
 Flags:
 `)
@@ -63,6 +65,9 @@ Flags:
 	fs.Float64Var(&leaf, "leaf", 0.2, "voxel leaf size in metres")
 	fs.IntVar(&cfg.MinPoints, "min-points", 1, "minimum points per voxel")
 	fs.IntVar(&cfg.MaxPoints, "max-points", 500000, "largest point cloud accepted")
+	fs.StringVar(&cfg.GPU, "gpu", agent.GPUAuto, `voxel filter and BEV on the GPU: "auto" (the GPU when one works, else the CPU with a log line saying why), "on" (fail at start-up without it) or "off"`)
+	fs.StringVar(&cfg.GPUInput, "gpu-input", agent.GPUInputMapped, `how the GPU kernels read a cloud: "mapped" (in place from the pinned slot, zero-copy) or "copy" (one async copy to device memory first)`)
+	fs.StringVar(&cfg.CubinCache, "cubin-cache", "", "folder for the compiled GPU kernels (default $XDG_CACHE_HOME/zerohop/cubin or ~/.cache/zerohop/cubin)")
 	fs.DurationVar(&cfg.Watchdog, "watchdog", 200*time.Millisecond, "zero cmd_vel when no fresh frame arrives within this period")
 	fs.StringVar(&cfg.HTTP, "http", telemetry.DefaultAddr, "latency endpoint address (localhost by default; 0.0.0.0:PORT for all interfaces)")
 	fs.DurationVar(&cfg.Duration, "duration", 0, "stop after this long (0: until SIGINT/SIGTERM)")

@@ -1,0 +1,266 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/zerohop/zerohop/gpu"
+	"github.com/zerohop/zerohop/pinned"
+	"github.com/zerohop/zerohop/voxel"
+)
+
+// GPU modes (NodeConfig.GPU, agent --gpu).
+const (
+	// GPUAuto runs voxel filtering and BEV on the GPU when one works, else
+	// on the CPU with one log line saying why (the default).
+	GPUAuto = "auto"
+	// GPUOn requires the GPU path: start-up fails, naming the step, if it
+	// cannot start.
+	GPUOn = "on"
+	// GPUOff always uses the CPU path.
+	GPUOff = "off"
+)
+
+// GPU input modes (NodeConfig.GPUInput, agent --gpu-input).
+const (
+	// GPUInputMapped: the kernels read the points in place from the
+	// registered slot through its device pointer (zero-copy, the default).
+	GPUInputMapped = "mapped"
+	// GPUInputCopy: one async copy of the points into device memory first.
+	GPUInputCopy = "copy"
+)
+
+// GPUFilter is the voxel filter and BEV raster on the GPU
+// (gpu.VoxelFilter): one call filters the cloud into out and writes the
+// [3,H,W] float32 raster into bev. It must give the CPU path's results.
+type GPUFilter interface {
+	Run(in voxel.Cloud, out *voxel.Points, bev []byte) error
+}
+
+// gpuVoxel is the agent's GPU path, set up at start: the device's context,
+// the compiled kernels, and the BEV input of the model in pinned, mapped
+// memory, which the kernels write and ONNX Runtime reads (no copy).
+type gpuVoxel struct {
+	name   string // the device, e.g. "NVIDIA H200"
+	ctx    *gpu.Context
+	filter *gpu.VoxelFilter
+	bev    []byte    // cuMemHostAlloc'd; the model's BEV input
+	bevF   []float32 // the same memory, for infer.SessionOptions.BEV
+}
+
+// gpuStartError says which step of the GPU path's start-up failed.
+type gpuStartError struct {
+	Device string // "" before a device was found
+	Step   string
+	Err    error
+}
+
+func (e *gpuStartError) Error() string {
+	if e.Device == "" {
+		return fmt.Sprintf("gpu voxel path: %s: %v", e.Step, e.Err)
+	}
+	return fmt.Sprintf("gpu voxel path on %s: %s: %v", e.Device, e.Step, e.Err)
+}
+
+func (e *gpuStartError) Unwrap() error { return e.Err }
+
+// gpuVoxelConfig is what the GPU path is built from.
+type gpuVoxelConfig struct {
+	Filter    voxel.Config
+	MaxPoints int
+	CopyInput bool
+	CacheDir  string
+	Log       *zap.Logger
+}
+
+// openGPUVoxel starts the GPU path on device 0 (CUDA_VISIBLE_DEVICES picks
+// it): driver, context, NVRTC, kernels (compiled for the device or loaded
+// from the cubin cache), pinned BEV buffer. Any failure is a *gpuStartError;
+// what was started is undone.
+func openGPUVoxel(cfg gpuVoxelConfig) (g *gpuVoxel, err error) {
+	log := cfg.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	fail := func(dev, step string, err error) (*gpuVoxel, error) {
+		return nil, &gpuStartError{Device: dev, Step: step, Err: err}
+	}
+	drv, err := gpu.Open()
+	if err != nil {
+		return fail("", "load the CUDA driver", err)
+	}
+	n, err := drv.DeviceCount()
+	if err == nil && n == 0 {
+		err = gpu.ErrNoDevice
+	}
+	if err != nil {
+		return fail("", "CUDA driver "+drv.Version()+": count devices", err)
+	}
+	dev, err := drv.Device(0)
+	if err != nil {
+		return fail("", "device 0", err)
+	}
+	name, err := dev.Name()
+	if err != nil {
+		return fail("", "device 0 name", err)
+	}
+	g = &gpuVoxel{name: name}
+	g.ctx, err = dev.NewContext(gpu.ContextOptions{Logf: func(format string, args ...any) {
+		log.Info(fmt.Sprintf(format, args...))
+	}})
+	if err != nil {
+		return fail(name, "primary context", err)
+	}
+	defer func() {
+		if err != nil {
+			g.Close()
+		}
+	}()
+	nv, err := gpu.OpenNVRTC()
+	if err != nil {
+		return fail(name, "NVRTC (compiles the voxel kernels)", err)
+	}
+	g.filter, err = gpu.NewVoxelFilter(g.ctx, nv, cfg.Filter, gpu.VoxelOptions{
+		MaxPoints: cfg.MaxPoints, CopyInput: cfg.CopyInput, BEV: &voxel.BEVConfig{}, CacheDir: cfg.CacheDir,
+	})
+	if err != nil {
+		return fail(name, "voxel kernels", err)
+	}
+	if g.bev, err = g.ctx.Allocate(g.filter.BEVBytes()); err != nil {
+		return fail(name, "pinned BEV buffer", err)
+	}
+	if g.bevF, err = gpu.Float32View(g.bev); err != nil {
+		return fail(name, "pinned BEV buffer", err)
+	}
+	return g, nil
+}
+
+// Close frees what openGPUVoxel made. Call it after everything that uses
+// the BEV buffer (the inference session) and the registered pools (camera,
+// subscriber) is closed.
+func (g *gpuVoxel) Close() error {
+	var errs []error
+	if g.filter != nil {
+		errs = append(errs, g.filter.Close())
+	}
+	if g.bev != nil {
+		errs = append(errs, g.ctx.Free(g.bev))
+		g.bev, g.bevF = nil, nil
+	}
+	if g.ctx != nil {
+		errs = append(errs, g.ctx.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// bestEffortPinner registers segments with the GPU but never fails a
+// mapping because of it: a failed registration is reported (once per
+// pinner) and the segment stays as it is. Frames in such a segment make
+// the GPU filter fail (their memory is not device-mapped), and the pipeline
+// falls back to the CPU path: losing the GPU must never cost frames.
+type bestEffortPinner struct {
+	pinner pinned.Pinner
+	once   sync.Once
+	report func(error)
+}
+
+func (b *bestEffortPinner) Pin(mem []byte, access pinned.Access) (pinned.PinnedRegion, error) {
+	r, err := b.pinner.Pin(mem, access)
+	if err != nil {
+		b.once.Do(func() { b.report(err) })
+		return unpinnedRegion{}, nil
+	}
+	return r, nil
+}
+
+// unpinnedRegion stands for a segment whose registration failed.
+type unpinnedRegion struct{}
+
+func (unpinnedRegion) Unpin() error { return nil }
+
+// bestEffortAllocator hands out the GPU's pinned, mapped host memory
+// (cuMemHostAlloc) for in-process pools, and ordinary memory from fallback
+// when that fails (reported once), for the same reason as bestEffortPinner.
+type bestEffortAllocator struct {
+	gpu, fallback pinned.HostAllocator
+	report        func(error)
+	once          sync.Once
+	mu            sync.Mutex
+	fromFallback  map[*byte]bool // first byte of each fallback allocation
+}
+
+func (b *bestEffortAllocator) Allocate(size int) ([]byte, error) {
+	mem, err := b.gpu.Allocate(size)
+	if err == nil {
+		return mem, nil
+	}
+	b.once.Do(func() { b.report(err) })
+	mem, err = b.fallback.Allocate(size)
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	if b.fromFallback == nil {
+		b.fromFallback = make(map[*byte]bool)
+	}
+	b.fromFallback[&mem[0]] = true
+	b.mu.Unlock()
+	return mem, nil
+}
+
+func (b *bestEffortAllocator) Free(mem []byte) error {
+	if len(mem) == 0 {
+		return nil
+	}
+	b.mu.Lock()
+	fallback := b.fromFallback[&mem[0]]
+	delete(b.fromFallback, &mem[0])
+	b.mu.Unlock()
+	if fallback {
+		return b.fallback.Free(mem)
+	}
+	return b.gpu.Free(mem)
+}
+
+// startGPU applies NodeConfig.GPU and GPUInput. It returns the GPU path, or
+// nil and why the CPU path is used; device names the GPU when one was
+// found ("none" otherwise). An error only for --gpu on (or a bad value).
+func startGPU(cfg NodeConfig, log *zap.Logger) (g *gpuVoxel, device, why string, err error) {
+	mode := orDefault(cfg.GPU, GPUAuto)
+	input := orDefault(cfg.GPUInput, GPUInputMapped)
+	switch {
+	case mode != GPUAuto && mode != GPUOn && mode != GPUOff:
+		return nil, "none", "", fmt.Errorf("--gpu %q: want %q, %q or %q", cfg.GPU, GPUAuto, GPUOn, GPUOff)
+	case input != GPUInputMapped && input != GPUInputCopy:
+		return nil, "none", "", fmt.Errorf("--gpu-input %q: want %q or %q", cfg.GPUInput, GPUInputMapped, GPUInputCopy)
+	case mode == GPUOff:
+		return nil, "none", "--gpu off", nil
+	case cfg.Camera == "" && cfg.Transport == "copy":
+		// Its payloads land in ordinary heap buffers, which the kernels
+		// cannot read and the driver will not copy asynchronously.
+		why = "--transport copy: its buffers are not pinned GPU memory"
+		if mode == GPUOn {
+			return nil, "none", "", fmt.Errorf("--gpu on with %s", why)
+		}
+		return nil, "none", why, nil
+	}
+	g, err = openGPUVoxel(gpuVoxelConfig{
+		Filter:    voxel.Config{Leaf: [3]float32{cfg.Leaf, cfg.Leaf, cfg.Leaf}, MinPoints: cfg.MinPoints},
+		MaxPoints: cfg.MaxPoints, CopyInput: input == GPUInputCopy, CacheDir: cfg.CubinCache, Log: log,
+	})
+	if err != nil {
+		device = "none"
+		var se *gpuStartError
+		if errors.As(err, &se) && se.Device != "" {
+			device = se.Device
+		}
+		if mode == GPUOn {
+			return nil, device, "", fmt.Errorf("--gpu on: %w", err)
+		}
+		return nil, device, err.Error(), nil
+	}
+	return g, g.name, "", nil
+}

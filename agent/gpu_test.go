@@ -1,0 +1,378 @@
+package agent
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/zerohop/zerohop/gpu"
+	"github.com/zerohop/zerohop/handles"
+	"github.com/zerohop/zerohop/infer"
+	"github.com/zerohop/zerohop/pinned"
+	"github.com/zerohop/zerohop/telemetry"
+	"github.com/zerohop/zerohop/voxel"
+)
+
+// errFakeCUDA is what fakeGPUFilter fails with.
+var errFakeCUDA = errors.New("fake: CUDA_ERROR_LAUNCH_FAILED")
+
+// fakeGPUFilter is a FAKE of gpu.VoxelFilter for the pipeline's plumbing:
+// it runs the CPU filter and raster and writes the raster's bytes where
+// the GPU would. It proves nothing about CUDA or the kernels (those are
+// gpu/'s tests on a GPU machine).
+type fakeGPUFilter struct {
+	filter *voxel.Filter
+	bev    *voxel.BEV
+	raster []float32
+	calls  int
+	failAt int  // the call (1-based) that fails with errFakeCUDA; 0: none
+	broken bool // every call fails with errFakeCUDA after the CPU work
+}
+
+func newFakeGPUFilter(t *testing.T, leaf float32) *fakeGPUFilter {
+	t.Helper()
+	filter, err := voxel.NewFilter(voxel.Config{Leaf: [3]float32{leaf, leaf, leaf}}, 200_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { filter.Close() })
+	bev, err := voxel.NewBEV(voxel.BEVConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fakeGPUFilter{filter: filter, bev: bev, raster: make([]float32, bev.Len())}
+}
+
+func (f *fakeGPUFilter) Run(in voxel.Cloud, out *voxel.Points, bev []byte) error {
+	f.calls++
+	if f.calls == f.failAt {
+		out.P = out.P[:0]
+		return errFakeCUDA
+	}
+	if err := f.filter.Run(in, out); err != nil {
+		return err
+	}
+	if f.broken {
+		out.P = out.P[:0]
+		return errFakeCUDA
+	}
+	if err := f.bev.Fill(out, f.raster); err != nil {
+		return err
+	}
+	for i, v := range f.raster {
+		binary.LittleEndian.PutUint32(bev[4*i:], math.Float32bits(v))
+	}
+	return nil
+}
+
+// gpuComposed is a pipeline whose GPU path is fake, with its BEV input
+// over the bytes the fake writes, as RunNode wires the real one.
+// rt may be nil, or another pipeline's runtime.
+func gpuComposed(t *testing.T, fake *fakeGPUFilter, leaf float32, rt *infer.Runtime) *composed {
+	t.Helper()
+	return newComposedWith(t, composedOptions{leaf: leaf, gpu: fake, gpuBEV: make([]byte, 4*fake.bev.Len()), rt: rt})
+}
+
+func stageCount(t *testing.T, rec *telemetry.Recorder, name string) uint64 {
+	t.Helper()
+	for _, s := range rec.Snapshot().Stages {
+		if s.Name == name {
+			return s.SinceStart.Count
+		}
+	}
+	t.Fatalf("no stage %q", name)
+	return 0
+}
+
+// sameOutputs compares the model outputs of two pipelines bit for bit.
+func sameOutputs(t *testing.T, seq uint64, got, want *composed) {
+	t.Helper()
+	for _, o := range []struct {
+		name      string
+		got, want []float32
+	}{
+		{"scores", got.sess.Scores(), want.sess.Scores()},
+		{"clearance", got.sess.Clearance(), want.sess.Clearance()},
+	} {
+		for i := range o.want {
+			if math.Float32bits(o.got[i]) != math.Float32bits(o.want[i]) {
+				t.Fatalf("frame %d: %s[%d] = %v on the GPU path, %v on the CPU path", seq, o.name, i, o.got[i], o.want[i])
+			}
+		}
+	}
+}
+
+func TestGPUPathFeedsTheModelWhatTheFilterWrote(t *testing.T) {
+	cpu := newComposed(t)
+	fake := newFakeGPUFilter(t, 0.2)
+	g := gpuComposed(t, fake, 0.2, cpu.rt)
+	if g.pipe.VoxelPath() != "gpu" || g.rec.Label(telemetry.LabelVoxelPath) != "gpu" {
+		t.Fatalf("voxel path %q, label %q; want gpu", g.pipe.VoxelPath(), g.rec.Label(telemetry.LabelVoxelPath))
+	}
+	var h handles.Handle
+	for seq := uint64(0); seq < 4; seq++ {
+		cpu.step(t, seq, &h)
+		g.step(t, seq, &h)
+		// The BEV input is all zeros unless the session reads the bytes
+		// the GPU filter wrote: then the outputs would differ.
+		sameOutputs(t, seq, g, cpu)
+	}
+	if fake.calls != 4 {
+		t.Fatalf("GPU filter called %d times for 4 frames", fake.calls)
+	}
+	if n := stageCount(t, g.rec, "voxel"); n != 4 {
+		t.Fatalf("voxel stage recorded %d times, want 4", n)
+	}
+	if n := stageCount(t, g.rec, "bev"); n != 0 {
+		t.Fatalf("bev stage recorded %d times on the GPU path (it is inside voxel there), want 0", n)
+	}
+	if n := g.rec.Count(telemetry.FramesProcessed); n != 4 {
+		t.Fatalf("%d frames processed, want 4", n)
+	}
+}
+
+func TestGPUFailureMovesToTheCPUWithoutLosingTheFrame(t *testing.T) {
+	cpu := newComposed(t)
+	fake := newFakeGPUFilter(t, 0.2)
+	fake.failAt = 3
+	g := gpuComposed(t, fake, 0.2, cpu.rt)
+	core, logs := observer.New(zap.InfoLevel)
+	g.pipe.log = zap.New(core)
+	var h handles.Handle
+	for seq := uint64(0); seq < 6; seq++ {
+		cpu.step(t, seq, &h)
+		g.step(t, seq, &h)
+		sameOutputs(t, seq, g, cpu)
+		want := "gpu"
+		if seq >= 2 {
+			want = "cpu"
+		}
+		if got := g.pipe.VoxelPath(); got != want {
+			t.Fatalf("after frame %d: voxel path %q, want %q", seq, got, want)
+		}
+	}
+	if fake.calls != 3 {
+		t.Fatalf("GPU filter called %d times; after its failure on call 3 it must not be called again", fake.calls)
+	}
+	if g.pipe.GPUFailures() != 1 || g.rec.Label(telemetry.LabelVoxelPath) != "cpu" {
+		t.Fatalf("failures %d, label %q; want 1, cpu", g.pipe.GPUFailures(), g.rec.Label(telemetry.LabelVoxelPath))
+	}
+	if n := g.rec.Count(telemetry.FramesProcessed); n != 6 {
+		t.Fatalf("%d of 6 frames processed: the failing frame must be filtered on the CPU", n)
+	}
+	if n := stageCount(t, g.rec, "bev"); n != 4 {
+		t.Fatalf("bev stage recorded %d times, want 4 (frames 2..5 on the CPU)", n)
+	}
+	lines := logs.FilterMessageSnippet("GPU voxel filter failed").All()
+	if len(lines) != 1 || !strings.Contains(lines[0].ContextMap()["error"].(string), "CUDA_ERROR_LAUNCH_FAILED") {
+		t.Fatalf("want one log line naming the CUDA error, got %v", lines)
+	}
+	if g.cam.Pool(0).InUse() != 0 || g.cam.Pool(1).InUse() != 0 {
+		t.Fatal("the pipeline leaked slots")
+	}
+}
+
+func TestCloudTheCPURefusesTooKeepsTheGPUPath(t *testing.T) {
+	// A leaf so small that the synthetic scene's grid overflows 64-bit
+	// keys: both filters refuse the cloud, which is the data's fault.
+	const leaf = 1e-6
+	fake := newFakeGPUFilter(t, leaf)
+	g := gpuComposed(t, fake, leaf, nil)
+	var h handles.Handle
+	g.step(t, 0, &h)
+	if fake.calls != 1 {
+		t.Fatalf("GPU filter called %d times", fake.calls)
+	}
+	if g.pipe.GPUFailures() != 0 || g.pipe.VoxelPath() != "gpu" {
+		t.Fatalf("failures %d, path %q: a cloud the CPU refuses too must not end the GPU path", g.pipe.GPUFailures(), g.pipe.VoxelPath())
+	}
+	if g.rec.Count(telemetry.FramesDropped) != 1 || g.rec.Count(telemetry.FramesProcessed) != 0 {
+		t.Fatalf("dropped %d, processed %d; want 1, 0", g.rec.Count(telemetry.FramesDropped), g.rec.Count(telemetry.FramesProcessed))
+	}
+	if ok, reason := g.pipe.cfg.Watchdog.Check(time.Now()); ok || !strings.Contains(reason, "voxel") {
+		t.Fatalf("watchdog ok=%t %q: it must hold the voxel stage's failure", ok, reason)
+	}
+}
+
+func TestGPUPathFrameAllocatesNothing(t *testing.T) {
+	g := gpuComposed(t, newFakeGPUFilter(t, 0.2), 0.2, nil)
+	var h handles.Handle
+	for seq := uint64(0); seq < 5; seq++ {
+		g.step(t, seq, &h)
+	}
+	seq := uint64(5)
+	allocs := testing.AllocsPerRun(20, func() {
+		g.step(t, seq, &h)
+		seq++
+	})
+	if allocs != 0 {
+		t.Fatalf("a frame on the (fake) GPU path allocates %.1f times, want 0", allocs)
+	}
+}
+
+func TestNewRefusesAGPUBEVOfTheWrongSize(t *testing.T) {
+	fake := newFakeGPUFilter(t, 0.2)
+	c := gpuComposed(t, fake, 0.2, nil)
+	cfg := c.pipe.cfg
+	cfg.GPUBEV = cfg.GPUBEV[:len(cfg.GPUBEV)-4]
+	if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), "BEV") {
+		t.Fatalf("New with a short GPU BEV buffer: %v", err)
+	}
+}
+
+// fakePinner and fakeAllocator are FAKES of the GPU's pool hooks, for the
+// best-effort wrappers' plumbing only.
+type fakePinner struct {
+	fail  error
+	pins  int
+	unpin int
+}
+
+type fakeRegion struct{ p *fakePinner }
+
+func (r fakeRegion) Unpin() error { r.p.unpin++; return nil }
+
+func (p *fakePinner) Pin([]byte, pinned.Access) (pinned.PinnedRegion, error) {
+	p.pins++
+	if p.fail != nil {
+		return nil, p.fail
+	}
+	return fakeRegion{p}, nil
+}
+
+type fakeAllocator struct {
+	fail  error
+	freed int
+}
+
+func (a *fakeAllocator) Allocate(size int) ([]byte, error) {
+	if a.fail != nil {
+		return nil, a.fail
+	}
+	return make([]byte, size), nil
+}
+
+func (a *fakeAllocator) Free([]byte) error { a.freed++; return nil }
+
+func TestBestEffortPinnerNeverFailsAMapping(t *testing.T) {
+	var reports []error
+	fp := &fakePinner{fail: errors.New("fake: CUDA_ERROR_NOT_SUPPORTED")}
+	b := &bestEffortPinner{pinner: fp, report: func(err error) { reports = append(reports, err) }}
+	// Through a real pool, as the camera and subscriber use it.
+	for range 2 {
+		p, err := pinned.New(pinned.Geometry{SlotCount: 2, SlotSize: 64}, pinned.Options{Name: "t", Pinner: b})
+		if err != nil {
+			t.Fatalf("a failed GPU registration failed the pool: %v", err)
+		}
+		p.Close()
+	}
+	if fp.pins != 2 || len(reports) != 1 || !strings.Contains(reports[0].Error(), "NOT_SUPPORTED") {
+		t.Fatalf("pins %d, reports %v: want 2 tries and one report naming the error", fp.pins, reports)
+	}
+	ok := &fakePinner{}
+	b = &bestEffortPinner{pinner: ok, report: func(err error) { t.Errorf("reported %v", err) }}
+	p, err := pinned.New(pinned.Geometry{SlotCount: 2, SlotSize: 64}, pinned.Options{Name: "t", Pinner: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	if ok.pins != 1 || ok.unpin != 1 {
+		t.Fatalf("working pinner: %d pins, %d unpins; want 1, 1", ok.pins, ok.unpin)
+	}
+}
+
+func TestBestEffortAllocatorFallsBackAndFreesEachWhereItCameFrom(t *testing.T) {
+	var reports int
+	gpuMem := &fakeAllocator{fail: errors.New("fake: CUDA_ERROR_OUT_OF_MEMORY")}
+	fallback := &fakeAllocator{}
+	b := &bestEffortAllocator{gpu: gpuMem, fallback: fallback, report: func(error) { reports++ }}
+	a, err := b.Allocate(4096)
+	if err != nil || len(a) != 4096 {
+		t.Fatalf("fallback allocation: %d bytes, %v", len(a), err)
+	}
+	gpuMem.fail = nil
+	g, err := b.Allocate(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Free(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Free(g); err != nil {
+		t.Fatal(err)
+	}
+	if fallback.freed != 1 || gpuMem.freed != 1 || reports != 1 {
+		t.Fatalf("freed fallback %d, gpu %d, reports %d; want 1, 1, 1", fallback.freed, gpuMem.freed, reports)
+	}
+	// Through a real in-process pool with the real fallback.
+	gpuMem.fail = errors.New("fake: CUDA_ERROR_OUT_OF_MEMORY")
+	b = &bestEffortAllocator{gpu: gpuMem, fallback: pinned.AnonymousMemory(), report: func(error) {}}
+	p, err := pinned.New(pinned.Geometry{SlotCount: 2, SlotSize: 64}, pinned.Options{Name: "t", Allocator: b})
+	if err != nil {
+		t.Fatalf("a failed pinned allocation failed the pool: %v", err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStartGPUModes(t *testing.T) {
+	_, noDriver := gpu.Open()
+	cases := []struct {
+		name    string
+		cfg     NodeConfig
+		wantErr string // "" : no error
+		wantWhy string
+	}{
+		{"an unknown mode", NodeConfig{GPU: "maybe"}, `--gpu "maybe"`, ""},
+		{"an unknown input", NodeConfig{GPUInput: "teleport"}, `--gpu-input "teleport"`, ""},
+		{"off", NodeConfig{GPU: GPUOff}, "", "--gpu off"},
+		{"auto with the copy transport", NodeConfig{Transport: "copy"}, "", "--transport copy"},
+		{"on with the copy transport", NodeConfig{GPU: GPUOn, Transport: "copy"}, "--transport copy", ""},
+	}
+	if noDriver != nil {
+		// Here (no CUDA driver) auto falls back and on refuses, both naming
+		// the library; where a driver is present these cases do not apply.
+		cases = append(cases,
+			struct {
+				name    string
+				cfg     NodeConfig
+				wantErr string
+				wantWhy string
+			}{"auto without a driver", NodeConfig{}, "", gpu.DriverSoname},
+			struct {
+				name    string
+				cfg     NodeConfig
+				wantErr string
+				wantWhy string
+			}{"on without a driver", NodeConfig{GPU: GPUOn}, gpu.DriverSoname, ""})
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.Leaf, tc.cfg.MaxPoints = 0.2, 1000
+			g, device, why, err := startGPU(tc.cfg, zap.NewNop())
+			if g != nil {
+				g.Close()
+				t.Fatal("the GPU path started")
+			}
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one naming %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(why, tc.wantWhy) || device == "" {
+				t.Fatalf("why %q (device %q), want it to name %q", why, device, tc.wantWhy)
+			}
+		})
+	}
+}
