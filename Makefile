@@ -29,7 +29,7 @@ test: deps vet fmt-check
 	ZEROHOP_REQUIRE_ORT=1 ZEROHOP_REQUIRE_ROS2=1 $(GO) test -race -timeout 10m ./...
 	$(GO) vet -tags ros2 ./ros2/... ./camera/... ./cmd/...
 	ZEROHOP_REQUIRE_ORT=1 ZEROHOP_REQUIRE_ROS2=1 $(GO) test -tags ros2 -race -timeout 5m ./ros2/... ./camera/... ./cmd/agent/ ./cmd/camera/
-	$(GO) vet -tags gpu ./gpu/
+	$(GO) vet -tags gpu ./gpu/ ./agent/
 	$(GO) vet -tags cudaemu ./gpu/
 
 ros2-gen:

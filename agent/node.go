@@ -320,7 +320,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if err != nil {
 		return err
 	}
-	if err := rec.AddCounterFunc("gpu_voxel_failures", "GPU voxel filter failures (the first one moves voxel and BEV to the CPU).",
+	if err := rec.AddCounterFunc("gpu_voxel_failures_total", "GPU voxel filter failures (the first one moves voxel and BEV to the CPU).",
 		func() float64 { return float64(pipe.GPUFailures()) }); err != nil {
 		log.Warn("metrics: gpu failures", zap.Error(err))
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/zerohop/zerohop/handles/transport"
 	"github.com/zerohop/zerohop/infer"
 	"github.com/zerohop/zerohop/models"
+	"github.com/zerohop/zerohop/pinned"
 	"github.com/zerohop/zerohop/planner"
 	"github.com/zerohop/zerohop/sensor"
 	"github.com/zerohop/zerohop/telemetry"
@@ -40,6 +41,8 @@ type composedOptions struct {
 	gpuBEV []byte
 	// rt shares another pipeline's runtime (one per process).
 	rt *infer.Runtime
+	// allocator supplies the camera's pools (the GPU's pinned memory).
+	allocator pinned.HostAllocator
 }
 
 func newComposed(t *testing.T) *composed { return newComposedWith(t, composedOptions{}) }
@@ -93,7 +96,7 @@ func newComposedWith(t *testing.T, o composedOptions) *composed {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cam, err := camera.New(camera.Config{Source: src, Slots: 6})
+	cam, err := camera.New(camera.Config{Source: src, Slots: 6, Allocator: o.allocator})
 	if err != nil {
 		t.Fatal(err)
 	}
