@@ -80,7 +80,7 @@ type gpuVoxelConfig struct {
 // it): driver, context, NVRTC, kernels (compiled for the device or loaded
 // from the cubin cache), pinned BEV buffer. Any failure is a *gpuStartError;
 // what was started is undone.
-func openGPUVoxel(cfg gpuVoxelConfig) (g *gpuVoxel, err error) {
+func openGPUVoxel(cfg gpuVoxelConfig) (*gpuVoxel, error) {
 	log := cfg.Log
 	if log == nil {
 		log = zap.NewNop()
@@ -107,35 +107,35 @@ func openGPUVoxel(cfg gpuVoxelConfig) (g *gpuVoxel, err error) {
 	if err != nil {
 		return fail("", "device 0 name", err)
 	}
-	g = &gpuVoxel{name: name}
-	g.ctx, err = dev.NewContext(gpu.ContextOptions{Logf: func(format string, args ...any) {
+	v := &gpuVoxel{name: name}
+	if v.ctx, err = dev.NewContext(gpu.ContextOptions{Logf: func(format string, args ...any) {
 		log.Info(fmt.Sprintf(format, args...))
-	}})
-	if err != nil {
+	}}); err != nil {
 		return fail(name, "primary context", err)
 	}
+	ok := false
 	defer func() {
-		if err != nil {
-			g.Close()
+		if !ok {
+			v.Close()
 		}
 	}()
 	nv, err := gpu.OpenNVRTC()
 	if err != nil {
 		return fail(name, "NVRTC (compiles the voxel kernels)", err)
 	}
-	g.filter, err = gpu.NewVoxelFilter(g.ctx, nv, cfg.Filter, gpu.VoxelOptions{
+	if v.filter, err = gpu.NewVoxelFilter(v.ctx, nv, cfg.Filter, gpu.VoxelOptions{
 		MaxPoints: cfg.MaxPoints, CopyInput: cfg.CopyInput, BEV: &voxel.BEVConfig{}, CacheDir: cfg.CacheDir,
-	})
-	if err != nil {
+	}); err != nil {
 		return fail(name, "voxel kernels", err)
 	}
-	if g.bev, err = g.ctx.Allocate(g.filter.BEVBytes()); err != nil {
+	if v.bev, err = v.ctx.Allocate(v.filter.BEVBytes()); err != nil {
 		return fail(name, "pinned BEV buffer", err)
 	}
-	if g.bevF, err = gpu.Float32View(g.bev); err != nil {
+	if v.bevF, err = gpu.Float32View(v.bev); err != nil {
 		return fail(name, "pinned BEV buffer", err)
 	}
-	return g, nil
+	ok = true
+	return v, nil
 }
 
 // Close frees what openGPUVoxel made. Call it after everything that uses

@@ -7,7 +7,8 @@ package gpu
 //
 // Host memory arguments are []byte that must not live on the Go heap when
 // the driver keeps the address past the call (registration, async copies);
-// the callers in this package guarantee that. Results are raw CUresult codes;
+// the callers in this package guarantee that. The synchronous copies take
+// any host memory. Results are raw CUresult codes;
 // check() turns them into *Error.
 type cudaAPI interface {
 	errorName(r Result) (string, bool)
@@ -34,6 +35,10 @@ type cudaAPI interface {
 	memsetD8(p DevicePtr, value uint8, n uint64) Result
 	memcpyHtoDAsync(dst DevicePtr, src []byte, stream uintptr) Result
 	memcpyDtoHAsync(dst []byte, src DevicePtr, stream uintptr) Result
+	// memcpyHtoD and memcpyDtoH are synchronous: host memory of any kind
+	// (Go heap included) is used only during the call.
+	memcpyHtoD(dst DevicePtr, src []byte) Result
+	memcpyDtoH(dst []byte, src DevicePtr) Result
 
 	streamCreate(flags uint32) (uintptr, Result)
 	streamDestroy(s uintptr) Result

@@ -215,3 +215,38 @@ func (c *Context) CopyFromDevice(dst []byte, src DevicePtr, s *Stream) error {
 	}
 	return c.call("cuMemcpyDtoHAsync_v2", func() Result { return c.api.memcpyDtoHAsync(dst, src, s.handle()) })
 }
+
+// CopyToDeviceSync copies src to dst and returns once src may be reused. src
+// may be any host memory, pageable Go heap included (unsafe.go, invariant 1:
+// the driver reads it only during the call, through its own staging buffer
+// when it is not pinned). It runs on the legacy default stream, so it waits
+// for work queued there first; it does not order with non-blocking Streams.
+// From pageable memory the DMA from the staging buffer may still be in
+// flight when it returns (an Event recorded on the default stream afterwards
+// completes once it has landed). Slower than CopyToDevice from pinned
+// memory; measured by TestGPUHostToDeviceBandwidth.
+func (c *Context) CopyToDeviceSync(dst DevicePtr, src []byte) error {
+	if len(src) == 0 {
+		return nil
+	}
+	err := c.call("cuMemcpyHtoD_v2", func() Result { return c.api.memcpyHtoD(dst, src) })
+	if err != nil {
+		return fmt.Errorf("gpu: copy %d host bytes to device %#x: %w", len(src), dst, err)
+	}
+	return nil
+}
+
+// CopyFromDeviceSync copies len(dst) bytes from src into dst and returns
+// once they are there. dst may be any host memory, pageable Go heap included
+// (invariant 1: written only during the call). Like CopyToDeviceSync it runs
+// on the legacy default stream.
+func (c *Context) CopyFromDeviceSync(dst []byte, src DevicePtr) error {
+	if len(dst) == 0 {
+		return nil
+	}
+	err := c.call("cuMemcpyDtoH_v2", func() Result { return c.api.memcpyDtoH(dst, src) })
+	if err != nil {
+		return fmt.Errorf("gpu: copy %d bytes from device %#x to the host: %w", len(dst), src, err)
+	}
+	return nil
+}

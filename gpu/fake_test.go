@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"sync"
@@ -29,6 +30,7 @@ type fakeDriver struct {
 	allocated     map[uintptr][]byte
 	released      int
 	registerFails Result
+	devMem        map[DevicePtr][]byte // what the synchronous copies wrote, by device address
 }
 
 const fakeCtx uintptr = 0xC0FFEE
@@ -39,6 +41,7 @@ func newFakeDriver(caps map[DeviceAttribute]int32) *fakeDriver {
 		devices: 1, caps: caps,
 		currentOn: map[int]uintptr{}, callThreads: map[int]bool{},
 		registered: map[uintptr]int{}, allocated: map[uintptr][]byte{},
+		devMem: map[DevicePtr][]byte{},
 	}
 }
 
@@ -125,6 +128,31 @@ func (f *fakeDriver) memFreeHost(mem []byte) Result {
 }
 func (f *fakeDriver) memcpyHtoDAsync(DevicePtr, []byte, uintptr) Result { f.noteThread(); return 0 }
 func (f *fakeDriver) memAlloc(uint64) (DevicePtr, Result)               { f.noteThread(); return 0, 2 }
+
+// memcpyHtoD/memcpyDtoH keep the bytes by destination address, so a round
+// trip through one address gives them back; device address 0 or an address
+// never written fails with CUDA_ERROR_INVALID_VALUE.
+func (f *fakeDriver) memcpyHtoD(dst DevicePtr, src []byte) Result {
+	f.noteThread()
+	if dst == 0 {
+		return 1
+	}
+	f.mu.Lock()
+	f.devMem[dst] = append([]byte(nil), src...)
+	f.mu.Unlock()
+	return 0
+}
+func (f *fakeDriver) memcpyDtoH(dst []byte, src DevicePtr) Result {
+	f.noteThread()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m, ok := f.devMem[src]
+	if !ok || len(m) < len(dst) {
+		return 1
+	}
+	copy(dst, m)
+	return 0
+}
 
 var fullCaps = map[DeviceAttribute]int32{
 	AttrComputeCapabilityMajor: 9, AttrComputeCapabilityMinor: 0,
@@ -419,5 +447,70 @@ func TestPoolHooksWithFakeDriver(t *testing.T) {
 				t.Errorf("context still tracks %d host ranges", len(c.host))
 			}
 		})
+	}
+}
+
+// Plumbing only (fakeDriver proves nothing about CUDA): the synchronous
+// copies run on the context thread, from outside and inside Do, accept Go
+// heap memory (which the async copies refuse) as well as pinned memory, and
+// their errors name the driver call.
+func TestFakeDriverSyncCopiesPlumbing(t *testing.T) {
+	c, fake := fakeContext(t, fullCaps)
+	const dev DevicePtr = 0x1000
+	src := make([]byte, 3000) // Go heap
+	for i := range src {
+		src[i] = byte(i * 7)
+	}
+	if err := c.CopyToDeviceSync(dev, src); err != nil {
+		t.Fatalf("CopyToDeviceSync from the Go heap: %v", err)
+	}
+	dst := make([]byte, len(src))
+	if err := c.CopyFromDeviceSync(dst, dev); err != nil {
+		t.Fatalf("CopyFromDeviceSync into the Go heap: %v", err)
+	}
+	if !bytes.Equal(dst, src) {
+		t.Fatal("round trip through the fake changed the bytes")
+	}
+	pinnedMem, err := c.Allocate(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Do(func() error {
+		if err := c.CopyToDeviceSync(dev+0x100, pinnedMem); err != nil {
+			return err
+		}
+		return c.CopyFromDeviceSync(pinnedMem[:64], dev+0x100)
+	}); err != nil {
+		t.Fatalf("sync copies of pinned memory inside Do: %v", err)
+	}
+	if err := c.CopyToDeviceSync(dev, nil); err != nil {
+		t.Errorf("CopyToDeviceSync of 0 bytes = %v, want nil", err)
+	}
+
+	err = c.CopyToDeviceSync(0, src)
+	if !errors.Is(err, Result(1)) || !strings.Contains(err.Error(), "cuMemcpyHtoD_v2") ||
+		!strings.Contains(err.Error(), "CUDA_ERROR_INVALID_VALUE") {
+		t.Errorf("CopyToDeviceSync failure = %v, want cuMemcpyHtoD_v2 and CUDA_ERROR_INVALID_VALUE", err)
+	}
+	err = c.CopyFromDeviceSync(dst, 0x9000)
+	if !errors.Is(err, Result(1)) || !strings.Contains(err.Error(), "cuMemcpyDtoH_v2") {
+		t.Errorf("CopyFromDeviceSync failure = %v, want cuMemcpyDtoH_v2 and CUDA_ERROR_INVALID_VALUE", err)
+	}
+
+	fake.mu.Lock()
+	for tid := range fake.callThreads {
+		if tid != c.tid {
+			t.Errorf("driver call made on thread %d, not the context thread %d", tid, c.tid)
+		}
+	}
+	fake.mu.Unlock()
+	if err := c.Free(pinnedMem); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CopyToDeviceSync(dev, src); !errors.Is(err, ErrClosed) {
+		t.Errorf("CopyToDeviceSync after Close = %v, want ErrClosed", err)
 	}
 }

@@ -7,8 +7,16 @@ package gpu
 //
 //  1. A Go pointer is passed to C only for the duration of the call, and the
 //     memory it points to holds no Go pointers: out-parameters (&n, &ptr), the
-//     name buffer of cuDeviceGetName, the NUL-terminated kernel name, and the
-//     module image (cuModuleLoadData copies it before returning).
+//     name buffer of cuDeviceGetName, the NUL-terminated kernel name, the
+//     module image (cuModuleLoadData copies it before returning), and the
+//     host buffer of the synchronous copies cuMemcpyHtoD_v2/cuMemcpyDtoH_v2
+//     (Context.CopyToDeviceSync/CopyFromDeviceSync: any []byte, Go heap
+//     included). Those two return only once the driver is done with the host
+//     buffer: HtoD from pageable memory returns after the last byte has been
+//     staged into the driver's own pinned buffer (the DMA from there may
+//     still be in flight, but it no longer reads our memory); DtoH returns
+//     after the data has landed in dst. They call purego.SyscallN directly
+//     so that invariant 2 covers the Go pointer.
 //  2. purego.SyscallN is //go:uintptrescapes: writing
 //     uintptr(unsafe.Pointer(&x)) in its argument list keeps x alive and
 //     unmoved until the call returns. The conversion must stay inside the
@@ -17,17 +25,27 @@ package gpu
 //     ranges, the source/destination of async copies, the kernelParams array
 //     and the values it points to — is never Go-heap memory: it comes from
 //     cuMemHostAlloc or mmap (pinned.Pool segments). Context enforces this
-//     for copies (ErrNotPinned) and KernelArgs is always C-allocated.
+//     for async copies (ErrNotPinned) and KernelArgs is always C-allocated.
 //  4. Pointers returned by C (cuMemHostAlloc, cuGetErrorName) are received
 //     into unsafe.Pointer / *byte out-parameters, so no uintptr→Pointer
 //     conversion happens; the GC ignores pointers outside its heap.
 //  5. Slices made over C memory (unsafe.Slice) are freed only through
 //     memFreeHost, and callers must not use them afterwards (documented on
 //     Context.HostAlloc / pinned.HostAllocator).
+//  6. The per-frame calls (launch, event record and elapsed time, async
+//     copies, stream synchronize) must not allocate: a variadic SyscallN
+//     call heap-allocates its argument array (go:uintptrescapes), about 40
+//     allocations a frame. They pass a slice of a pooled callScratch
+//     instead. Its arguments are plain values, C addresses (invariant 3),
+//     or the address of callScratch.ms: a Go heap object, which does not
+//     move, kept alive by the caller until the call returns; so storing
+//     these addresses as uintptr before the call is safe.
 
 import (
 	"encoding/binary"
 	"fmt"
+	"runtime"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -37,6 +55,8 @@ import (
 // dlDriver is cudaAPI backed by the real libcuda.so.1.
 type dlDriver struct {
 	handle uintptr
+	// scratch serves the per-frame calls' argument arrays (invariant 6).
+	scratch scratchSet
 
 	cuGetErrorName, cuGetErrorString                                        uintptr
 	cuInit, cuDriverGetVersion                                              uintptr
@@ -45,6 +65,7 @@ type dlDriver struct {
 	cuMemHostAlloc, cuMemFreeHost, cuMemHostRegister, cuMemHostUnregister   uintptr
 	cuMemHostGetDevicePointer                                               uintptr
 	cuMemAlloc, cuMemFree, cuMemsetD8, cuMemcpyHtoDAsync, cuMemcpyDtoHAsync uintptr
+	cuMemcpyHtoD, cuMemcpyDtoH                                              uintptr
 	cuStreamCreate, cuStreamDestroy, cuStreamSynchronize                    uintptr
 	cuEventCreate, cuEventRecord, cuEventSynchronize                        uintptr
 	cuEventElapsedTime, cuEventDestroy                                      uintptr
@@ -78,6 +99,8 @@ func (d *dlDriver) symbols() map[string]*uintptr {
 		"cuMemsetD8_v2":                &d.cuMemsetD8,
 		"cuMemcpyHtoDAsync_v2":         &d.cuMemcpyHtoDAsync,
 		"cuMemcpyDtoHAsync_v2":         &d.cuMemcpyDtoHAsync,
+		"cuMemcpyHtoD_v2":              &d.cuMemcpyHtoD,
+		"cuMemcpyDtoH_v2":              &d.cuMemcpyDtoH,
 		"cuStreamCreate":               &d.cuStreamCreate,
 		"cuStreamDestroy_v2":           &d.cuStreamDestroy,
 		"cuStreamSynchronize":          &d.cuStreamSynchronize,
@@ -241,11 +264,31 @@ func (d *dlDriver) memsetD8(p DevicePtr, value uint8, n uint64) Result {
 }
 
 func (d *dlDriver) memcpyHtoDAsync(dst DevicePtr, src []byte, stream uintptr) Result {
-	return call(d.cuMemcpyHtoDAsync, uintptr(dst), addressOf(src), uintptr(len(src)), stream) // invariant 3
+	return d.call4(d.cuMemcpyHtoDAsync, uintptr(dst), addressOf(src), uintptr(len(src)), stream, 4) // invariants 3, 6
 }
 
 func (d *dlDriver) memcpyDtoHAsync(dst []byte, src DevicePtr, stream uintptr) Result {
-	return call(d.cuMemcpyDtoHAsync, addressOf(dst), uintptr(src), uintptr(len(dst)), stream) // invariant 3
+	return d.call4(d.cuMemcpyDtoHAsync, addressOf(dst), uintptr(src), uintptr(len(dst)), stream, 4) // invariants 3, 6
+}
+
+// memcpyHtoD is CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void
+// *srcHost, size_t ByteCount), on the legacy default stream. src may be
+// Go-heap memory (invariant 1): the pointer conversion is in SyscallN's
+// argument list (invariant 2), which keeps src alive and unmoved until the
+// driver returns, and the driver is done reading src when it returns.
+func (d *dlDriver) memcpyHtoD(dst DevicePtr, src []byte) Result {
+	r, _, _ := purego.SyscallN(d.cuMemcpyHtoD, uintptr(dst), uintptr(unsafe.Pointer(unsafe.SliceData(src))), uintptr(len(src)))
+	runtime.KeepAlive(src)
+	return Result(int32(r))
+}
+
+// memcpyDtoH is CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr
+// srcDevice, size_t ByteCount): synchronous, dst (any memory, Go heap
+// included; invariants 1 and 2) is written only during the call.
+func (d *dlDriver) memcpyDtoH(dst []byte, src DevicePtr) Result {
+	r, _, _ := purego.SyscallN(d.cuMemcpyDtoH, uintptr(unsafe.Pointer(unsafe.SliceData(dst))), uintptr(src), uintptr(len(dst)))
+	runtime.KeepAlive(dst)
+	return Result(int32(r))
 }
 
 func (d *dlDriver) streamCreate(flags uint32) (uintptr, Result) {
@@ -254,8 +297,10 @@ func (d *dlDriver) streamCreate(flags uint32) (uintptr, Result) {
 	return s, r
 }
 
-func (d *dlDriver) streamDestroy(s uintptr) Result     { return call(d.cuStreamDestroy, s) }
-func (d *dlDriver) streamSynchronize(s uintptr) Result { return call(d.cuStreamSynchronize, s) }
+func (d *dlDriver) streamDestroy(s uintptr) Result { return call(d.cuStreamDestroy, s) }
+func (d *dlDriver) streamSynchronize(s uintptr) Result {
+	return d.call4(d.cuStreamSynchronize, s, 0, 0, 0, 1) // invariant 6
+}
 
 func (d *dlDriver) eventCreate(flags uint32) (uintptr, Result) {
 	var e uintptr
@@ -263,16 +308,24 @@ func (d *dlDriver) eventCreate(flags uint32) (uintptr, Result) {
 	return e, r
 }
 
-func (d *dlDriver) eventRecord(e, stream uintptr) Result { return call(d.cuEventRecord, e, stream) }
-func (d *dlDriver) eventSynchronize(e uintptr) Result    { return call(d.cuEventSynchronize, e) }
-func (d *dlDriver) eventDestroy(e uintptr) Result        { return call(d.cuEventDestroy, e) }
+func (d *dlDriver) eventRecord(e, stream uintptr) Result {
+	return d.call4(d.cuEventRecord, e, stream, 0, 0, 2) // invariant 6
+}
+func (d *dlDriver) eventSynchronize(e uintptr) Result { return call(d.cuEventSynchronize, e) }
+func (d *dlDriver) eventDestroy(e uintptr) Result     { return call(d.cuEventDestroy, e) }
 
 func (d *dlDriver) eventElapsedTime(start, end uintptr) (float32, Result) {
-	var ms float32 // passed by pointer, so SyscallN's int-only limit does not apply
-	r := call(d.cuEventElapsedTime, uintptr(unsafe.Pointer(&ms)), start, end)
-	return ms, r
+	// The result comes back through sc.ms, Go heap memory that does not
+	// move and that sc keeps alive (invariant 6); by pointer, so
+	// SyscallN's int-only limit does not apply.
+	sc := d.getScratch()
+	sc.args[0], sc.args[1], sc.args[2] = uintptr(unsafe.Pointer(&sc.ms)), start, end
+	r, _, _ := purego.SyscallN(d.cuEventElapsedTime, sc.args[:3]...)
+	ms := sc.ms
+	runtime.KeepAlive(sc)
+	d.putScratch(sc)
+	return ms, Result(int32(r))
 }
-
 func (d *dlDriver) moduleLoadData(image []byte) (uintptr, Result) {
 	var m uintptr
 	// image is Go memory read only during the call (invariant 1).
@@ -290,11 +343,64 @@ func (d *dlDriver) moduleGetFunction(mod uintptr, name string) (uintptr, Result)
 func (d *dlDriver) moduleUnload(mod uintptr) Result { return call(d.cuModuleUnload, mod) }
 
 func (d *dlDriver) launchKernel(f uintptr, grid, block Dim3, sharedMem uint32, stream uintptr, params *KernelArgs) Result {
-	// params.mem is C memory (invariant 3); extra is NULL.
-	return call(d.cuLaunchKernel, f,
+	// params.mem is C memory (invariant 3); extra is NULL. Invariant 6.
+	sc := d.getScratch()
+	sc.args = [maxCallArgs]uintptr{f,
 		uintptr(grid.X), uintptr(grid.Y), uintptr(grid.Z),
 		uintptr(block.X), uintptr(block.Y), uintptr(block.Z),
-		uintptr(sharedMem), stream, params.paramsAddress(), 0)
+		uintptr(sharedMem), stream, params.paramsAddress(), 0}
+	return d.callScratch(d.cuLaunchKernel, sc, 11)
+}
+
+// maxCallArgs is the most arguments a per-frame call takes (cuLaunchKernel).
+const maxCallArgs = 11
+
+// callScratch is one per-frame call's arguments and out-parameter
+// (invariant 6).
+type callScratch struct {
+	args [maxCallArgs]uintptr
+	ms   float32 // cuEventElapsedTime's result
+}
+
+// scratchSet hands out callScratch values without allocating while at most
+// len(slots) calls are in flight (one per Context thread in practice);
+// beyond that it allocates. Not a sync.Pool: the race detector makes a
+// pool drop items at random, which would allocate per frame under -race.
+type scratchSet struct {
+	slots [8]callScratch
+	busy  [8]atomic.Bool
+}
+
+func (d *dlDriver) getScratch() *callScratch {
+	for i := range d.scratch.busy {
+		if d.scratch.busy[i].CompareAndSwap(false, true) {
+			return &d.scratch.slots[i]
+		}
+	}
+	return new(callScratch)
+}
+
+func (d *dlDriver) putScratch(sc *callScratch) {
+	for i := range d.scratch.slots {
+		if sc == &d.scratch.slots[i] {
+			d.scratch.busy[i].Store(false)
+			return
+		}
+	}
+}
+
+// callScratch calls fn with sc.args[:n] and gives sc back.
+func (d *dlDriver) callScratch(fn uintptr, sc *callScratch, n int) Result {
+	r, _, _ := purego.SyscallN(fn, sc.args[:n]...)
+	d.putScratch(sc)
+	return Result(int32(r))
+}
+
+// call4 is a per-frame call of up to 4 plain arguments (n of them).
+func (d *dlDriver) call4(fn, a, b, c, e uintptr, n int) Result {
+	sc := d.getScratch()
+	sc.args[0], sc.args[1], sc.args[2], sc.args[3] = a, b, c, e
+	return d.callScratch(fn, sc, n)
 }
 
 // dlNVRTC is the NVRTC library.

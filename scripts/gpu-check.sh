@@ -1,19 +1,27 @@
 #!/usr/bin/env bash
 # make gpu-check, in two phases, because the GPU machine has no Go toolchain:
 #
-#   scripts/gpu-check.sh build [DIR]   here: builds the gpu test binary (-tags gpu),
-#                                      bin/agent and bin/camera, and packs them with
-#                                      this script (and the cached ONNX Runtime library
-#                                      when the agent run is on) into DIR (default bin/gpu-check)
-#   DIR/gpu-check.sh run [RESULTS]     there, from the packed folder, needing only
-#                                      the binaries: device info, the GPU tests, the
-#                                      GPU voxel benchmark and (once the agent has a
-#                                      GPU path, or GPU_CHECK_AGENT=1) a 20 s agent run;
-#                                      prints everything and writes it to RESULTS
+#   scripts/gpu-check.sh build [DIR]   here: builds the gpu and agent test binaries
+#                                      (-tags gpu) and bin/agent, and packs them with this script, the
+#                                      latency table printer and the cached ONNX Runtime
+#                                      library (gzipped) into DIR (default bin/gpu-check)
+#   DIR/gpu-check.sh run [RESULTS]     there, from the packed folder, needing only the
+#                                      binaries, bash, coreutils, gzip and curl (or
+#                                      python3): device info, the GPU tests (with the
+#                                      pinned/pageable bandwidth check), the GPU voxel and
+#                                      host→device benchmarks, the agent pipeline's GPU
+#                                      vs CPU outputs, agent runs on the synthetic
+#                                      scene (GPU voxel mapped, copied, CPU), and the ONNX
+#                                      Runtime CUDA/TensorRT providers when a GPU build of
+#                                      ONNX Runtime is on the machine; prints everything,
+#                                      a PASS/FAIL summary, and writes it all to RESULTS
 #                                      (default DIR/gpu-check-results.txt)
 #
 # The run phase exits non-zero when any step fails; a missing GPU makes the
-# tests fail (they never skip).
+# tests fail (they never skip). Every step runs under timeout, and the whole
+# run phase under a budget (GPU_CHECK_BUDGET_S, default 450 s): a step that
+# would start past it is not run and counts as failed. Expected on an H200:
+# about 4 minutes.
 set -uo pipefail
 
 phase="${1:-}"
@@ -23,62 +31,257 @@ build)
 	cd "$(dirname "$0")/.."
 	out="${2:-bin/gpu-check}"
 	go="${GO:-go}"
+	find_ort() { find .cache/ort -name libonnxruntime.so.1 2>/dev/null | sort -V | tail -n 1 || true; }
+	ort="$(find_ort)"
+	if [ -z "$ort" ]; then
+		echo "gpu-check: no ONNX Runtime library under .cache/ort; fetching it (scripts/deps.sh, as make deps)"
+		scripts/deps.sh
+		ort="$(find_ort)"
+	fi
+	if [ -z "$ort" ]; then
+		echo "gpu-check: no .cache/ort/*/libonnxruntime.so.1 (make deps)" >&2
+		exit 1
+	fi
 	rm -rf "$out"
 	mkdir -p "$out/gpu" "$out/lib"
 	# The test binary runs with gpu/ as its working directory, like go test.
 	"$go" test -c -tags gpu -o "$out/gpu/gpu.test" ./gpu
 	cp -r gpu/kernels "$out/gpu/"
-	"$go" build -o "$out/" ./cmd/agent ./cmd/camera
-	cp scripts/gpu-check.sh "$out/"
-	# The ONNX Runtime library (~50 MB) only for the agent run (see run).
-	if "$out/agent" -h 2>&1 | grep -qiE -- '-gpu\b' || [ "${GPU_CHECK_AGENT:-0}" = 1 ]; then
-		ort="$(find .cache/ort -name libonnxruntime.so.1 2>/dev/null | sort -V | tail -n 1 || true)"
-		if [ -n "$ort" ]; then cp "$ort" "$out/lib/"; fi
-	fi
+	# The agent's pipeline on the GPU against its CPU path (agent/gpu_gpu_test.go).
+	mkdir -p "$out/agent-tests"
+	"$go" test -c -tags gpu -ldflags='-s -w' -o "$out/agent-tests/agent.test" ./agent
+	"$go" build -ldflags='-s -w' -o "$out/agent" ./cmd/agent
+	cp scripts/gpu-check.sh scripts/latency_summary.py "$out/"
+	# ~46 MB → ~17 MB; run unpacks it into a temporary folder.
+	gzip -c "$ort" >"$out/lib/libonnxruntime.so.1.gz"
+	basename "$(dirname "$ort")" >"$out/lib/ORT_VERSION"
 	git rev-parse HEAD >"$out/COMMIT" 2>/dev/null || echo unknown >"$out/COMMIT"
 	git status --short >>"$out/COMMIT" 2>/dev/null || true
 	echo "gpu-check: packed $(du -sh "$out" | cut -f1) in $out; on the GPU machine run: $out/gpu-check.sh run"
 	;;
 run)
-	cd "$(dirname "$0")"
+	cd "$(dirname "$0")" || exit 1
 	results="${2:-$PWD/gpu-check-results.txt}"
-	status=0
-	step() { # step NAME COMMAND...: runs, records the exit status
-		local name="$1"
-		shift
-		echo
-		echo "==== $name: $*"
-		"$@"
-		local rc=$?
-		echo "==== $name: exit $rc"
-		[ "$rc" -eq 0 ] || status=1
-	}
+	budget="${GPU_CHECK_BUDGET_S:-450}"
+	tmp="$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX")" || exit 1
+	trap 'rm -rf "$tmp"' EXIT
 	{
+		status=0
+		names=() verdicts=() notes=()
+		have_timeout=0
+		command -v timeout >/dev/null && have_timeout=1
+
+		# limit N: N seconds, or what is left of the run-phase budget if less.
+		limit() {
+			local left=$((budget - SECONDS))
+			if [ "$1" -lt "$left" ]; then echo "$1"; else echo "$((left > 0 ? left : 0))"; fi
+		}
+		bounded() { # bounded SECONDS CMD...: CMD, killed after SECONDS (exit 124)
+			local s="$1"
+			shift
+			if [ "$have_timeout" = 1 ]; then timeout -k 5 "$s" "$@"; else "$@"; fi
+		}
+		record() { # record NAME PASS|FAIL|N/A [NOTE]
+			names+=("$1")
+			verdicts+=("$2")
+			notes+=("${3:-}")
+			[ "$2" != FAIL ] || status=1
+		}
+		# begin NAME LIMIT WHAT: header; false (and a FAIL) when the budget is spent.
+		begin() {
+			echo
+			if [ "$2" -lt 15 ]; then
+				echo "==== $1: NOT RUN: the run-phase budget (${budget} s) is spent"
+				record "$1" FAIL "not run: budget spent"
+				return 1
+			fi
+			echo "==== $1 (timeout $2 s): $3"
+			step_start=$SECONDS
+		}
+		end() { # end NAME RC LIMIT
+			local took=$((SECONDS - step_start))
+			if [ "$2" -eq 124 ] || [ "$2" -eq 137 ]; then
+				echo "==== $1: TIMED OUT after $3 s (exit $2)"
+			else
+				echo "==== $1: exit $2 (${took} s)"
+			fi
+			if [ "$2" -eq 0 ]; then
+				record "$1" PASS "${took} s"
+			elif [ "$2" -eq 124 ] || [ "$2" -eq 137 ]; then
+				record "$1" FAIL "timed out after $3 s"
+			else
+				record "$1" FAIL "exit $2, ${took} s"
+			fi
+		}
+		step() { # step NAME LIMIT DIR CMD...
+			local name="$1" lim="$2" dir="$3"
+			shift 3
+			begin "$name" "$lim" "$*" || return 0
+			(cd "$dir" && bounded "$lim" "$@")
+			end "$name" $? "$lim"
+		}
+		fetch() { # fetch URL: body on stdout, within 5 s
+			if command -v curl >/dev/null; then
+				curl -fsS --max-time 5 "$1"
+			else
+				bounded 8 python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())' "$1"
+			fi
+		}
+		show_latency() { # show_latency ADDR: /latency as a table and as one line of JSON
+			local json
+			if ! json="$(fetch "http://$1/latency")" || [ -z "$json" ]; then
+				echo "---- /latency from $1: could not read it"
+				return 1
+			fi
+			echo "---- /latency from $1 (since start):"
+			printf '%s\n' "$json" | bounded 10 python3 latency_summary.py 2>/dev/null || true
+			printf '%s' "$json" | tr -d ' \n'
+			echo
+		}
+		# agent_step NAME LIMIT PORT SECONDS LOG ARGS...: runs the agent on the synthetic
+		# scene for SECONDS (output to LOG when not empty, else here), reads /latency
+		# about 2 s before it ends (once its endpoint answers), then waits for it.
+		# Nothing of the step runs on after it: the reads are in the foreground and
+		# the agent is waited for (and killed by timeout at LIMIT).
+		agent_step() {
+			local name="$1" lim="$2" port="$3" secs="$4" log="$5"
+			shift 5
+			local addr="127.0.0.1:$port"
+			local args=(--camera synthetic --duration "${secs}s" --http "$addr" "$@")
+			begin "$name" "$lim" "./agent ${args[*]}" || return 0
+			if [ ! -s "$ortlib" ]; then
+				echo "(no ONNX Runtime library: $ortlib)"
+				end "$name" 1 "$lim"
+				return 0
+			fi
+			if [ -n "$log" ]; then
+				bounded "$lim" ./agent "${args[@]}" >"$log" 2>&1 &
+			else
+				bounded "$lim" ./agent "${args[@]}" &
+			fi
+			local apid=$! t0=$SECONDS read_rc=1
+			while kill -0 "$apid" 2>/dev/null; do
+				if [ $((SECONDS - t0)) -ge $((secs - 2)) ] && fetch "http://$addr/latency" >/dev/null 2>&1; then
+					show_latency "$addr"
+					read_rc=$?
+					break
+				fi
+				sleep 0.2
+			done
+			[ "$read_rc" -eq 0 ] || echo "---- /latency: not read (the agent exited before its endpoint answered, or it did not answer)"
+			wait "$apid"
+			local rc=$?
+			if [ -n "$log" ]; then
+				echo "---- agent log, execution providers and GPU:"
+				grep -iE 'model ready|execution provider|provider|tensorrt|cuda|gpu|voxel' "$log" || echo "(none of those lines)"
+				if [ "$rc" -ne 0 ]; then
+					echo "---- agent log, last 30 lines:"
+					tail -n 30 "$log"
+				fi
+			fi
+			[ "$rc" -ne 0 ] || [ "$read_rc" -eq 0 ] || rc=1
+			end "$name" "$rc" "$lim"
+		}
+		# ort_gpu_step: the agent with a GPU build of ONNX Runtime, if there is one.
+		ort_gpu_step() {
+			local name="onnx runtime cuda/tensorrt providers" pyinfo="" pyver="" pydir="" pyprov="" dir="" lib="" found
+			echo
+			echo "==== $name: looking for a GPU build of ONNX Runtime"
+			if command -v python3 >/dev/null &&
+				pyinfo="$(bounded 60 python3 -c 'import onnxruntime as o, os; print(o.__version__); print(os.path.dirname(o.__file__)); print(",".join(o.get_available_providers()))' 2>/dev/null)"; then
+				pyver="$(sed -n 1p <<<"$pyinfo")"
+				pydir="$(sed -n 2p <<<"$pyinfo")"
+				pyprov="$(sed -n 3p <<<"$pyinfo")"
+				echo "python3 onnxruntime $pyver at $pydir; available providers: $pyprov"
+			else
+				echo "python3 onnxruntime: not importable"
+			fi
+			if [ -n "${ZEROHOP_ORT_GPU_LIB:-}" ]; then
+				lib="$ZEROHOP_ORT_GPU_LIB"
+				dir="$(dirname "$lib")"
+				found="\$ZEROHOP_ORT_GPU_LIB=$lib"
+			elif [ -n "$pydir" ]; then
+				dir="$pydir/capi"
+				lib="$(find "$dir" -maxdepth 1 -name 'libonnxruntime.so.1*' 2>/dev/null | sort -V | tail -n 1)"
+				found="python3 onnxruntime $pyver, $dir"
+			else
+				found="\$ZEROHOP_ORT_GPU_LIB unset, no python3 onnxruntime"
+			fi
+			if [ -n "$dir" ]; then
+				found="$found: $(cd "$dir" 2>/dev/null && find . -maxdepth 1 -name 'lib*onnxruntime*.so*' -printf '%f ' 2>/dev/null)"
+			fi
+			if [ -z "$lib" ] || [ ! -f "$lib" ] || [ ! -f "$dir/libonnxruntime_providers_cuda.so" ]; then
+				echo "no GPU build of ONNX Runtime here (found: $found); cuda/tensorrt providers not exercised"
+				record "$name" N/A "not run: no GPU build of ONNX Runtime here"
+				return 0
+			fi
+			echo "GPU build: $found"
+			# pip's CUDA/cuDNN/TensorRT wheels keep their libraries in site-packages.
+			local site extra="" d
+			site="$(dirname "${pydir:-/nonexistent}")"
+			for d in "$site"/nvidia/*/lib "$site"/tensorrt_libs; do
+				[ -d "$d" ] && extra="$extra${extra:+:}$d"
+			done
+			[ -z "$extra" ] || echo "LD_LIBRARY_PATH += $extra"
+			local -x LD_LIBRARY_PATH="$extra${extra:+${LD_LIBRARY_PATH:+:}}${LD_LIBRARY_PATH:-}"
+			local ortlib="$lib" # seen by agent_step
+			agent_step "$name" "$(limit 120)" 9394 "${GPU_CHECK_ORT_SECONDS:-10}" "$tmp/ort-gpu.log" \
+				--gpu on --ort-lib "$lib" --providers tensorrt,cuda,cpu --trt-cache "$tmp/trt" --log-level info
+			if [ -f "$tmp/ort-gpu.log" ]; then
+				local used
+				used="$(grep '"model ready"' "$tmp/ort-gpu.log" | grep -o '"provider":"[^"]*"' | head -n 1 | tr -d '"' | tr : =)"
+				notes[${#notes[@]} - 1]+="; model ready with ${used:-no provider (no \"model ready\" line)}"
+			fi
+		}
+
 		echo "zerohop gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
 		echo "commit: $(head -n 1 COMMIT 2>/dev/null)"
 		uname -a
-		if command -v nvidia-smi >/dev/null; then
-			nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv || true
-		else
-			echo "nvidia-smi: not found"
+		echo "cpus: $(nproc 2>/dev/null); run-phase budget: ${budget} s"
+
+		ortlib="$tmp/libonnxruntime.so.1"
+		if [ -f lib/libonnxruntime.so.1.gz ]; then
+			gzip -dc lib/libonnxruntime.so.1.gz >"$ortlib" || rm -f "$ortlib"
+		elif [ -f lib/libonnxruntime.so.1 ]; then
+			cp lib/libonnxruntime.so.1 "$ortlib"
 		fi
-		(
-			cd gpu || exit 1
-			step "device info" ./gpu.test -test.run '^TestOpen$' -test.v -test.count=1
-			step "gpu tests" ./gpu.test -test.run 'TestGPU' -test.v -test.count=1 -test.timeout=5m
-			step "gpu voxel benchmark" ./gpu.test -test.run '^$' -test.bench 'BenchmarkGPUVoxel' -test.benchmem -test.count=5 -test.timeout=5m
-			exit "$status"
-		) || status=1
-		if ./agent -h 2>&1 | grep -qiE -- '-gpu\b' || [ "${GPU_CHECK_AGENT:-0}" = 1 ]; then
-			export ZEROHOP_ORT_LIB="${ZEROHOP_ORT_LIB:-$PWD/lib/libonnxruntime.so.1}"
-			http=127.0.0.1:9391
-			(sleep 18 && { curl -fsS "http://$http/latency" || echo "(could not read /latency)"; } ) &
-			step "agent, synthetic scene, 20 s" ./agent --camera synthetic --duration 20s --http "$http" --log-level warn
-			wait
-		else
-			echo
-			echo "==== agent run: skipped (the agent has no GPU path yet; GPU_CHECK_AGENT=1 runs it anyway)"
+		echo "packed ONNX Runtime: $(cat lib/ORT_VERSION 2>/dev/null || echo '?') ($([ -s "$ortlib" ] && echo "$ortlib" || echo missing))"
+
+		lim="$(limit 30)"
+		if begin "nvidia-smi" "$lim" "nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap; nvidia-smi"; then
+			if command -v nvidia-smi >/dev/null; then
+				bounded "$lim" nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv &&
+					bounded "$lim" nvidia-smi
+				end "nvidia-smi" $? "$lim"
+			else
+				echo "nvidia-smi: not found"
+				end "nvidia-smi" 127 "$lim"
+			fi
 		fi
+		lim="$(limit 60)"
+		step "device info (TestOpen)" "$lim" gpu ./gpu.test -test.run '^TestOpen$' -test.v -test.count=1
+		lim="$(limit 300)"
+		step "gpu tests (TestGPU*, incl. bandwidth)" "$lim" gpu ./gpu.test -test.run 'TestGPU' -test.v -test.count=1 -test.timeout="$((lim > 20 ? lim - 10 : 10))s"
+		lim="$(limit 180)"
+		step "gpu voxel benchmark" "$lim" gpu ./gpu.test -test.run '^$' -test.bench '^BenchmarkGPUVoxel$' -test.benchmem -test.count=5 -test.timeout="$((lim > 20 ? lim - 10 : 10))s"
+		lim="$(limit 120)"
+		step "host-to-device benchmark" "$lim" gpu ./gpu.test -test.run '^$' -test.bench '^BenchmarkGPUHostToDevice$' -test.benchtime=500ms -test.count=3 -test.timeout="$((lim > 20 ? lim - 10 : 10))s"
+
+		lim="$(limit 120)"
+		step "agent pipeline, GPU vs CPU outputs (TestGPU*)" "$lim" agent-tests env ZEROHOP_REQUIRE_ORT=1 ZEROHOP_ORT_LIB="$ortlib" \
+			./agent.test -test.run '^TestGPU' -test.v -test.count=1 -test.timeout="$((lim > 20 ? lim - 10 : 10))s"
+
+		common=(--ort-lib "$ortlib" --providers cpu --log-level warn)
+		agent_step "agent, GPU voxel, mapped input, 20 s" "$(limit 60)" 9391 20 "" --gpu on --gpu-input mapped "${common[@]}"
+		agent_step "agent, GPU voxel, copied input, 10 s" "$(limit 45)" 9392 10 "" --gpu on --gpu-input copy "${common[@]}"
+		agent_step "agent, CPU voxel (--gpu off), 10 s" "$(limit 45)" 9393 10 "" --gpu off "${common[@]}"
+		ort_gpu_step
+
+		echo
+		echo "==== summary ($SECONDS s)"
+		for i in "${!names[@]}"; do
+			printf '%-5s %-40s %s\n' "${verdicts[$i]}" "${names[$i]}" "${notes[$i]}"
+		done
 		echo
 		echo "gpu-check: $([ "$status" -eq 0 ] && echo PASS || echo FAIL)"
 		exit "$status"

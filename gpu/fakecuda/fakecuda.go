@@ -1,0 +1,96 @@
+// Package fakecuda builds and inspects the FAKE CUDA driver and NVRTC of
+// gpu/testdata/fakecuda (C++ over the host emulation of
+// gpu/testdata/cudaemu), for plumbing tests on machines without a GPU.
+//
+// A test that passes on the fake proves that zerohop's Go code drives a C
+// library with cuda.h's and nvrtc.h's signatures correctly (symbols,
+// argument order, context thread, device vs host pointers, cleanup) and
+// that the kernels' launches reproduce the CPU filter on the emulation. It
+// proves nothing about CUDA, NVRTC or a GPU; it never counts as GPU
+// verification (that is make gpu-check, on a GPU machine). Only tests
+// import it.
+package fakecuda
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+
+	"github.com/ebitengine/purego"
+)
+
+// Libraries are the built fakes. Dir holds them under the sonames zerohop
+// looks for (libcuda.so.1, libnvrtc.so.13), so a process started with
+// LD_LIBRARY_PATH=Dir loads them in place of the real ones; their
+// DT_SONAMEs differ, so loading them by path in a process does not make
+// dlopen("libcuda.so.1") find them.
+type Libraries struct {
+	Dir, Driver, NVRTC string
+}
+
+// Build compiles both fakes into dir with g++ (C++20).
+func Build(dir string) (Libraries, error) {
+	_, self, _, ok := runtime.Caller(0)
+	if !ok {
+		return Libraries{}, fmt.Errorf("fakecuda: cannot locate the sources")
+	}
+	src := filepath.Join(filepath.Dir(self), "..", "testdata", "fakecuda")
+	libs := Libraries{Dir: dir, Driver: filepath.Join(dir, "libcuda.so.1"), NVRTC: filepath.Join(dir, "libnvrtc.so.13")}
+	for _, b := range []struct{ out, src, soname string }{
+		{libs.Driver, "fakecuda.cpp", "libzerohop-fake-cuda.so"},
+		{libs.NVRTC, "fakenvrtc.cpp", "libzerohop-fake-nvrtc.so"},
+	} {
+		cmd := exec.Command("g++", "-std=c++20", "-O1", "-ffp-contract=off", "-fPIC", "-shared", "-pthread",
+			"-Wl,-soname,"+b.soname, "-o", b.out, filepath.Join(src, b.src))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return Libraries{}, fmt.Errorf("fakecuda: build %s (needs g++ with C++20): %v\n%s", b.src, err, out)
+		}
+	}
+	if _, err := os.Stat(libs.Driver); err != nil {
+		return Libraries{}, err
+	}
+	return libs, nil
+}
+
+// What Live counts in the fake driver.
+const (
+	LiveHostAllocs = iota
+	LiveRegistrations
+	LiveDeviceAllocs
+	LiveStreams
+	LiveEvents
+	LiveModules
+	LivePrimaryRefs
+	Launches
+)
+
+// Live reads one of the fake driver's counters, from the copy loaded at
+// path in this process.
+func Live(path string, kind int) (uint64, error) {
+	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	if err != nil {
+		return 0, err
+	}
+	fn, err := purego.Dlsym(h, "zhfake_live")
+	if err != nil {
+		return 0, err
+	}
+	r, _, _ := purego.SyscallN(fn, uintptr(kind))
+	return uint64(r), nil
+}
+
+// NVRTCCompiles is how many programs the fake NVRTC loaded at path compiled.
+func NVRTCCompiles(path string) (int, error) {
+	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	if err != nil {
+		return 0, err
+	}
+	fn, err := purego.Dlsym(h, "zhfake_nvrtc_compiles")
+	if err != nil {
+		return 0, err
+	}
+	r, _, _ := purego.SyscallN(fn)
+	return int(int32(r)), nil
+}

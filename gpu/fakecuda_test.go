@@ -1,0 +1,344 @@
+package gpu
+
+// The real binding (dlDriver, purego, unsafe.go) and VoxelFilter's launch
+// sequence against the FAKE CUDA driver and NVRTC of testdata/fakecuda (C++
+// with cuda.h's signatures, kernels on the host emulation). This is
+// plumbing: it proves nothing about CUDA, NVRTC or a GPU, and never counts
+// as GPU verification (make gpu-check does, on a GPU machine). It does
+// catch, without a GPU, a wrong symbol, argument order or width, a call off
+// the context thread, a host address passed as a device one, a launch that
+// disagrees with the kernels, and anything left allocated.
+
+import (
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/zerohop/zerohop/gpu/fakecuda"
+	"github.com/zerohop/zerohop/pinned"
+	"github.com/zerohop/zerohop/voxel"
+)
+
+// The fakes are built once per test binary: g++ takes seconds.
+var fakeLibs struct {
+	once sync.Once
+	libs fakecuda.Libraries
+	err  error
+}
+
+func buildFakeCUDA(t *testing.T) fakecuda.Libraries {
+	t.Helper()
+	fakeLibs.once.Do(func() {
+		dir, err := os.MkdirTemp("", "zerohop-fakecuda-")
+		if err != nil {
+			fakeLibs.err = err
+			return
+		}
+		fakeLibs.libs, fakeLibs.err = fakecuda.Build(dir)
+	})
+	if fakeLibs.err != nil {
+		t.Fatal(fakeLibs.err)
+	}
+	return fakeLibs.libs
+}
+
+type fakeFixture struct {
+	libs fakecuda.Libraries
+	c    *Context
+	nv   *NVRTC
+}
+
+func openFakeCUDA(t *testing.T) fakeFixture {
+	t.Helper()
+	libs := buildFakeCUDA(t)
+	drv, err := OpenLibrary(libs.Driver)
+	if err != nil {
+		t.Fatalf("open the fake driver through the real binding: %v", err)
+	}
+	dev, err := drv.Device(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caps, err := dev.Capabilities()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(caps.Name, "fake") || caps.Arch() != "sm_90" || !caps.CanMapHostMemory || !caps.HostRegister || !caps.ReadOnlyHostRegister {
+		t.Fatalf("capabilities through the binding: %+v", caps)
+	}
+	if drv.Version() != "12.9" {
+		t.Fatalf("driver version %q, the fake says 12.9", drv.Version())
+	}
+	c, err := dev.NewContext(ContextOptions{Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nv, err := OpenNVRTC(libs.NVRTC)
+	if err != nil {
+		c.Close()
+		t.Fatalf("open the fake NVRTC through the real binding: %v", err)
+	}
+	if ma, mi := nv.Version(); ma != 12 || mi != 9 {
+		t.Fatalf("NVRTC version %d.%d, the fake says 12.9", ma, mi)
+	}
+	return fakeFixture{libs: libs, c: c, nv: nv}
+}
+
+// closeAndCheckLeaks closes the context and fails if the fake driver still
+// holds anything this test made.
+func (f fakeFixture) closeAndCheckLeaks(t *testing.T) {
+	t.Helper()
+	if err := f.c.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	for kind, what := range []string{"host allocations", "host registrations", "device allocations", "streams", "events", "modules", "primary context references"} {
+		n, err := fakecuda.Live(f.libs.Driver, kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Errorf("fake driver: %d %s left after Close", n, what)
+		}
+	}
+}
+
+func TestFakeCUDAVoxelFilterMatchesCPU(t *testing.T) {
+	f := openFakeCUDA(t)
+	defer f.closeAndCheckLeaks(t)
+	kitti, err := os.ReadFile("../voxel/testdata/scan_small.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	crop := &voxel.Box{Min: [3]float32{-0.2, -12.8, -3}, Max: [3]float32{25.4, 12.8, 3}}
+	for _, sc := range []struct {
+		name string
+		// data is XYZI; step > 16 re-lays it out with the fields shuffled
+		// and padding, as a ROS PointCloud2 may arrive.
+		data []byte
+		step int
+		cfg  voxel.Config
+	}{
+		{"KITTI scan, leaf 0.2", kitti, 16, voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}},
+		{"KITTI scan, leaf 0.05, min points 2, crop", kitti, 16, voxel.Config{Leaf: [3]float32{0.05, 0.05, 0.05}, MinPoints: 2, Crop: crop}},
+		{"ring scan 8×600 with NaN/Inf, anisotropic leaf", ring(8, 600), 16, voxel.Config{Leaf: [3]float32{0.1, 0.3, 0.7}}},
+		{"ring scan, 32-byte points, shuffled fields", ring(8, 600), 32, voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}},
+	} {
+		t.Run(sc.name, func(t *testing.T) {
+			n := len(sc.data) / 16
+			data, err := f.c.Allocate(sc.step * n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.c.Free(data)
+			cloud := layOut(data, sc.data, sc.step)
+
+			cpu, err := voxel.NewFilter(sc.cfg, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cpu.Close()
+			want := voxel.NewPoints(n)
+			if err := cpu.Run(cloud, want); err != nil {
+				t.Fatal(err)
+			}
+			bevCPU, _ := voxel.NewBEV(voxel.BEVConfig{})
+			wantBEV := make([]float32, bevCPU.Len())
+			if err := bevCPU.Fill(want, wantBEV); err != nil {
+				t.Fatal(err)
+			}
+
+			vf, err := NewVoxelFilter(f.c, f.nv, sc.cfg, VoxelOptions{MaxPoints: n, MaxInputBytes: sc.step * n, CacheDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer vf.Close()
+			bev, err := f.c.Allocate(vf.BEVBytes())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.c.Free(bev)
+			got := voxel.NewPoints(n)
+			for _, copyInput := range []bool{false, true} {
+				vf.SetCopyInput(copyInput)
+				mode := map[bool]string{false: "mapped", true: "copied"}[copyInput]
+				if err := vf.Run(cloud, got, bev); err != nil {
+					t.Fatalf("%s input: %v", mode, err)
+				}
+				samePoints(t, mode+" input", got.P, want.P)
+				sameBEV(t, mode+" input", bev, wantBEV)
+				if tm := vf.Timing(); tm.Total <= 0 || copyInput != (tm.Copy > 0) {
+					t.Fatalf("%s input: timing %+v", mode, tm)
+				}
+			}
+			t.Logf("%d points → %d voxels, equal on the emulation with mapped and copied input", n, len(want.P))
+		})
+	}
+}
+
+// TestFakeCUDARegisteredReadOnlyInput reads the cloud from a read-only
+// view of a shared pool registered through the pool's Pinner hook, as the
+// agent reads the camera's slots.
+func TestFakeCUDARegisteredReadOnlyInput(t *testing.T) {
+	f := openFakeCUDA(t)
+	defer f.closeAndCheckLeaks(t)
+	src := ring(8, 600)
+	n := len(src) / 16
+	pool, err := pinned.New(pinned.Geometry{SlotCount: 2, SlotSize: uint64(len(src))}, pinned.Options{Name: "points", ID: 1, Shared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	w, err := pool.Acquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(w.Bytes(), src)
+	fd, err := pool.ShareFd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	view, err := pinned.OpenView(fd, pool.ID(), pool.Geometry(), pinned.ViewOptions{Pinner: f.c})
+	if err != nil {
+		t.Fatalf("register the read-only view: %v", err)
+	}
+	if live, _ := fakecuda.Live(f.libs.Driver, fakecuda.LiveRegistrations); live != 1 {
+		t.Fatalf("%d registrations after the view opened, want 1", live)
+	}
+	cloud := voxel.XYZI(view.Slot(w.Index())[:len(src)], n)
+	if err := unix.Mprotect(view.Slot(w.Index())[:4096], unix.PROT_READ|unix.PROT_WRITE); err == nil {
+		t.Fatal("the view could be made writable")
+	}
+
+	cfg := voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}
+	cpu, _ := voxel.NewFilter(cfg, n)
+	defer cpu.Close()
+	want := voxel.NewPoints(n)
+	if err := cpu.Run(cloud, want); err != nil {
+		t.Fatal(err)
+	}
+	vf, err := NewVoxelFilter(f.c, f.nv, cfg, VoxelOptions{MaxPoints: n, CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := voxel.NewPoints(n)
+	if err := vf.Run(cloud, got, nil); err != nil {
+		t.Fatal(err)
+	}
+	samePoints(t, "registered read-only input", got.P, want.P)
+	if err := vf.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := view.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if live, _ := fakecuda.Live(f.libs.Driver, fakecuda.LiveRegistrations); live != 0 {
+		t.Fatalf("%d registrations after the view closed, want 0 (Unpin)", live)
+	}
+	if err := pool.Abort(w); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFakeCUDACubinCacheSkipsNVRTC(t *testing.T) {
+	f := openFakeCUDA(t)
+	defer f.closeAndCheckLeaks(t)
+	dir := t.TempDir()
+	before, err := fakecuda.NVRTCCompiles(f.libs.NVRTC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, wantHit := range []bool{false, true} {
+		vf, err := NewVoxelFilter(f.c, f.nv, voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}, VoxelOptions{MaxPoints: 100, CacheDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if vf.Timing().CacheHit != wantHit {
+			t.Fatalf("filter %d: cache hit %t, want %t", i, vf.Timing().CacheHit, wantHit)
+		}
+		vf.Close()
+	}
+	if after, _ := fakecuda.NVRTCCompiles(f.libs.NVRTC); after != before+1 {
+		t.Fatalf("NVRTC compiled %d times for two filters, want 1", after-before)
+	}
+}
+
+func TestFakeCUDACopiesAndFrameAllocations(t *testing.T) {
+	f := openFakeCUDA(t)
+	defer f.closeAndCheckLeaks(t)
+	// Async copies refuse pageable memory before the driver sees it.
+	dev, err := f.c.MemAlloc(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.c.CopyToDevice(dev, make([]byte, 64), nil); err == nil {
+		t.Fatal("async copy from Go heap memory accepted")
+	}
+	if err := f.c.MemFree(dev); err != nil {
+		t.Fatal(err)
+	}
+	// A whole Run allocates nothing per frame, through the real binding.
+	src := ring(8, 600)
+	n := len(src) / 16
+	data, err := f.c.Allocate(len(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.c.Free(data)
+	copy(data, src)
+	vf, err := NewVoxelFilter(f.c, f.nv, voxel.Config{Leaf: [3]float32{0.5, 0.5, 0.5}}, VoxelOptions{MaxPoints: n, CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vf.Close()
+	bev, err := f.c.Allocate(vf.BEVBytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.c.Free(bev)
+	out := voxel.NewPoints(n)
+	cloud := voxel.XYZI(data, n)
+	if err := vf.Run(cloud, out, bev); err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(3, func() {
+		if err := vf.Run(cloud, out, bev); err != nil {
+			t.Fatal(err)
+		}
+	})
+	switch {
+	case raceEnabled:
+		t.Logf("-race: %.1f allocations per Run not judged (see race_on_test.go)", allocs)
+	case allocs != 0:
+		t.Fatalf("VoxelFilter.Run allocates %.1f times per frame through the real binding, want 0", allocs)
+	}
+}
+
+// ring is a small ring scan (with NaN/Inf points), XYZI.
+func ring(rings, columns int) []byte {
+	b := make([]byte, 16*rings*columns)
+	n := ringScan(b, rings, columns, uint64(rings*columns))
+	return b[:16*n]
+}
+
+// layOut copies XYZI points into dst with the given step: 16 keeps the
+// layout, 32 puts intensity first, then z, x, y, with padding between.
+func layOut(dst, xyzi []byte, step int) voxel.Cloud {
+	n := len(xyzi) / 16
+	if step == 16 {
+		copy(dst, xyzi)
+		return voxel.XYZI(dst[:16*n], n)
+	}
+	const offI, offZ, offX, offY = 0, 8, 16, 24
+	clear(dst)
+	for i := range n {
+		p, q := xyzi[16*i:], dst[step*i:]
+		copy(q[offX:offX+4], p[0:4])
+		copy(q[offY:offY+4], p[4:8])
+		copy(q[offZ:offZ+4], p[8:12])
+		copy(q[offI:offI+4], p[12:16])
+	}
+	return voxel.Cloud{Data: dst[:step*n], Count: n, Step: step, OffX: offX, OffY: offY, OffZ: offZ, OffI: offI}
+}
