@@ -19,19 +19,31 @@ import (
 	"github.com/zerohop/zerohop/camera"
 	"github.com/zerohop/zerohop/gpu"
 	"github.com/zerohop/zerohop/planner"
+	"github.com/zerohop/zerohop/sensor"
 )
 
 const (
 	envRole   = "ZEROHOP_AGENT_TEST_ROLE"
 	envSocket = "ZEROHOP_AGENT_TEST_SOCKET"
+	// envSmallScene=1 makes the camera process render smallScene.
+	envSmallScene = "ZEROHOP_AGENT_TEST_SMALL_SCENE"
 )
+
+// smallScene is a synthetic scene small enough for the fake CUDA driver's
+// host emulation (~5k points, 320×180).
+var smallScene = sensor.SyntheticConfig{Beams: 16, AzimuthSteps: 300, ImageWidth: 320, ImageHeight: 180}
 
 // The test binary doubles as the camera process.
 func TestMain(m *testing.M) {
 	if os.Getenv(envRole) == "camera" {
 		ctx, stop := signalContext()
 		defer stop()
-		err := camera.RunNode(ctx, camera.NodeConfig{Source: "synthetic", Rate: 30, Socket: os.Getenv(envSocket), AllowGID: -1})
+		cfg := camera.NodeConfig{Source: "synthetic", Rate: 30, Socket: os.Getenv(envSocket), AllowGID: -1}
+		if os.Getenv(envSmallScene) == "1" {
+			cfg.Beams, cfg.AzimuthSteps = smallScene.Beams, smallScene.AzimuthSteps
+			cfg.ImageWidth, cfg.ImageHeight = smallScene.ImageWidth, smallScene.ImageHeight
+		}
+		err := camera.RunNode(ctx, cfg)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)

@@ -43,6 +43,8 @@ type composedOptions struct {
 	rt *infer.Runtime
 	// allocator supplies the camera's pools (the GPU's pinned memory).
 	allocator pinned.HostAllocator
+	// synth is the scene; zero: the defaults (115k points, 1280×720).
+	synth sensor.SyntheticConfig
 }
 
 func newComposed(t *testing.T) *composed { return newComposedWith(t, composedOptions{}) }
@@ -92,7 +94,7 @@ func newComposedWith(t *testing.T, o composedOptions) *composed {
 	plan, _ := planner.New(planner.Config{})
 	wd, _ := planner.NewWatchdog(planner.WatchdogConfig{})
 	rec, _ := telemetry.New(telemetry.Options{NoRuntimeMetrics: true})
-	src, err := sensor.NewSynthetic(sensor.SyntheticConfig{})
+	src, err := sensor.NewSynthetic(o.synth)
 	if err != nil {
 		t.Fatal(err)
 	}

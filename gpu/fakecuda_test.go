@@ -11,6 +11,7 @@ package gpu
 
 import (
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -341,4 +342,33 @@ func layOut(dst, xyzi []byte, step int) voxel.Cloud {
 		copy(q[offI:offI+4], p[12:16])
 	}
 	return voxel.Cloud{Data: dst[:step*n], Count: n, Step: step, OffX: offX, OffY: offY, OffZ: offZ, OffI: offI}
+}
+
+// TestFakeCUDAOutParametersSurviveStackMoves calls the driver with
+// out-parameters right after garbage collections, which shrink goroutine
+// stacks, so that a call's stack may move between taking an
+// out-parameter's address and the C call (see call in unsafe.go: without
+// //go:uintptrescapes on the wrapper, the driver writes to the old stack).
+func TestFakeCUDAOutParametersSurviveStackMoves(t *testing.T) {
+	f := openFakeCUDA(t)
+	defer f.closeAndCheckLeaks(t)
+	for i := range 300 {
+		if i%10 == 0 {
+			runtime.GC()
+		}
+		mem, err := f.c.Allocate(4096)
+		if err != nil {
+			t.Fatalf("allocation %d: %v", i, err)
+		}
+		if err := f.c.Free(mem); err != nil {
+			t.Fatalf("free %d: %v", i, err)
+		}
+		dev, err := f.c.MemAlloc(256)
+		if err != nil || dev == 0 {
+			t.Fatalf("device allocation %d: %#x, %v", i, uint64(dev), err)
+		}
+		if err := f.c.MemFree(dev); err != nil {
+			t.Fatalf("device free %d: %v", i, err)
+		}
+	}
 }

@@ -17,10 +17,12 @@ package gpu
 //     still be in flight, but it no longer reads our memory); DtoH returns
 //     after the data has landed in dst. They call purego.SyscallN directly
 //     so that invariant 2 covers the Go pointer.
-//  2. purego.SyscallN is //go:uintptrescapes: writing
-//     uintptr(unsafe.Pointer(&x)) in its argument list keeps x alive and
-//     unmoved until the call returns. The conversion must stay inside the
-//     call expression; never store it in a variable first.
+//  2. purego.SyscallN, and our wrappers call and nvrtcCall, are
+//     //go:uintptrescapes: writing uintptr(unsafe.Pointer(&x)) in their
+//     argument list moves x to the heap and keeps it alive until the call
+//     returns. The conversion must stay inside the call expression of such
+//     a function; never store it in a variable first, and never pass it
+//     through a wrapper that lacks the directive (see call).
 //  3. Memory the driver keeps using after the call returns — registered
 //     ranges, the source/destination of async copies, the kernelParams array
 //     and the values it points to — is never Go-heap memory: it comes from
@@ -135,6 +137,15 @@ func loadLibrary(soname string, syms map[string]*uintptr) (uintptr, error) {
 	return h, nil
 }
 
+// call is SyscallN for a CUresult. It must be //go:uintptrescapes itself:
+// the directive applies only to the function that carries it, so without
+// it an out-parameter whose address its caller converted to uintptr (&p in
+// call(fn, uintptr(unsafe.Pointer(&p)))) could stay on the goroutine's
+// stack, the stack could move before SyscallN runs, and the driver would
+// write to the old place. The fake driver caught exactly that under -race
+// (cuMemHostAlloc's pointer read back as nil). Invariant 2.
+//
+//go:uintptrescapes
 func call(fn uintptr, args ...uintptr) Result {
 	r, _, _ := purego.SyscallN(fn, args...)
 	return Result(int32(r))
@@ -426,6 +437,10 @@ func (l *dlNVRTC) symbols() map[string]*uintptr {
 	}
 }
 
+// nvrtcCall is SyscallN for an nvrtcResult; //go:uintptrescapes for the
+// reason given at call.
+//
+//go:uintptrescapes
 func nvrtcCall(fn uintptr, args ...uintptr) NVRTCResult {
 	r, _, _ := purego.SyscallN(fn, args...)
 	return NVRTCResult(int32(r))

@@ -1,0 +1,132 @@
+package agent
+
+// The agent's GPU path end to end on the FAKE CUDA driver and NVRTC
+// (gpu/fakecuda): a child test process finds them under the real sonames
+// through LD_LIBRARY_PATH, so RunNode's own start-up (gpu.Open, NVRTC, the
+// kernels, the pinned BEV input, registering the camera's pools) runs
+// unchanged. Plumbing only: it proves nothing about CUDA or a GPU (make
+// gpu-check does), but it catches wiring mistakes without one.
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zerohop/zerohop/gpu/fakecuda"
+)
+
+const envFakeCUDAChild = "ZEROHOP_AGENT_TEST_FAKE_CUDA"
+
+func TestFakeCUDAAgent(t *testing.T) {
+	if os.Getenv(envFakeCUDAChild) == "1" {
+		fakeCUDAChild(t)
+		return
+	}
+	requireORT(t)
+	libs, err := fakecuda.Build(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestFakeCUDAAgent$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+libs.Dir, envFakeCUDAChild+"=1")
+	out, err := cmd.CombinedOutput()
+	t.Logf("child on the fake driver:\n%s", out)
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestFakeCUDAAgent") {
+		t.Fatalf("child: %v", err)
+	}
+}
+
+func fakeCUDAChild(t *testing.T) {
+	requireORT(t)
+	driver := filepath.Join(os.Getenv("LD_LIBRARY_PATH"), "libcuda.so.1")
+	live := func(kind int) uint64 {
+		n, err := fakecuda.Live(driver, kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	t.Run("pipeline outputs equal the CPU path's", func(t *testing.T) {
+		g := openGPUForTest(t)
+		if !strings.Contains(g.name, "fake") {
+			t.Fatalf("device %q: not the fake driver (LD_LIBRARY_PATH %q)", g.name, os.Getenv("LD_LIBRARY_PATH"))
+		}
+		gpuPipelineMatchesCPU(t, g, smallScene, 2)
+	})
+	t.Run("node subscribed to a camera process, --gpu on", func(t *testing.T) {
+		t.Setenv(envSmallScene, "1")
+		socket := filepath.Join(t.TempDir(), "zh", "camera.sock")
+		startCameraProc(t, socket)
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sink := &recordingSink{}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- RunNode(ctx, NodeConfig{Socket: socket, Listener: ln, Sink: sink, Threads: 1, Providers: "cpu",
+				GPU: GPUOn, CubinCache: t.TempDir(), Watchdog: 5 * time.Second})
+		}()
+		var lat struct {
+			GPU       string             `json:"gpu"`
+			VoxelPath string             `json:"voxel_path"`
+			Counters  map[string]float64 `json:"counters"`
+		}
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			select {
+			case err := <-done:
+				cancel()
+				t.Fatalf("the agent stopped: %v", err)
+			default:
+			}
+			if resp, err := http.Get("http://" + ln.Addr().String() + "/latency"); err == nil {
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err := json.Unmarshal(body, &lat); err != nil {
+					t.Fatalf("/latency: %v", err)
+				}
+				if lat.Counters["frames_processed"] >= 3 {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				cancel()
+				<-done
+				t.Fatalf("after 60 s: /latency %+v; want 3 frames processed", lat)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		// Both pools the subscriber mapped are registered read-only.
+		if n := live(fakecuda.LiveRegistrations); n != 2 {
+			t.Errorf("%d host registrations while subscribed, want 2 (points and image pools)", n)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if lat.VoxelPath != "gpu" || !strings.Contains(lat.GPU, "fake") || lat.Counters["gpu_voxel_failures_total"] != 0 {
+			t.Fatalf("/latency voxel path %q, gpu %q, GPU failures %v; want gpu, the fake, 0", lat.VoxelPath, lat.GPU, lat.Counters["gpu_voxel_failures_total"])
+		}
+		if len(sink.since(time.Time{})) == 0 {
+			t.Fatal("no command published")
+		}
+		// Everything the node made on the device is gone once it returns.
+		for kind, what := range []string{"host allocations", "host registrations", "device allocations", "streams", "events", "modules", "primary context references"} {
+			if n := live(kind); n != 0 {
+				t.Errorf("after RunNode: %d %s left in the fake driver", n, what)
+			}
+		}
+	})
+}
