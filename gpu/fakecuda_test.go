@@ -11,6 +11,8 @@ package gpu
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -370,5 +372,44 @@ func TestFakeCUDAOutParametersSurviveStackMoves(t *testing.T) {
 		if err := f.c.MemFree(dev); err != nil {
 			t.Fatalf("device free %d: %v", i, err)
 		}
+	}
+}
+
+// TestFakeCUDARehearsesTheGPUTests builds the -tags gpu test binary (the
+// one make gpu-check runs on a GPU machine) and runs its quick tests and
+// the bandwidth benchmark against the fake driver, so that their own logic
+// has run before the GPU session that depends on it. The voxel tests on
+// 115k/288k points and BenchmarkGPUVoxel take minutes on the emulation and
+// are left to the GPU; TestFakeCUDAVoxelFilterMatchesCPU covers their code
+// paths on smaller clouds. A pass here verifies no GPU behaviour.
+func TestFakeCUDARehearsesTheGPUTests(t *testing.T) {
+	libs := buildFakeCUDA(t)
+	bin := filepath.Join(t.TempDir(), "gpu.test")
+	build := exec.Command("go", "test", "-c", "-tags", "gpu", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the -tags gpu test binary: %v\n%s", err, out)
+	}
+	tests := []string{"TestOpen", "TestGPUZeroCopyHostAlloc", "TestGPURegisteredMmap", "TestGPUDeviceMemoryCopiesAndEvents",
+		"TestGPUErrorsCarryCUDANames", "TestGPUHostToDeviceBandwidth"}
+	run := exec.Command(bin, "-test.run", "^("+strings.Join(tests, "|")+")$", "-test.v", "-test.count=1",
+		"-test.bench", "^BenchmarkGPUHostToDevice$", "-test.benchtime", "1x", "-test.timeout", "2m")
+	run.Env = append(os.Environ(), "LD_LIBRARY_PATH="+libs.Dir)
+	out, err := run.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the GPU tests on the fake driver: %v\n%s", err, out)
+	}
+	for _, name := range tests {
+		if !strings.Contains(string(out), "--- PASS: "+name+" ") {
+			t.Errorf("%s did not pass on the fake driver", name)
+		}
+	}
+	if !strings.Contains(string(out), "BenchmarkGPUHostToDevice/pinned") || !strings.Contains(string(out), "MB/s") {
+		t.Errorf("BenchmarkGPUHostToDevice printed no pinned MB/s line")
+	}
+	if !strings.Contains(string(out), "fake CUDA device") {
+		t.Errorf("the GPU tests did not run on the fake driver")
+	}
+	if t.Failed() {
+		t.Logf("output:\n%s", out)
 	}
 }

@@ -17,6 +17,12 @@
 // Built by gpu/fakecuda_test.go: g++ -std=c++20 -shared -fPIC.
 #include "../cudaemu/prelude.h"
 #include "../../kernels/voxel.cu"
+// The test kernel of gpu/device_gpu_test.go (axpbSource), copied: the fake
+// runs only kernels it was built with.
+extern "C" __global__ void axpb(const float* x, float* y, float a, float b, unsigned int n) {
+	unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n) y[i] = a * x[i] + b;
+}
 
 #include <chrono>
 #include <cstdio>
@@ -138,7 +144,7 @@ template <class... A> CUresult launchKernel(void (*k)(A...), unsigned grid, unsi
 const Kernel kernels[] = {
 	K(zh_bounds), K(zh_keys), K(zh_radix_hist), K(zh_radix_scatter), K(zh_scan_tiles), K(zh_scan_sums),
 	K(zh_scan_add), K(zh_heads), K(zh_starts), K(zh_reduce), K(zh_compact), K(zh_bev_clear),
-	K(zh_bev_cells), K(zh_bev_fill), K(zh_bev_finish),
+	K(zh_bev_cells), K(zh_bev_fill), K(zh_bev_finish), K(axpb),
 };
 #undef K
 

@@ -60,10 +60,14 @@ nvrtcResult nvrtcCompileProgram(Program* prog, int numOptions, const char* const
 			return NVRTC_ERROR_INVALID_OPTION;
 		}
 	}
-	// The fake driver's device is sm_90, and the kernels' bit-exactness
-	// needs contraction off.
-	if (arch != "sm_90" || !noFMA) {
-		prog->log = "fake NVRTC: want --gpu-architecture=sm_90 and --fmad=false, got arch '" + arch + "'";
+	// The fake driver's device is sm_90, and the voxel kernels'
+	// bit-exactness needs contraction off.
+	if (arch != "sm_90") {
+		prog->log = "fake NVRTC: want --gpu-architecture=sm_90 (the fake device), got '" + arch + "'";
+		return NVRTC_ERROR_COMPILATION;
+	}
+	if (prog->source.find("zh_keys") != std::string::npos && !noFMA) {
+		prog->log = "fake NVRTC: the voxel kernels need --fmad=false";
 		return NVRTC_ERROR_COMPILATION;
 	}
 	if (prog->source.find("extern \"C\" __global__") == std::string::npos) {
