@@ -99,11 +99,17 @@ docker-check: deps
 
 # GPU: build here, run on a machine with an NVIDIA GPU (no Go toolchain needed there):
 #   make gpu-check && bin/gpu-check/gpu-check.sh run
-.PHONY: gpu-check gpu-check-run test-cudaemu
+.PHONY: gpu-check gpu-check-run gpu-check-rehearse test-cudaemu
 gpu-check:
 	scripts/gpu-check.sh build $(BIN)/gpu-check
 gpu-check-run: gpu-check
 	$(BIN)/gpu-check/gpu-check.sh run $(BIN)/gpu-check/gpu-check-results.txt
+# The run phase here, on the FAKE driver (gpu/fakecuda) with its quick tests:
+# checks the script before a GPU session spends time on it; proves nothing
+# about a GPU. nvidia-smi fails here by design.
+gpu-check-rehearse: gpu-check
+	$(GO) test -count=1 -run '^TestBuildFakeCUDAForRehearsal$$' ./gpu/ -args -fakecuda-dir=$(CURDIR)/$(BIN)/fakecuda
+	LD_LIBRARY_PATH=$(CURDIR)/$(BIN)/fakecuda GPU_CHECK_REHEARSAL=1 $(BIN)/gpu-check/gpu-check.sh run $(BIN)/gpu-check/rehearsal-results.txt
 # The kernels on a host emulation of CUDA (g++): checks the algorithm, not the GPU.
 test-cudaemu:
 	$(GO) test -tags cudaemu -count=1 -run Emulated ./gpu/

@@ -10,6 +10,7 @@ package gpu
 // disagrees with the kernels, and anything left allocated.
 
 import (
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -411,5 +412,23 @@ func TestFakeCUDARehearsesTheGPUTests(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("output:\n%s", out)
+	}
+}
+
+var fakeCUDADir = flag.String("fakecuda-dir", "", "TestBuildFakeCUDAForRehearsal: where to build the fake libcuda.so.1 and libnvrtc.so.13")
+
+// TestBuildFakeCUDAForRehearsal builds the fakes into -fakecuda-dir for make
+// gpu-check-rehearse; without the flag it only checks that they build.
+func TestBuildFakeCUDAForRehearsal(t *testing.T) {
+	dir := *fakeCUDADir
+	if dir == "" {
+		buildFakeCUDA(t)
+		return
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fakecuda.Build(dir); err != nil {
+		t.Fatal(err)
 	}
 }
