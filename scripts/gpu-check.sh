@@ -138,6 +138,13 @@ run)
 			fi
 			echo "---- /latency from $1 (since start):"
 			printf '%s\n' "$json" | bounded 10 python3 latency_summary.py 2>/dev/null || true
+			# CPU the agent used: process CPU seconds over its uptime (all cores).
+			local cpu up
+			cpu="$(fetch "http://$1/metrics" 2>/dev/null | awk '$1 == "process_cpu_seconds_total" {print $2}')"
+			up="$(fetch "http://$1/metrics" 2>/dev/null | awk '$1 == "zerohop_uptime_seconds" {print $2}')"
+			if [ -n "$cpu" ] && [ -n "$up" ]; then
+				awk -v c="$cpu" -v u="$up" 'BEGIN { printf "  agent CPU: %.2f s over %.1f s = %.1f %% of one core\n", c, u, (u > 0 ? 100 * c / u : 0) }'
+			fi
 			# One line of JSON; names keep their spaces ("NVIDIA H200").
 			printf '%s' "$json" | bounded 10 python3 -c 'import json, sys; print(json.dumps(json.load(sys.stdin), separators=(",", ":")))' 2>/dev/null ||
 				{ printf '%s' "$json" | tr -d '\n' | sed 's/  */ /g'; echo; }
