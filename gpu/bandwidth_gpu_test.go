@@ -59,23 +59,7 @@ type copyRig struct {
 // in tb's cleanup, the context last.
 func newCopyRig(tb testing.TB, maxBytes int) *copyRig {
 	tb.Helper()
-	drv, err := Open()
-	if err != nil {
-		tb.Fatalf("this test needs a GPU: %v", err)
-	}
-	d, err := drv.Device(0)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	c, err := d.NewContext(ContextOptions{Logf: tb.Logf})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			tb.Error(err)
-		}
-	})
+	drv, c := openGPUContext(tb)
 	caps := c.Capabilities()
 	tb.Logf("driver CUDA %s; device 0: %s (%s)", drv.Version(), caps.Name, caps.Arch())
 	return newCopyRigOn(tb, c, maxBytes)

@@ -53,3 +53,44 @@ func median(d []time.Duration) time.Duration {
 	slices.Sort(s)
 	return s[len(s)/2]
 }
+
+// cpuReference is what the GPU filter must reproduce: voxel.Filter's points
+// for cloud and voxel.BEV's default raster of them.
+func cpuReference(t *testing.T, cfg voxel.Config, cloud voxel.Cloud) (*voxel.Points, []float32) {
+	t.Helper()
+	cpu, err := voxel.NewFilter(cfg, cloud.Count)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cpu.Close()
+	want := voxel.NewPoints(cloud.Count)
+	if err := cpu.Run(cloud, want); err != nil {
+		t.Fatal(err)
+	}
+	bev, err := voxel.NewBEV(voxel.BEVConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantBEV := make([]float32, bev.Len())
+	if err := bev.Fill(want, wantBEV); err != nil {
+		t.Fatal(err)
+	}
+	return want, wantBEV
+}
+
+// newFilterAndBEV makes a VoxelFilter on c and its pinned BEV destination,
+// both released in t's cleanup.
+func newFilterAndBEV(t *testing.T, c *Context, nv *NVRTC, cfg voxel.Config, opt VoxelOptions) (*VoxelFilter, []byte) {
+	t.Helper()
+	vf, err := NewVoxelFilter(c, nv, cfg, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { vf.Close() })
+	bev, err := c.Allocate(vf.BEVBytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Free(bev) })
+	return vf, bev
+}

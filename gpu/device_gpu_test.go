@@ -28,25 +28,33 @@ type gpuFixture struct {
 	mod *Module
 }
 
-func openGPU(t *testing.T) gpuFixture {
-	t.Helper()
+// openGPUContext opens device 0's context, closed in tb's cleanup; it
+// fails tb (never skips) without a GPU.
+func openGPUContext(tb testing.TB) (*Driver, *Context) {
+	tb.Helper()
 	drv, err := Open()
 	if err != nil {
-		t.Fatalf("this test needs a GPU: %v", err)
+		tb.Fatalf("this test needs a GPU: %v", err)
 	}
 	dev, err := drv.Device(0)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	c, err := dev.NewContext(ContextOptions{Logf: t.Logf})
+	c, err := dev.NewContext(ContextOptions{Logf: tb.Logf})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		if err := c.Close(); err != nil {
-			t.Error(err)
+			tb.Error(err)
 		}
 	})
+	return drv, c
+}
+
+func openGPU(t *testing.T) gpuFixture {
+	t.Helper()
+	drv, c := openGPUContext(t)
 	caps := c.Capabilities()
 	t.Logf("driver CUDA %s; device 0: %+v", drv.Version(), caps)
 

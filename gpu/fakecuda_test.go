@@ -88,11 +88,14 @@ func openFakeCUDA(t *testing.T) fakeFixture {
 	if ma, mi := nv.Version(); ma != 12 || mi != 9 {
 		t.Fatalf("NVRTC version %d.%d, the fake says 12.9", ma, mi)
 	}
-	return fakeFixture{libs: libs, c: c, nv: nv}
+	f := fakeFixture{libs: libs, c: c, nv: nv}
+	// First registered, so it runs after the test's other cleanups.
+	t.Cleanup(func() { f.closeAndCheckLeaks(t) })
+	return f
 }
 
 // closeAndCheckLeaks closes the context and fails if the fake driver still
-// holds anything this test made.
+// holds anything this test made; openFakeCUDA registers it as a cleanup.
 func (f fakeFixture) closeAndCheckLeaks(t *testing.T) {
 	t.Helper()
 	if err := f.c.Close(); err != nil {
@@ -111,7 +114,6 @@ func (f fakeFixture) closeAndCheckLeaks(t *testing.T) {
 
 func TestFakeCUDAVoxelFilterMatchesCPU(t *testing.T) {
 	f := openFakeCUDA(t)
-	defer f.closeAndCheckLeaks(t)
 	kitti, err := os.ReadFile("../voxel/testdata/scan_small.bin")
 	if err != nil {
 		t.Fatal(err)
@@ -139,31 +141,8 @@ func TestFakeCUDAVoxelFilterMatchesCPU(t *testing.T) {
 			defer f.c.Free(data)
 			cloud := layOut(data, sc.data, sc.step)
 
-			cpu, err := voxel.NewFilter(sc.cfg, n)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cpu.Close()
-			want := voxel.NewPoints(n)
-			if err := cpu.Run(cloud, want); err != nil {
-				t.Fatal(err)
-			}
-			bevCPU, _ := voxel.NewBEV(voxel.BEVConfig{})
-			wantBEV := make([]float32, bevCPU.Len())
-			if err := bevCPU.Fill(want, wantBEV); err != nil {
-				t.Fatal(err)
-			}
-
-			vf, err := NewVoxelFilter(f.c, f.nv, sc.cfg, VoxelOptions{MaxPoints: n, MaxInputBytes: sc.step * n, CacheDir: t.TempDir()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer vf.Close()
-			bev, err := f.c.Allocate(vf.BEVBytes())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.c.Free(bev)
+			want, wantBEV := cpuReference(t, sc.cfg, cloud)
+			vf, bev := newFilterAndBEV(t, f.c, f.nv, sc.cfg, VoxelOptions{MaxPoints: n, MaxInputBytes: sc.step * n, CacheDir: t.TempDir()})
 			got := voxel.NewPoints(n)
 			for _, copyInput := range []bool{false, true} {
 				vf.SetCopyInput(copyInput)
@@ -187,7 +166,6 @@ func TestFakeCUDAVoxelFilterMatchesCPU(t *testing.T) {
 // agent reads the camera's slots.
 func TestFakeCUDARegisteredReadOnlyInput(t *testing.T) {
 	f := openFakeCUDA(t)
-	defer f.closeAndCheckLeaks(t)
 	src := ring(8, 600)
 	n := len(src) / 16
 	pool, err := pinned.New(pinned.Geometry{SlotCount: 2, SlotSize: uint64(len(src))}, pinned.Options{Name: "points", ID: 1, Shared: true})
@@ -248,7 +226,6 @@ func TestFakeCUDARegisteredReadOnlyInput(t *testing.T) {
 
 func TestFakeCUDACubinCacheSkipsNVRTC(t *testing.T) {
 	f := openFakeCUDA(t)
-	defer f.closeAndCheckLeaks(t)
 	dir := t.TempDir()
 	before, err := fakecuda.NVRTCCompiles(f.libs.NVRTC)
 	if err != nil {
@@ -271,7 +248,6 @@ func TestFakeCUDACubinCacheSkipsNVRTC(t *testing.T) {
 
 func TestFakeCUDACopiesAndFrameAllocations(t *testing.T) {
 	f := openFakeCUDA(t)
-	defer f.closeAndCheckLeaks(t)
 	// Async copies refuse pageable memory before the driver sees it.
 	dev, err := f.c.MemAlloc(64)
 	if err != nil {
@@ -292,16 +268,7 @@ func TestFakeCUDACopiesAndFrameAllocations(t *testing.T) {
 	}
 	defer f.c.Free(data)
 	copy(data, src)
-	vf, err := NewVoxelFilter(f.c, f.nv, voxel.Config{Leaf: [3]float32{0.5, 0.5, 0.5}}, VoxelOptions{MaxPoints: n, CacheDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer vf.Close()
-	bev, err := f.c.Allocate(vf.BEVBytes())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.c.Free(bev)
+	vf, bev := newFilterAndBEV(t, f.c, f.nv, voxel.Config{Leaf: [3]float32{0.5, 0.5, 0.5}}, VoxelOptions{MaxPoints: n, CacheDir: t.TempDir()})
 	out := voxel.NewPoints(n)
 	cloud := voxel.XYZI(data, n)
 	if err := vf.Run(cloud, out, bev); err != nil {
@@ -354,7 +321,6 @@ func layOut(dst, xyzi []byte, step int) voxel.Cloud {
 // //go:uintptrescapes on the wrapper, the driver writes to the old stack).
 func TestFakeCUDAOutParametersSurviveStackMoves(t *testing.T) {
 	f := openFakeCUDA(t)
-	defer f.closeAndCheckLeaks(t)
 	for i := range 300 {
 		if i%10 == 0 {
 			runtime.GC()

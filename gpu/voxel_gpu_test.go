@@ -53,34 +53,8 @@ func TestGPUVoxelMatchesCPU(t *testing.T) {
 			}
 			cloud := voxel.XYZI(data, n)
 
-			cpu, err := voxel.NewFilter(sc.cfg, n)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cpu.Close()
-			want := voxel.NewPoints(n)
-			if err := cpu.Run(cloud, want); err != nil {
-				t.Fatal(err)
-			}
-			bevCPU, err := voxel.NewBEV(voxel.BEVConfig{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			wantBEV := make([]float32, bevCPU.Len())
-			if err := bevCPU.Fill(want, wantBEV); err != nil {
-				t.Fatal(err)
-			}
-
-			vf, err := NewVoxelFilter(g.c, g.nv, sc.cfg, VoxelOptions{MaxPoints: n, CacheDir: t.TempDir()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer vf.Close()
-			bev, err := g.c.Allocate(vf.BEVBytes())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer g.c.Free(bev)
+			want, wantBEV := cpuReference(t, sc.cfg, cloud)
+			vf, bev := newFilterAndBEV(t, g.c, g.nv, sc.cfg, VoxelOptions{MaxPoints: n, CacheDir: t.TempDir()})
 			got := voxel.NewPoints(n)
 			times := map[bool][]time.Duration{}
 			for _, copyInput := range []bool{false, true, false, true} {
