@@ -64,69 +64,82 @@ func fakeCUDAChild(t *testing.T) {
 		gpuPipelineMatchesCPU(t, g, smallScene, 2)
 	})
 	t.Run("node subscribed to a camera process, --gpu on", func(t *testing.T) {
-		t.Setenv(envSmallScene, "1")
-		socket := filepath.Join(t.TempDir(), "zh", "camera.sock")
-		startCameraProc(t, socket)
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		sink := &recordingSink{}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() {
-			done <- RunNode(ctx, NodeConfig{Socket: socket, Listener: ln, Sink: sink, Threads: 1, Providers: "cpu",
-				GPU: GPUOn, CubinCache: t.TempDir(), Watchdog: 5 * time.Second})
-		}()
-		var lat struct {
-			GPU       string             `json:"gpu"`
-			VoxelPath string             `json:"voxel_path"`
-			Counters  map[string]float64 `json:"counters"`
-		}
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			select {
-			case err := <-done:
-				cancel()
-				t.Fatalf("the agent stopped: %v", err)
-			default:
-			}
-			if resp, err := http.Get("http://" + ln.Addr().String() + "/latency"); err == nil {
-				body, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if err := json.Unmarshal(body, &lat); err != nil {
-					t.Fatalf("/latency: %v", err)
-				}
-				if lat.Counters["frames_processed"] >= 3 {
-					break
-				}
-			}
-			if time.Now().After(deadline) {
-				cancel()
-				<-done
-				t.Fatalf("after 60 s: /latency %+v; want 3 frames processed", lat)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		// Both pools the subscriber mapped are registered read-only.
-		if n := live(fakecuda.LiveRegistrations); n != 2 {
-			t.Errorf("%d host registrations while subscribed, want 2 (points and image pools)", n)
-		}
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-		if lat.VoxelPath != "gpu" || !strings.Contains(lat.GPU, "fake") || lat.Counters["gpu_voxel_failures_total"] != 0 {
-			t.Fatalf("/latency voxel path %q, gpu %q, GPU failures %v; want gpu, the fake, 0", lat.VoxelPath, lat.GPU, lat.Counters["gpu_voxel_failures_total"])
-		}
-		if len(sink.since(time.Time{})) == 0 {
-			t.Fatal("no command published")
-		}
-		// Everything the node made on the device is gone once it returns.
-		for kind, what := range []string{"host allocations", "host registrations", "device allocations", "streams", "events", "modules", "primary context references"} {
-			if n := live(kind); n != 0 {
-				t.Errorf("after RunNode: %d %s left in the fake driver", n, what)
-			}
-		}
+		fakeCUDANode(t, live, 2)
 	})
+	t.Run("node whose camera pools cannot be registered stages them", func(t *testing.T) {
+		t.Setenv("ZEROHOP_FAKECUDA_FAIL_REGISTER", "1")
+		fakeCUDANode(t, live, 0)
+	})
+}
+
+// fakeCUDANode runs RunNode --gpu on against a camera process until three
+// frames are processed and checks the GPU path stayed on, with
+// registrations pools registered meanwhile, and that nothing is left in the
+// fake driver afterwards.
+func fakeCUDANode(t *testing.T, live func(int) uint64, registrations uint64) {
+	t.Setenv(envSmallScene, "1")
+	socket := filepath.Join(t.TempDir(), "zh", "camera.sock")
+	startCameraProc(t, socket)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &recordingSink{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- RunNode(ctx, NodeConfig{Socket: socket, Listener: ln, Sink: sink, Threads: 1, Providers: "cpu",
+			GPU: GPUOn, CubinCache: t.TempDir(), Watchdog: 5 * time.Second})
+	}()
+	var lat struct {
+		GPU       string             `json:"gpu"`
+		VoxelPath string             `json:"voxel_path"`
+		Counters  map[string]float64 `json:"counters"`
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case err := <-done:
+			cancel()
+			t.Fatalf("the agent stopped: %v", err)
+		default:
+		}
+		if resp, err := http.Get("http://" + ln.Addr().String() + "/latency"); err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err := json.Unmarshal(body, &lat); err != nil {
+				t.Fatalf("/latency: %v", err)
+			}
+			if lat.Counters["frames_processed"] >= 3 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatalf("after 60 s: /latency %+v; want 3 frames processed", lat)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// The pools the subscriber mapped are registered read-only, or, where
+	// registration fails, not at all and their frames staged.
+	if n := live(fakecuda.LiveRegistrations); n != registrations {
+		t.Errorf("%d host registrations while subscribed, want %d", n, registrations)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if lat.VoxelPath != "gpu" || !strings.Contains(lat.GPU, "fake") || lat.Counters["gpu_voxel_failures_total"] != 0 {
+		t.Fatalf("/latency voxel path %q, gpu %q, GPU failures %v; want gpu, the fake, 0", lat.VoxelPath, lat.GPU, lat.Counters["gpu_voxel_failures_total"])
+	}
+	if len(sink.since(time.Time{})) == 0 {
+		t.Fatal("no command published")
+	}
+	// Everything the node made on the device is gone once it returns.
+	for kind, what := range []string{"host allocations", "host registrations", "device allocations", "streams", "events", "modules", "primary context references"} {
+		if n := live(kind); n != 0 {
+			t.Errorf("after RunNode: %d %s left in the fake driver", n, what)
+		}
+	}
 }

@@ -125,6 +125,9 @@ func openGPUVoxel(cfg gpuVoxelConfig) (*gpuVoxel, error) {
 	}
 	if v.filter, err = gpu.NewVoxelFilter(v.ctx, nv, cfg.Filter, gpu.VoxelOptions{
 		MaxPoints: cfg.MaxPoints, CopyInput: cfg.CopyInput, BEV: &voxel.BEVConfig{}, CacheDir: cfg.CacheDir,
+		// Slots the GPU could not register (or heap buffers) cost one CPU
+		// copy into pinned memory, not the GPU path.
+		StageUnpinned: true,
 	}); err != nil {
 		return fail(name, "voxel kernels", err)
 	}
@@ -158,9 +161,9 @@ func (g *gpuVoxel) Close() error {
 
 // bestEffortPinner registers segments with the GPU but never fails a
 // mapping because of it: a failed registration is reported (once per
-// pinner) and the segment stays as it is. Frames in such a segment make
-// the GPU filter fail (their memory is not device-mapped), and the pipeline
-// falls back to the CPU path: losing the GPU must never cost frames.
+// pinner) and the segment stays as it is. The GPU filter stages frames in
+// such a segment through pinned memory (one CPU copy each): a registration
+// must never cost frames.
 type bestEffortPinner struct {
 	pinner pinned.Pinner
 	once   sync.Once
@@ -183,7 +186,8 @@ func (unpinnedRegion) Unpin() error { return nil }
 
 // bestEffortAllocator hands out the GPU's pinned, mapped host memory
 // (cuMemHostAlloc) for in-process pools, and ordinary memory from fallback
-// when that fails (reported once), for the same reason as bestEffortPinner.
+// when that fails (reported once; such frames are staged), for the same
+// reason as bestEffortPinner.
 type bestEffortAllocator struct {
 	gpu, fallback pinned.HostAllocator
 	report        func(error)
@@ -238,14 +242,6 @@ func startGPU(cfg NodeConfig, log *zap.Logger) (g *gpuVoxel, device, why string,
 		return nil, "none", "", fmt.Errorf("--gpu-input %q: want %q or %q", cfg.GPUInput, GPUInputMapped, GPUInputCopy)
 	case mode == GPUOff:
 		return nil, "none", "--gpu off", nil
-	case cfg.Camera == "" && cfg.Transport == "copy":
-		// Its payloads land in ordinary heap buffers, which the kernels
-		// cannot read and the driver will not copy asynchronously.
-		why = "--transport copy: its buffers are not pinned GPU memory"
-		if mode == GPUOn {
-			return nil, "none", "", fmt.Errorf("--gpu on with %s", why)
-		}
-		return nil, "none", why, nil
 	}
 	g, err = openGPUVoxel(gpuVoxelConfig{
 		Filter:    voxel.Config{Leaf: [3]float32{cfg.Leaf, cfg.Leaf, cfg.Leaf}, MinPoints: cfg.MinPoints},

@@ -333,8 +333,6 @@ func TestStartGPUModes(t *testing.T) {
 		{"an unknown mode", NodeConfig{GPU: "maybe"}, `--gpu "maybe"`, ""},
 		{"an unknown input", NodeConfig{GPUInput: "teleport"}, `--gpu-input "teleport"`, ""},
 		{"off", NodeConfig{GPU: GPUOff}, "", "--gpu off"},
-		{"auto with the copy transport", NodeConfig{Transport: "copy"}, "", "--transport copy"},
-		{"on with the copy transport", NodeConfig{GPU: GPUOn, Transport: "copy"}, "--transport copy", ""},
 	}
 	if noDriver != nil {
 		// Here (no CUDA driver) auto falls back and on refuses, both naming

@@ -189,10 +189,10 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		log.Info("voxel filter and BEV on the GPU", zap.String("gpu", gpuName),
 			zap.String("input", orDefault(cfg.GPUInput, GPUInputMapped)), zap.Bool("cubin_cached", gv.filter.Timing().CacheHit))
 		pinner = &bestEffortPinner{pinner: gv.ctx, report: func(err error) {
-			log.Warn("GPU registration of a camera pool failed; its frames will be filtered on the CPU", zap.Error(err))
+			log.Warn("GPU registration of a camera pool failed; its frames are copied into pinned memory for the GPU (one CPU copy each)", zap.Error(err))
 		}}
 		allocator = &bestEffortAllocator{gpu: gv.ctx, fallback: pinned.AnonymousMemory(), report: func(err error) {
-			log.Warn("pinned GPU memory for the in-process camera failed; its frames will be filtered on the CPU", zap.Error(err))
+			log.Warn("pinned GPU memory for the in-process camera failed; its frames are copied into pinned memory for the GPU (one CPU copy each)", zap.Error(err))
 		}}
 	} else {
 		log.Info("voxel filter and BEV on the CPU", zap.String("gpu", gpuName), zap.String("why", gpuWhy))

@@ -326,7 +326,6 @@ func TestStartupErrorsNameTheProblem(t *testing.T) {
 		{"taken HTTP port", NodeConfig{HTTP: taken.Addr().String()}, []string{taken.Addr().String()}},
 		{"unknown GPU mode", NodeConfig{GPU: "maybe"}, []string{"--gpu", "maybe"}},
 		{"unknown GPU input", NodeConfig{GPUInput: "teleport"}, []string{"--gpu-input", "teleport"}},
-		{"GPU required with the copy transport", NodeConfig{GPU: GPUOn, Transport: "copy"}, []string{"--gpu on", "--transport copy"}},
 	}
 	if _, err := gpu.Open(); err != nil {
 		// Only where no CUDA driver is installed (here, CI).

@@ -10,6 +10,7 @@ package gpu
 // disagrees with the kernels, and anything left allocated.
 
 import (
+	"errors"
 	"flag"
 	"os"
 	"os/exec"
@@ -396,5 +397,53 @@ func TestBuildFakeCUDAForRehearsal(t *testing.T) {
 	}
 	if _, err := fakecuda.Build(dir); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFakeCUDAStagesUnpinnedInput: heap memory is refused unless
+// StageUnpinned, which copies it into pinned memory first; pinned input is
+// still read in place.
+func TestFakeCUDAStagesUnpinnedInput(t *testing.T) {
+	f := openFakeCUDA(t)
+	src := ring(8, 600)
+	n := len(src) / 16
+	heap := voxel.XYZI(append([]byte(nil), src...), n)
+	cfg := voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}
+	want, wantBEV := cpuReference(t, cfg, heap)
+	got := voxel.NewPoints(n)
+
+	strict, bev := newFilterAndBEV(t, f.c, f.nv, cfg, VoxelOptions{MaxPoints: n, CacheDir: t.TempDir()})
+	if err := strict.Run(heap, got, bev); !errors.Is(err, ErrNotPinned) {
+		t.Fatalf("heap input without StageUnpinned: %v, want ErrNotPinned", err)
+	}
+	staging, bev2 := newFilterAndBEV(t, f.c, f.nv, cfg, VoxelOptions{MaxPoints: n, StageUnpinned: true, CacheDir: t.TempDir()})
+	if err := staging.Run(heap, got, bev2); err != nil {
+		t.Fatal(err)
+	}
+	samePoints(t, "staged heap input", got.P, want.P)
+	sameBEV(t, "staged heap input", bev2, wantBEV)
+	if !staging.Timing().Staged {
+		t.Fatal("heap input not reported as staged")
+	}
+	pinnedData, err := f.c.Allocate(len(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.c.Free(pinnedData)
+	copy(pinnedData, src)
+	if err := staging.Run(voxel.XYZI(pinnedData, n), got, bev2); err != nil {
+		t.Fatal(err)
+	}
+	samePoints(t, "pinned input", got.P, want.P)
+	if staging.Timing().Staged {
+		t.Fatal("pinned input was staged")
+	}
+	allocs := testing.AllocsPerRun(2, func() {
+		if err := staging.Run(heap, got, bev2); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if !raceEnabled && allocs != 0 {
+		t.Fatalf("a staged Run allocates %.1f times, want 0", allocs)
 	}
 }

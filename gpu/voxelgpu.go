@@ -71,8 +71,15 @@ type VoxelOptions struct {
 	// copy) before the kernels read them, instead of reading the mapped
 	// host memory in place. SetCopyInput changes it between runs.
 	CopyInput bool
-	// MaxInputBytes bounds Count*Step for CopyInput; default MaxPoints*16.
+	// MaxInputBytes bounds Count*Step for CopyInput and StageUnpinned;
+	// default MaxPoints*16.
 	MaxInputBytes int
+	// StageUnpinned makes Run accept input memory this Context has not
+	// pinned (a pool whose registration failed, a device without host
+	// registration, heap buffers): the CPU first copies it into a pinned
+	// staging buffer of MaxInputBytes, one memcpy per frame, instead of
+	// Run failing with ErrNotPinned. Pinned input is read in place as ever.
+	StageUnpinned bool
 	// BEV is the raster Run fills when given a destination; nil: the voxel
 	// package's defaults.
 	BEV *voxel.BEVConfig
@@ -84,6 +91,9 @@ type VoxelOptions struct {
 type VoxelTiming struct {
 	Copy  time.Duration // the input copy (0 when reading mapped memory)
 	Total time.Duration // from before the copy to the end of the last kernel
+	// Staged reports that the input was not pinned and went through the
+	// staging buffer (StageUnpinned); the CPU copy is not in Copy or Total.
+	Staged bool
 	// CacheHit reports whether NewVoxelFilter found the cubin on disk.
 	CacheHit bool
 }
@@ -133,6 +143,7 @@ type VoxelFilter struct {
 	cellH   DevicePtr
 
 	host      []byte // pinned: state init | state readback | output points
+	stage     []byte // pinned staging for unpinned input (StageUnpinned), else nil
 	hostInit  []byte
 	hostState []byte
 	hostOut   []byte
@@ -299,7 +310,12 @@ func (f *VoxelFilter) setup(cubin []byte) error {
 			}
 			binary.LittleEndian.PutUint32(f.hostInit[4*w:], v)
 		}
-		f.hostOutD, err = c.HostDevicePointer(f.hostOut)
+		if f.hostOutD, err = c.HostDevicePointer(f.hostOut); err != nil {
+			return err
+		}
+		if f.opt.StageUnpinned {
+			f.stage, err = c.Allocate(f.opt.MaxInputBytes)
+		}
 		return err
 	})
 }
@@ -405,6 +421,16 @@ func (f *VoxelFilter) runOnThread() error {
 		return err
 	}
 	data := in.Data[:n*in.Step]
+	f.timing.Staged = false
+	if f.stage != nil {
+		if _, pinned := f.c.lookup(data); !pinned { // lookup: no error value to allocate
+			if len(data) > len(f.stage) {
+				return fmt.Errorf("unpinned cloud of %d bytes exceeds the staging buffer of %d bytes", len(data), len(f.stage))
+			}
+			data = f.stage[:copy(f.stage, data)]
+			f.timing.Staged = true
+		}
+	}
 	ca := cloudArgs{n: uint32(n), step: uint32(in.Step), ox: int32(in.OffX), oy: int32(in.OffY), oz: int32(in.OffZ), oi: int32(in.OffI)}
 	if f.opt.CopyInput {
 		if len(data) > f.opt.MaxInputBytes {
@@ -577,6 +603,9 @@ func (f *VoxelFilter) Close() error {
 	}
 	if f.host != nil {
 		keep(f.c.Free(f.host))
+	}
+	if f.stage != nil {
+		keep(f.c.Free(f.stage))
 	}
 	if f.args != nil {
 		keep(f.args.Free())

@@ -50,6 +50,7 @@ enum : CUresult {
 	CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701,
 	CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712,
 	CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED = 713,
+	CUDA_ERROR_NOT_SUPPORTED = 801,
 };
 
 static const unsigned long long kDevOffset = 1ull << 52;
@@ -165,6 +166,7 @@ const char* errName(CUresult r) {
 	case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: return "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES";
 	case CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED: return "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED";
 	case CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED: return "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED";
+	case CUDA_ERROR_NOT_SUPPORTED: return "CUDA_ERROR_NOT_SUPPORTED";
 	}
 	return nullptr;
 }
@@ -291,6 +293,8 @@ CUresult cuMemHostRegister_v2(void* p, size_t size, unsigned flags) {
 	GUARD;
 	NEED_CONTEXT;
 	if (!p || size == 0 || (flags & ~0x0Fu)) return CUDA_ERROR_INVALID_VALUE;
+	// Tests set this to play a platform without host registration.
+	if (getenv("ZEROHOP_FAKECUDA_FAIL_REGISTER")) return CUDA_ERROR_NOT_SUPPORTED;
 	uintptr_t a = (uintptr_t)p;
 	auto next = hostRanges.lower_bound(a);
 	if (next != hostRanges.end() && next->first < a + size) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
