@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -36,7 +37,8 @@ type FrameSource interface {
 }
 
 // CmdSink receives every command the agent decides, zero commands
-// included. It is called from the pipeline goroutine only.
+// included. Calls never overlap: they come from the pipeline goroutine, or
+// from its stall guard when a stage hangs (Pipeline.Run).
 type CmdSink interface {
 	PublishTwist(t planner.Twist, stamp time.Time) error
 }
@@ -84,6 +86,15 @@ type Pipeline struct {
 	// gpu is cfg.GPU until it first fails, then nil (the CPU path).
 	gpu         GPUFilter
 	gpuFailures atomic.Uint64
+
+	// The stall guard (guardStalls) reads these while the pipeline
+	// goroutine runs a frame. busySince is the UnixNano at which the
+	// current frame's stages started, 0 between frames; stage is the
+	// telemetry.StageID running.
+	busySince atomic.Int64
+	stage     atomic.Int32
+	stalls    atomic.Uint64
+	pubMu     sync.Mutex // serialises Sink calls and last
 }
 
 // New checks the configuration.
@@ -129,11 +140,23 @@ func (p *Pipeline) VoxelPath() string {
 func (p *Pipeline) GPUFailures() uint64 { return p.gpuFailures.Load() }
 
 // Run processes frames until ctx is done. On return it has published a
-// zero command and released every lease it held.
+// zero command and released every lease it held. While a frame's stages
+// run longer than the watchdog timeout (a hung GPU, say), a guard
+// goroutine owned by Run publishes zero, so a stuck stage cannot leave the
+// robot moving on its last command.
 func (p *Pipeline) Run(ctx context.Context) error {
 	tick := time.NewTimer(p.cfg.Tick)
 	defer tick.Stop()
 	defer p.stop()
+	stopGuard, guardDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(guardDone)
+		p.guardStalls(stopGuard)
+	}()
+	defer func() {
+		close(stopGuard)
+		<-guardDone
+	}()
 	for {
 		select {
 		case <-ctx.Done():
@@ -229,10 +252,13 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 		return
 	}
 	p.cfg.Watchdog.Fresh(stamp)
+	p.busySince.Store(time.Now().UnixNano())
+	defer p.busySince.Store(0)
 	if err := p.stages(&cloud); err != nil {
 		rec.Inc(telemetry.FramesDropped)
 		return
 	}
+	p.stage.Store(int32(telemetry.StagePlan))
 	now := time.Now()
 	cmd, err := p.cfg.Planner.Plan(planner.Input{Scores: p.cfg.Session.Scores(), Clearance: p.cfg.Session.Clearance(), Stamp: stamp}, now)
 	rec.RecordSince(telemetry.StagePlan, now)
@@ -259,6 +285,7 @@ func (p *Pipeline) stages(cloud *transport.Lease) error {
 	if err != nil {
 		return err
 	}
+	p.stage.Store(int32(telemetry.StagePreprocess))
 	ih := &p.image.Handle
 	view := infer.ImageView{Pix: p.image.Bytes(), Width: int(ih.Image.Width), Height: int(ih.Image.Height),
 		Step: int(ih.Image.RowStep), Format: pixelFormat(ih.Image.Encoding)}
@@ -267,6 +294,7 @@ func (p *Pipeline) stages(cloud *transport.Lease) error {
 		return err
 	}
 	p.lap(telemetry.StagePreprocess, t)
+	p.stage.Store(int32(telemetry.StageInfer))
 	d, err := p.cfg.Session.Run()
 	rec.Record(telemetry.StageInfer, d)
 	if err != nil {
@@ -280,6 +308,7 @@ func (p *Pipeline) stages(cloud *transport.Lease) error {
 // while it works, else on the CPU. It returns the time it finished.
 func (p *Pipeline) cloudStages(in voxel.Cloud) (time.Time, error) {
 	t := time.Now()
+	p.stage.Store(int32(telemetry.StageVoxel))
 	var gpuErr error
 	if p.gpu != nil {
 		// One kernel chain does both: "voxel" holds voxel + BEV on this
@@ -299,6 +328,7 @@ func (p *Pipeline) cloudStages(in voxel.Cloud) (time.Time, error) {
 		p.gpuFailed(gpuErr)
 	}
 	t = p.lap(telemetry.StageVoxel, t)
+	p.stage.Store(int32(telemetry.StageBEV))
 	if err := p.cfg.BEV.Fill(p.pts, p.cfg.Session.BEV()); err != nil {
 		p.cfg.Watchdog.Fail("bev", err)
 		return t, err
@@ -324,14 +354,57 @@ func (p *Pipeline) lap(stage telemetry.StageID, since time.Time) time.Time {
 }
 
 func (p *Pipeline) publish(t planner.Twist, stamp time.Time) {
+	p.pubMu.Lock()
+	defer p.pubMu.Unlock()
 	if err := p.cfg.Sink.PublishTwist(t, stamp); err != nil {
 		p.log.Warn("publish cmd_vel", zap.Error(err))
 	}
 	p.last = t
 }
 
-// Last returns the last command published.
-func (p *Pipeline) Last() planner.Twist { return p.last }
+// Last returns the last command published. Safe for concurrent use.
+func (p *Pipeline) Last() planner.Twist {
+	p.pubMu.Lock()
+	defer p.pubMu.Unlock()
+	return p.last
+}
+
+// Stalls counts frames whose stages outlasted the watchdog timeout, each
+// answered by one zero command from the stall guard. Safe for concurrent
+// use.
+func (p *Pipeline) Stalls() uint64 { return p.stalls.Load() }
+
+// guardStalls publishes zero once per frame whose stages run past the
+// watchdog timeout, until stop is closed. It touches only the sink (under
+// pubMu) and atomics: the planner and watchdog belong to the pipeline
+// goroutine, whose Output zeroes the late frame's command anyway (its
+// frame is stale by then) and resets the planner.
+func (p *Pipeline) guardStalls(stop <-chan struct{}) {
+	t := time.NewTicker(p.cfg.Tick)
+	defer t.Stop()
+	timeout := p.cfg.Watchdog.Timeout()
+	var zeroedFor int64 // busySince of the frame already answered
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-t.C:
+			since := p.busySince.Load()
+			if since == 0 || since == zeroedFor || now.Sub(time.Unix(0, since)) <= timeout {
+				continue
+			}
+			zeroedFor = since
+			p.stalls.Add(1)
+			p.publish(planner.Zero(), now)
+			stage := "?"
+			if names := p.cfg.Recorder.Stages(); int(p.stage.Load()) < len(names) {
+				stage = names[p.stage.Load()]
+			}
+			p.log.Warn("pipeline stalled; cmd_vel zeroed until it recovers", zap.String("stage", stage),
+				zap.Duration("running_for", now.Sub(time.Unix(0, since))), zap.Duration("watchdog", timeout))
+		}
+	}
+}
 
 func pixelFormat(e handles.Encoding) infer.PixelFormat {
 	switch e {

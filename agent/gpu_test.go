@@ -1,10 +1,12 @@
 package agent
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -372,5 +374,89 @@ func TestStartGPUModes(t *testing.T) {
 				t.Fatalf("why %q (device %q), want it to name %q", why, device, tc.wantWhy)
 			}
 		})
+	}
+}
+
+// hangingGPUFilter is a FAKE GPU filter whose first Run blocks until
+// released: a hung GPU, for the stall guard.
+type hangingGPUFilter struct {
+	*fakeGPUFilter
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (h *hangingGPUFilter) Run(in voxel.Cloud, out *voxel.Points, bev []byte) error {
+	h.once.Do(func() {
+		close(h.entered)
+		<-h.release
+	})
+	return h.fakeGPUFilter.Run(in, out, bev)
+}
+
+func TestStallGuardZeroesWhileAStageHangs(t *testing.T) {
+	fake := newFakeGPUFilter(t, 0.2)
+	hang := &hangingGPUFilter{fakeGPUFilter: fake, entered: make(chan struct{}), release: make(chan struct{})}
+	g := newComposedWith(t, composedOptions{gpu: hang, gpuBEV: make([]byte, 4*fake.bev.Len())})
+	core, logs := observer.New(zap.WarnLevel)
+	g.pipe.log = zap.New(core)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.pipe.Run(ctx) }()
+	var unhang sync.Once
+	defer func() {
+		unhang.Do(func() { close(hang.release) }) // a failed check must not leave Run stuck
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	var h handles.Handle
+	if err := g.cam.Frame(0, g.inproc, &h); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-hang.entered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the pipeline never reached the GPU filter")
+	}
+	hungAt := time.Now()
+	// The pipeline goroutine is stuck in the filter: only the guard can
+	// publish now, and it must, within the watchdog timeout and a tick.
+	deadline := hungAt.Add(3 * time.Second)
+	for g.pipe.Stalls() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if g.pipe.Stalls() != 1 {
+		t.Fatalf("no stall answered %v after the filter hung", time.Since(hungAt))
+	}
+	zeros := 0
+	for _, c := range g.sink.since(hungAt) {
+		if !c.cmd.IsZero() {
+			t.Fatalf("non-zero command %+v while the stage hung", c.cmd)
+		}
+		zeros++
+		if took := c.at.Sub(hungAt); took > g.pipe.cfg.Watchdog.Timeout()+3*g.pipe.cfg.Tick {
+			t.Errorf("zero published %v after the hang, want within the watchdog timeout and a tick", took)
+		}
+	}
+	if zeros != 1 {
+		t.Fatalf("%d zero commands during the hang, want exactly 1", zeros)
+	}
+	if lines := logs.FilterMessageSnippet("pipeline stalled").All(); len(lines) != 1 || lines[0].ContextMap()["stage"] != "voxel" {
+		t.Fatalf("want one stall log line naming the voxel stage, got %v", lines)
+	}
+	unhang.Do(func() { close(hang.release) })
+	// The late frame's command is stale: zero too. Then frames flow again.
+	for seq := uint64(1); seq < 40 && g.rec.Count(telemetry.FramesProcessed) < 3; seq++ {
+		if err := g.cam.Frame(seq, g.inproc, &h); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(30 * time.Millisecond)
+	}
+	if n := g.rec.Count(telemetry.FramesProcessed); n < 3 {
+		t.Fatalf("%d frames processed after the hang ended", n)
+	}
+	if g.pipe.Stalls() != 1 {
+		t.Fatalf("%d stalls, want 1", g.pipe.Stalls())
 	}
 }

@@ -320,6 +320,10 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if err != nil {
 		return err
 	}
+	if err := rec.AddCounterFunc("pipeline_stalls_total", "Frames whose stages outlasted the watchdog timeout (each answered by a zero cmd_vel while it ran).",
+		func() float64 { return float64(pipe.Stalls()) }); err != nil {
+		log.Warn("metrics: stalls", zap.Error(err))
+	}
 	if err := rec.AddCounterFunc("gpu_voxel_failures_total", "GPU voxel filter failures (the first one moves voxel and BEV to the CPU).",
 		func() float64 { return float64(pipe.GPUFailures()) }); err != nil {
 		log.Warn("metrics: gpu failures", zap.Error(err))
