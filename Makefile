@@ -25,12 +25,13 @@ fmt-check:
 	@out="$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go'))"; \
 	if [ -n "$$out" ]; then echo "gofmt: these files need formatting:"; echo "$$out"; exit 1; fi
 
+# The last step runs the fake-CUDA tests again without -race: allocation
+# counts through the real CUDA binding are only meaningful there.
 test: deps vet fmt-check
 	ZEROHOP_REQUIRE_ORT=1 ZEROHOP_REQUIRE_ROS2=1 $(GO) test -race -timeout 10m ./...
 	$(GO) vet -tags ros2 ./ros2/... ./camera/... ./cmd/...
 	ZEROHOP_REQUIRE_ORT=1 ZEROHOP_REQUIRE_ROS2=1 $(GO) test -tags ros2 -race -timeout 5m ./ros2/... ./camera/... ./cmd/agent/ ./cmd/camera/
 	$(GO) vet -tags gpu ./gpu/ ./agent/
-	# Allocation counts through the real CUDA binding are only meaningful without -race.
 	ZEROHOP_REQUIRE_ORT=1 $(GO) test -count=1 -run 'FakeCUDA' ./gpu/ ./agent/
 	$(GO) vet -tags cudaemu ./gpu/
 
