@@ -375,7 +375,8 @@ func (p *Pipeline) Last() planner.Twist {
 func (p *Pipeline) Stalls() uint64 { return p.stalls.Load() }
 
 // guardStalls publishes zero once per frame whose stages run past the
-// watchdog timeout, until stop is closed. It touches only the sink (under
+// watchdog timeout, until stop is closed, and logs the first stall of a
+// run of them. It touches only the sink (under
 // pubMu) and atomics: the planner and watchdog belong to the pipeline
 // goroutine, whose Output zeroes the late frame's command anyway (its
 // frame is stale by then) and resets the planner.
@@ -384,18 +385,27 @@ func (p *Pipeline) guardStalls(stop <-chan struct{}) {
 	defer t.Stop()
 	timeout := p.cfg.Watchdog.Timeout()
 	var zeroedFor int64 // busySince of the frame already answered
+	logged := false     // a stall was logged; no more lines until one tick sees no stall
 	for {
 		select {
 		case <-stop:
 			return
 		case now := <-t.C:
 			since := p.busySince.Load()
-			if since == 0 || since == zeroedFor || now.Sub(time.Unix(0, since)) <= timeout {
+			if since == 0 || now.Sub(time.Unix(0, since)) <= timeout {
+				logged = false
+				continue
+			}
+			if since == zeroedFor {
 				continue
 			}
 			zeroedFor = since
 			p.stalls.Add(1)
 			p.publish(planner.Zero(), now)
+			if logged {
+				continue // a run of slow frames: counted, logged once
+			}
+			logged = true
 			stage := "?"
 			if names := p.cfg.Recorder.Stages(); int(p.stage.Load()) < len(names) {
 				stage = names[p.stage.Load()]
