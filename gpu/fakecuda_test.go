@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -445,5 +446,32 @@ func TestFakeCUDAStagesUnpinnedInput(t *testing.T) {
 	})
 	if !raceEnabled && allocs != 0 {
 		t.Fatalf("a staged Run allocates %.1f times, want 0", allocs)
+	}
+}
+
+// TestFakeCUDANVRTCFoundInTheToolkitFolder: OpenNVRTC() finds an NVRTC
+// that is only in $CUDA_HOME/lib64, off the dynamic linker's path.
+func TestFakeCUDANVRTCFoundInTheToolkitFolder(t *testing.T) {
+	libs := buildFakeCUDA(t)
+	home := t.TempDir()
+	lib := filepath.Join(home, "lib64", "libnvrtc.so.13")
+	if err := os.MkdirAll(filepath.Dir(lib), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(libs.NVRTC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(lib, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(EnvNVRTC, "")
+	t.Setenv("CUDA_HOME", home)
+	nv, err := OpenNVRTC()
+	if err != nil {
+		t.Fatalf("OpenNVRTC with NVRTC in $CUDA_HOME/lib64: %v", err)
+	}
+	if s := nv.Soname(); s != lib && !slices.Contains(NVRTCSonames, s) {
+		t.Fatalf("loaded %q, want %q (or a system NVRTC)", s, lib)
 	}
 }

@@ -3,6 +3,8 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -90,11 +92,17 @@ type NVRTC struct {
 	major, minor int
 }
 
-// OpenNVRTC loads the first of sonames that loads and exports every symbol
-// (NVRTCSonames when none are given).
+// EnvNVRTC names an NVRTC library (a path) for OpenNVRTC to try first.
+const EnvNVRTC = "ZEROHOP_NVRTC"
+
+// OpenNVRTC loads the first of sonames that loads and exports every symbol.
+// With none given it tries $ZEROHOP_NVRTC, then NVRTCSonames on the
+// dynamic linker's path, then those sonames in the usual CUDA toolkit
+// folders ($CUDA_HOME/lib64, $CUDA_PATH/lib64, /usr/local/cuda*/lib64 and
+// targets/*/lib), which a CUDA install does not always put on that path.
 func OpenNVRTC(sonames ...string) (*NVRTC, error) {
 	if len(sonames) == 0 {
-		sonames = NVRTCSonames
+		sonames = nvrtcCandidates(os.Getenv, filepath.Glob, fileExists)
 	}
 	var reasons []string
 	for _, name := range sonames {
@@ -110,6 +118,51 @@ func OpenNVRTC(sonames ...string) (*NVRTC, error) {
 		return &NVRTC{lib: lib, soname: name, major: major, minor: minor}, nil
 	}
 	return nil, fmt.Errorf("%w: tried %s", ErrNoNVRTC, strings.Join(reasons, "; "))
+}
+
+// nvrtcCandidates is OpenNVRTC's default search list, without duplicates.
+func nvrtcCandidates(getenv func(string) string, glob func(string) ([]string, error), exists func(string) bool) []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(name string) {
+		if name != "" && !seen[name] {
+			seen[name] = true
+			out = append(out, name)
+		}
+	}
+	add(getenv(EnvNVRTC))
+	for _, s := range NVRTCSonames {
+		add(s)
+	}
+	var dirs []string
+	for _, env := range []string{"CUDA_HOME", "CUDA_PATH"} {
+		if root := getenv(env); root != "" {
+			dirs = append(dirs, filepath.Join(root, "lib64"), filepath.Join(root, "lib"))
+		}
+	}
+	roots := []string{"/usr/local/cuda"}
+	if more, err := glob("/usr/local/cuda-*"); err == nil {
+		roots = append(roots, more...)
+	}
+	for _, root := range roots {
+		dirs = append(dirs, filepath.Join(root, "lib64"))
+		for _, target := range []string{"x86_64-linux", "sbsa-linux", "aarch64-linux"} {
+			dirs = append(dirs, filepath.Join(root, "targets", target, "lib"))
+		}
+	}
+	for _, dir := range dirs {
+		for _, s := range NVRTCSonames {
+			if p := filepath.Join(dir, s); exists(p) {
+				add(p)
+			}
+		}
+	}
+	return out
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // Version is NVRTC's CUDA version (major, minor).

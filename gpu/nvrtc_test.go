@@ -74,3 +74,29 @@ func TestNVRTCCompileErrorCarriesLog(t *testing.T) {
 		t.Errorf("Error() = %q, want %q", err.Error(), want)
 	}
 }
+
+func TestNVRTCCandidates(t *testing.T) {
+	env := map[string]string{EnvNVRTC: "/opt/nvrtc/libnvrtc.so.12", "CUDA_HOME": "/opt/cuda"}
+	present := map[string]bool{
+		"/opt/cuda/lib64/libnvrtc.so.12":                          true,
+		"/usr/local/cuda/targets/x86_64-linux/lib/libnvrtc.so.13": true,
+		"/usr/local/cuda-12.4/lib64/libnvrtc.so.12":               true,
+		"/usr/local/cuda-12.4/lib64/libnvrtc.so.11.2":             false,
+		"/opt/nvrtc/libnvrtc.so.12":                               true,
+	}
+	got := nvrtcCandidates(func(k string) string { return env[k] },
+		func(string) ([]string, error) { return []string{"/usr/local/cuda-12.4"}, nil },
+		func(p string) bool { return present[p] })
+	want := append([]string{"/opt/nvrtc/libnvrtc.so.12"}, NVRTCSonames...)
+	want = append(want, "/opt/cuda/lib64/libnvrtc.so.12", "/usr/local/cuda/targets/x86_64-linux/lib/libnvrtc.so.13",
+		"/usr/local/cuda-12.4/lib64/libnvrtc.so.12")
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("candidates:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// Nothing set, nothing installed: the sonames alone.
+	got = nvrtcCandidates(func(string) string { return "" }, func(string) ([]string, error) { return nil, nil },
+		func(string) bool { return false })
+	if strings.Join(got, " ") != strings.Join(NVRTCSonames, " ") {
+		t.Fatalf("bare candidates %q, want %q", got, NVRTCSonames)
+	}
+}

@@ -59,8 +59,10 @@ const (
 
 // voxelCompileOptions are NVRTC's options besides the architecture.
 // --fmad=false: no multiply may be fused with an add (the key and BEV
-// arithmetic must round as the Go code does).
-var voxelCompileOptions = [...]string{"--fmad=false", "--std=c++14"}
+// arithmetic must round as the Go code does). No --std: the kernels are
+// plain C-like CUDA valid in every dialect, so NVRTC's default (C++17
+// since CUDA 11) serves, and no future NVRTC can refuse an old dialect.
+var voxelCompileOptions = [...]string{"--fmad=false"}
 
 // VoxelOptions configures a VoxelFilter. The zero value of each field is
 // its default, except MaxPoints.

@@ -261,6 +261,30 @@ run)
 		uname -a
 		echo "cpus: $(nproc 2>/dev/null); run-phase budget: ${budget} s"
 
+		# NVRTC: the agent and tests search the linker path and the CUDA
+		# toolkit folders themselves; where NVRTC exists only inside pip's
+		# nvidia-* wheels, point $ZEROHOP_NVRTC at it.
+		ld_dirs=()
+		IFS=: read -r -a ld_dirs <<<"${LD_LIBRARY_PATH:-}"
+		sys_nvrtc="$( (
+			ldconfig -p 2>/dev/null | grep -o '/[^ ]*libnvrtc\.so\.1[0-9.]*$'
+			for d in "${ld_dirs[@]}" /usr/local/cuda*/lib64 /usr/local/cuda*/targets/*/lib; do ls "$d"/libnvrtc.so.1* 2>/dev/null; done
+		) | grep -v builtins | sort -V | tail -n 1)"
+		if [ -n "${ZEROHOP_NVRTC:-}" ]; then
+			echo "NVRTC: \$ZEROHOP_NVRTC=$ZEROHOP_NVRTC"
+		elif [ -n "$sys_nvrtc" ]; then
+			echo "NVRTC: $sys_nvrtc"
+		else
+			pip_site="$(bounded 30 python3 -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null)"
+			pip_nvrtc="$(find "${pip_site:-/nonexistent}/nvidia" -maxdepth 3 -name 'libnvrtc.so.1[0-9]*' ! -name '*builtins*' 2>/dev/null | sort -V | tail -n 1)"
+			if [ -n "$pip_nvrtc" ]; then
+				export ZEROHOP_NVRTC="$pip_nvrtc"
+				echo "NVRTC: none on the linker path or in /usr/local/cuda*; using pip's $pip_nvrtc"
+			else
+				echo "NVRTC: none found (linker path, /usr/local/cuda*, pip's nvidia wheels): the GPU voxel path cannot start"
+			fi
+		fi
+
 		ortlib="$tmp/libonnxruntime.so.1"
 		if [ -f lib/libonnxruntime.so.1.gz ]; then
 			gzip -dc lib/libonnxruntime.so.1.gz >"$ortlib" || rm -f "$ortlib"
