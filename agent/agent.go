@@ -266,7 +266,7 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 		p.cfg.Watchdog.Fail("plan", err)
 	}
 	out := p.cfg.Watchdog.Output(time.Now(), cmd, p.cfg.Planner)
-	p.publish(out, stamp)
+	p.publishFrame(out, stamp)
 	rec.Record(telemetry.StageE2E, time.Duration(time.Now().UnixNano()-cloud.Handle.CaptureNs))
 	rec.Inc(telemetry.FramesProcessed)
 	// The image is released once used; the next cloud pairs with a newer one.
@@ -356,6 +356,11 @@ func (p *Pipeline) lap(stage telemetry.StageID, since time.Time) time.Time {
 func (p *Pipeline) publish(t planner.Twist, stamp time.Time) {
 	p.pubMu.Lock()
 	defer p.pubMu.Unlock()
+	p.publishLocked(t, stamp)
+}
+
+// publishLocked sends t to the sink; the caller holds pubMu.
+func (p *Pipeline) publishLocked(t planner.Twist, stamp time.Time) {
 	if err := p.cfg.Sink.PublishTwist(t, stamp); err != nil {
 		p.log.Warn("publish cmd_vel", zap.Error(err))
 	}
@@ -367,6 +372,28 @@ func (p *Pipeline) Last() planner.Twist {
 	p.pubMu.Lock()
 	defer p.pubMu.Unlock()
 	return p.last
+}
+
+// publishFrame publishes a frame's command and ends its busy period in one
+// step under pubMu, so that the stall guard cannot zero right after it.
+func (p *Pipeline) publishFrame(t planner.Twist, stamp time.Time) {
+	p.pubMu.Lock()
+	defer p.pubMu.Unlock()
+	p.publishLocked(t, stamp)
+	p.busySince.Store(0)
+}
+
+// publishZeroIfBusySince publishes zero if the frame that started its
+// stages at since is still running, checked under pubMu so that a frame
+// that has just published its own command is not followed by a zero.
+func (p *Pipeline) publishZeroIfBusySince(since int64, now time.Time) bool {
+	p.pubMu.Lock()
+	defer p.pubMu.Unlock()
+	if p.busySince.Load() != since {
+		return false
+	}
+	p.publishLocked(planner.Zero(), now)
+	return true
 }
 
 // Stalls counts frames whose stages outlasted the watchdog timeout, each
@@ -400,18 +427,20 @@ func (p *Pipeline) guardStalls(stop <-chan struct{}) {
 				continue
 			}
 			zeroedFor = since
+			if !p.publishZeroIfBusySince(since, now) {
+				continue // the frame finished meanwhile; its own command stands
+			}
+			if !logged {
+				logged = true // a run of slow frames: each counted, the first logged
+				stage := "?"
+				if names := p.cfg.Recorder.Stages(); int(p.stage.Load()) < len(names) {
+					stage = names[p.stage.Load()]
+				}
+				p.log.Warn("pipeline stalled; cmd_vel zeroed until it recovers", zap.String("stage", stage),
+					zap.Duration("running_for", now.Sub(time.Unix(0, since))), zap.Duration("watchdog", timeout))
+			}
+			// Counted last: Stalls() > 0 means the zero is out and logged.
 			p.stalls.Add(1)
-			p.publish(planner.Zero(), now)
-			if logged {
-				continue // a run of slow frames: counted, logged once
-			}
-			logged = true
-			stage := "?"
-			if names := p.cfg.Recorder.Stages(); int(p.stage.Load()) < len(names) {
-				stage = names[p.stage.Load()]
-			}
-			p.log.Warn("pipeline stalled; cmd_vel zeroed until it recovers", zap.String("stage", stage),
-				zap.Duration("running_for", now.Sub(time.Unix(0, since))), zap.Duration("watchdog", timeout))
 		}
 	}
 }

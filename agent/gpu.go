@@ -206,12 +206,14 @@ func (b *bestEffortAllocator) Allocate(size int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.mu.Lock()
-	if b.fromFallback == nil {
-		b.fromFallback = make(map[*byte]bool)
+	if len(mem) > 0 {
+		b.mu.Lock()
+		if b.fromFallback == nil {
+			b.fromFallback = make(map[*byte]bool)
+		}
+		b.fromFallback[&mem[0]] = true
+		b.mu.Unlock()
 	}
-	b.fromFallback[&mem[0]] = true
-	b.mu.Unlock()
 	return mem, nil
 }
 

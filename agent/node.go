@@ -54,8 +54,11 @@ type NodeConfig struct {
 	Duration time.Duration
 	// Rate of the in-process camera (composed mode).
 	Rate float64
-	Sink CmdSink // default: a LogSink
-	Log  *zap.Logger
+	// Beams and AzimuthSteps size the in-process synthetic LiDAR (composed
+	// mode); 0: the defaults (64 × 1800).
+	Beams, AzimuthSteps int
+	Sink                CmdSink // default: a LogSink
+	Log                 *zap.Logger
 }
 
 // RunNode builds the agent (model, filter, planner, watchdog, latency
@@ -216,10 +219,17 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		bg = append(bg, ch)
 		go func() { ch <- f() }()
 	}
+	// What the background goroutines use (the in-process camera's pools,
+	// the transport) is closed only after they have stopped: a deferred
+	// Close here would run first and free a pool the camera is filling.
+	var closeAfterBG []func()
 	defer func() {
 		cancel()
 		for _, ch := range bg {
 			<-ch
+		}
+		for i := len(closeAfterBG) - 1; i >= 0; i-- {
+			closeAfterBG[i]()
 		}
 	}()
 
@@ -278,7 +288,8 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 			}
 		}()
 	default:
-		source, err := camera.OpenSource(cfg.Camera, camera.NodeConfig{Rate: cfg.Rate, Loop: true})
+		source, err := camera.OpenSource(cfg.Camera, camera.NodeConfig{Rate: cfg.Rate, Loop: true,
+			Beams: cfg.Beams, AzimuthSteps: cfg.AzimuthSteps})
 		if err != nil {
 			return err
 		}
@@ -286,7 +297,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		if err != nil {
 			return err
 		}
-		defer cam.Close()
+		closeAfterBG = append(closeAfterBG, func() { cam.Close() })
 		var topics []transport.Topic
 		for i := range 2 {
 			if cam.Pool(i) == nil {
@@ -298,7 +309,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		if err != nil {
 			return err
 		}
-		defer inproc.Close()
+		closeAfterBG = append(closeAfterBG, func() { inproc.Close() })
 		src = inproc
 		for i, t := range topics {
 			pool := t.Pool

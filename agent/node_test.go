@@ -359,3 +359,27 @@ func TestStartupErrorsNameTheProblem(t *testing.T) {
 		})
 	}
 }
+
+// TestComposedNodeStopsCleanly stops a composed agent (camera in the
+// process) again and again while its camera is filling slots: the pools
+// must outlive the camera goroutine (a pool freed under it crashed the
+// process under -race).
+func TestComposedNodeStopsCleanly(t *testing.T) {
+	requireORT(t)
+	for i := range 8 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sink := &recordingSink{}
+		err = RunNode(context.Background(), NodeConfig{Camera: "synthetic", Rate: 100, Beams: 16, AzimuthSteps: 300,
+			Duration: 400 * time.Millisecond, Listener: ln, Sink: sink, Threads: 1, Providers: "cpu"})
+		if err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+		cmds := sink.since(time.Time{})
+		if len(cmds) == 0 || !cmds[len(cmds)-1].cmd.IsZero() {
+			t.Fatalf("run %d: %d commands, last %+v; want the last one zero", i, len(cmds), cmds)
+		}
+	}
+}

@@ -321,6 +321,8 @@ func layOut(dst, xyzi []byte, step int) voxel.Cloud {
 // stacks, so that a call's stack may move between taking an
 // out-parameter's address and the C call (see call in unsafe.go: without
 // //go:uintptrescapes on the wrapper, the driver writes to the old stack).
+// It catches that bug only under -race (larger frames, more stack moves),
+// which is how make test runs it.
 func TestFakeCUDAOutParametersSurviveStackMoves(t *testing.T) {
 	f := openFakeCUDA(t)
 	for i := range 300 {

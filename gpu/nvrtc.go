@@ -150,8 +150,10 @@ func nvrtcCandidates(getenv func(string) string, glob func(string) ([]string, er
 			dirs = append(dirs, filepath.Join(root, "targets", target, "lib"))
 		}
 	}
-	for _, dir := range dirs {
-		for _, s := range NVRTCSonames {
+	// Newest soname first across every folder: a machine with CUDA 11.8 and
+	// 12.8 side by side must get 12.8's NVRTC, which knows newer GPUs.
+	for _, s := range NVRTCSonames {
+		for _, dir := range dirs {
 			if p := filepath.Join(dir, s); exists(p) {
 				add(p)
 			}

@@ -88,8 +88,8 @@ func TestNVRTCCandidates(t *testing.T) {
 		func(string) ([]string, error) { return []string{"/usr/local/cuda-12.4"}, nil },
 		func(p string) bool { return present[p] })
 	want := append([]string{"/opt/nvrtc/libnvrtc.so.12"}, NVRTCSonames...)
-	want = append(want, "/opt/cuda/lib64/libnvrtc.so.12", "/usr/local/cuda/targets/x86_64-linux/lib/libnvrtc.so.13",
-		"/usr/local/cuda-12.4/lib64/libnvrtc.so.12")
+	want = append(want, "/usr/local/cuda/targets/x86_64-linux/lib/libnvrtc.so.13", // newest soname first
+		"/opt/cuda/lib64/libnvrtc.so.12", "/usr/local/cuda-12.4/lib64/libnvrtc.so.12")
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("candidates:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}

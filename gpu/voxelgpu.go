@@ -199,7 +199,7 @@ func NewVoxelFilter(c *Context, nv *NVRTC, cfg voxel.Config, opt VoxelOptions) (
 	if cfg.Crop != nil {
 		f.crop = cropArgs{crop: 1, min: cfg.Crop.Min, max: cfg.Crop.Max}
 	}
-	f.runFn = f.runOnThread
+	f.runFn = f.runAndDrain
 
 	options := append([]string{"--gpu-architecture=" + caps.Arch()}, voxelCompileOptions[:]...)
 	major, minor := nv.Version()
@@ -401,6 +401,18 @@ func (f *VoxelFilter) readState() error {
 		return err
 	}
 	return f.sync()
+}
+
+// runAndDrain is runOnThread, and after a failure a best-effort wait for
+// whatever was already queued: kernels may still be reading the input and
+// writing the BEV raster, and the caller may reuse both (release the slot,
+// or fill the raster on the CPU) as soon as Run returns.
+func (f *VoxelFilter) runAndDrain() error {
+	err := f.runOnThread()
+	if err != nil && f.stream != nil {
+		_ = f.sync() // its own error adds nothing to err
+	}
+	return err
 }
 
 // runOnThread is the pipeline; it runs on the context thread.

@@ -52,6 +52,8 @@ Flags:
 	)
 	fs.StringVar(&cfg.Camera, "camera", "", `run a camera source in this process instead of subscribing: "synthetic" or "replay:DIR"`)
 	fs.Float64Var(&cfg.Rate, "rate", 30, "frame rate of the in-process camera (--camera)")
+	fs.IntVar(&cfg.Beams, "beams", 64, "synthetic LiDAR beams of the in-process camera (--camera synthetic)")
+	fs.IntVar(&cfg.AzimuthSteps, "azimuth-steps", 1800, "synthetic LiDAR azimuth steps per revolution (--camera synthetic)")
 	fs.StringVar(&cfg.Socket, "socket", transport.DefaultSocketPath(), "camera socket to subscribe to")
 	fs.StringVar(&cfg.Transport, "transport", "unix", `"unix" (zero-copy) or "copy" (benchmark baseline; the camera must use the same)`)
 	fs.StringVar(&cfg.Name, "name", "agent", "subscriber name shown in the camera's log")
