@@ -70,6 +70,51 @@ func fakeCUDAChild(t *testing.T) {
 		t.Setenv("ZEROHOP_FAKECUDA_FAIL_REGISTER", "1")
 		fakeCUDANode(t, live, 0)
 	})
+	t.Run("composed node, camera pools in cuMemHostAlloc'd memory", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		hostAllocs := uint64(0)
+		done := make(chan error, 1)
+		go func() {
+			done <- RunNode(context.Background(), NodeConfig{Camera: "synthetic", Rate: 10, Beams: smallScene.Beams,
+				AzimuthSteps: smallScene.AzimuthSteps, Duration: 4 * time.Second, Listener: ln, Sink: &recordingSink{},
+				Threads: 1, Providers: "cpu", GPU: GPUOn, CubinCache: t.TempDir(), Watchdog: 5 * time.Second})
+		}()
+		var lat struct {
+			VoxelPath string             `json:"voxel_path"`
+			Counters  map[string]float64 `json:"counters"`
+		}
+		for lat.Counters["frames_processed"] < 2 {
+			select {
+			case err := <-done:
+				t.Fatalf("the agent stopped before 2 frames (/latency %+v): %v", lat, err)
+			case <-time.After(100 * time.Millisecond):
+			}
+			if resp, err := http.Get("http://" + ln.Addr().String() + "/latency"); err == nil {
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err := json.Unmarshal(body, &lat); err != nil {
+					t.Fatalf("/latency: %v", err)
+				}
+				hostAllocs = live(fakecuda.LiveHostAllocs)
+			}
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		// Two camera pools, the BEV input and the filter's host block.
+		if hostAllocs < 4 || lat.VoxelPath != "gpu" || lat.Counters["gpu_voxel_failures_total"] != 0 {
+			t.Fatalf("while running: %d pinned host allocations (want ≥ 4), voxel path %q, GPU failures %v",
+				hostAllocs, lat.VoxelPath, lat.Counters["gpu_voxel_failures_total"])
+		}
+		for kind, what := range []string{"host allocations", "host registrations", "device allocations", "streams", "events", "modules", "primary context references"} {
+			if n := live(kind); n != 0 {
+				t.Errorf("after RunNode: %d %s left in the fake driver", n, what)
+			}
+		}
+	})
 }
 
 // fakeCUDANode runs RunNode --gpu on against a camera process until three
