@@ -64,11 +64,11 @@ func fakeCUDAChild(t *testing.T) {
 		gpuPipelineMatchesCPU(t, g, smallScene, 2)
 	})
 	t.Run("node subscribed to a camera process, --gpu on", func(t *testing.T) {
-		fakeCUDANode(t, live, 2)
+		fakeCUDANode(t, driver, live, 2)
 	})
 	t.Run("node whose camera pools cannot be registered stages them", func(t *testing.T) {
 		t.Setenv("ZEROHOP_FAKECUDA_FAIL_REGISTER", "1")
-		fakeCUDANode(t, live, 0)
+		fakeCUDANode(t, driver, live, 0)
 	})
 	t.Run("composed node, camera pools in cuMemHostAlloc'd memory", func(t *testing.T) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -109,10 +109,8 @@ func fakeCUDAChild(t *testing.T) {
 			t.Fatalf("while running: %d pinned host allocations (want ≥ 4), voxel path %q, GPU failures %v",
 				hostAllocs, lat.VoxelPath, lat.Counters["gpu_voxel_failures_total"])
 		}
-		for kind, what := range []string{"host allocations", "host registrations", "device allocations", "streams", "events", "modules", "primary context references"} {
-			if n := live(kind); n != 0 {
-				t.Errorf("after RunNode: %d %s left in the fake driver", n, what)
-			}
+		if left, err := fakecuda.Leaks(driver); err != nil || len(left) > 0 {
+			t.Errorf("after RunNode, left in the fake driver: %v %v", left, err)
 		}
 	})
 }
@@ -121,7 +119,7 @@ func fakeCUDAChild(t *testing.T) {
 // frames are processed and checks the GPU path stayed on, with
 // registrations pools registered meanwhile, and that nothing is left in the
 // fake driver afterwards.
-func fakeCUDANode(t *testing.T, live func(int) uint64, registrations uint64) {
+func fakeCUDANode(t *testing.T, driver string, live func(int) uint64, registrations uint64) {
 	t.Setenv(envSmallScene, "1")
 	socket := filepath.Join(t.TempDir(), "zh", "camera.sock")
 	startCameraProc(t, socket)
@@ -182,9 +180,7 @@ func fakeCUDANode(t *testing.T, live func(int) uint64, registrations uint64) {
 		t.Fatal("no command published")
 	}
 	// Everything the node made on the device is gone once it returns.
-	for kind, what := range []string{"host allocations", "host registrations", "device allocations", "streams", "events", "modules", "primary context references"} {
-		if n := live(kind); n != 0 {
-			t.Errorf("after RunNode: %d %s left in the fake driver", n, what)
-		}
+	if left, err := fakecuda.Leaks(driver); err != nil || len(left) > 0 {
+		t.Errorf("after RunNode, left in the fake driver: %v %v", left, err)
 	}
 }

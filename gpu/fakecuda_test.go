@@ -103,14 +103,8 @@ func (f fakeFixture) closeAndCheckLeaks(t *testing.T) {
 	if err := f.c.Close(); err != nil {
 		t.Fatalf("close: %v", err)
 	}
-	for kind, what := range []string{"host allocations", "host registrations", "device allocations", "streams", "events", "modules", "primary context references"} {
-		n, err := fakecuda.Live(f.libs.Driver, kind)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n != 0 {
-			t.Errorf("fake driver: %d %s left after Close", n, what)
-		}
+	if left, err := fakecuda.Leaks(f.libs.Driver); err != nil || len(left) > 0 {
+		t.Errorf("fake driver after Close: left %v %v", left, err)
 	}
 }
 

@@ -94,3 +94,19 @@ func NVRTCCompiles(path string) (int, error) {
 	r, _, _ := purego.SyscallN(fn)
 	return int(int32(r)), nil
 }
+
+// Leaks lists what the fake driver loaded at path still holds (e.g. "2
+// device allocations"), empty when everything made has been freed.
+func Leaks(path string) ([]string, error) {
+	var left []string
+	for kind, what := range []string{"host allocations", "host registrations", "device allocations", "streams", "events", "modules", "primary context references"} {
+		n, err := Live(path, kind)
+		if err != nil {
+			return nil, err
+		}
+		if n != 0 {
+			left = append(left, fmt.Sprintf("%d %s", n, what))
+		}
+	}
+	return left, nil
+}
