@@ -76,17 +76,25 @@ func fakeCUDAChild(t *testing.T) {
 			t.Fatal(err)
 		}
 		hostAllocs := uint64(0)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
 		done := make(chan error, 1)
 		go func() {
-			done <- RunNode(context.Background(), NodeConfig{Camera: "synthetic", Rate: 10, Beams: smallScene.Beams,
-				AzimuthSteps: smallScene.AzimuthSteps, Duration: 4 * time.Second, Listener: ln, Sink: &recordingSink{},
+			done <- RunNode(ctx, NodeConfig{Camera: "synthetic", Rate: 10, Beams: smallScene.Beams,
+				AzimuthSteps: smallScene.AzimuthSteps, Listener: ln, Sink: &recordingSink{},
 				Threads: 1, Providers: "cpu", GPU: GPUOn, CubinCache: t.TempDir(), Watchdog: 5 * time.Second})
 		}()
+		deadline := time.Now().Add(90 * time.Second) // the emulation is slow, under -race slower still
 		var lat struct {
 			VoxelPath string             `json:"voxel_path"`
 			Counters  map[string]float64 `json:"counters"`
 		}
 		for lat.Counters["frames_processed"] < 2 {
+			if time.Now().After(deadline) {
+				cancel()
+				<-done
+				t.Fatalf("after 90 s: /latency %+v; want 2 frames processed", lat)
+			}
 			select {
 			case err := <-done:
 				t.Fatalf("the agent stopped before 2 frames (/latency %+v): %v", lat, err)
@@ -101,6 +109,7 @@ func fakeCUDAChild(t *testing.T) {
 				hostAllocs = live(fakecuda.LiveHostAllocs)
 			}
 		}
+		cancel()
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
