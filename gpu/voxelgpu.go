@@ -146,6 +146,7 @@ type VoxelFilter struct {
 
 	host      []byte // pinned: state init | state readback | output points
 	stage     []byte // pinned staging for unpinned input (StageUnpinned), else nil
+	stageDev  DevicePtr
 	hostInit  []byte
 	hostState []byte
 	hostOut   []byte
@@ -316,7 +317,10 @@ func (f *VoxelFilter) setup(cubin []byte) error {
 			return err
 		}
 		if f.opt.StageUnpinned {
-			f.stage, err = c.Allocate(f.opt.MaxInputBytes)
+			if f.stage, err = c.Allocate(f.opt.MaxInputBytes); err != nil {
+				return err
+			}
+			f.stageDev, err = c.HostDevicePointer(f.stage)
 		}
 		return err
 	})
@@ -435,33 +439,31 @@ func (f *VoxelFilter) runOnThread() error {
 		return err
 	}
 	data := in.Data[:n*in.Step]
+	// One lookup per frame: where the input is pinned, or that it is not.
+	inPtr, pinned := f.c.lookup(data)
 	f.timing.Staged = false
-	if f.stage != nil {
-		if _, pinned := f.c.lookup(data); !pinned { // lookup: no error value to allocate
-			if len(data) > len(f.stage) {
-				return fmt.Errorf("unpinned cloud of %d bytes exceeds the staging buffer of %d bytes", len(data), len(f.stage))
-			}
-			data = f.stage[:copy(f.stage, data)]
-			f.timing.Staged = true
+	if !pinned && f.stage != nil {
+		if len(data) > len(f.stage) {
+			return fmt.Errorf("unpinned cloud of %d bytes exceeds the staging buffer of %d bytes", len(data), len(f.stage))
 		}
+		data = f.stage[:copy(f.stage, data)]
+		inPtr, pinned = f.stageDev, true
+		f.timing.Staged = true
+	}
+	if !pinned {
+		return fmt.Errorf("input points: %d bytes at %#x: %w", len(data), addressOf(data), ErrNotPinned)
 	}
 	ca := cloudArgs{n: uint32(n), step: uint32(in.Step), ox: int32(in.OffX), oy: int32(in.OffY), oz: int32(in.OffZ), oi: int32(in.OffI)}
 	if f.opt.CopyInput {
 		if len(data) > f.opt.MaxInputBytes {
 			return fmt.Errorf("cloud of %d bytes exceeds the input copy buffer of %d bytes", len(data), f.opt.MaxInputBytes)
 		}
-		if _, err := f.c.HostDevicePointer(data); err != nil {
-			return fmt.Errorf("input points: %w", err)
-		}
 		if err := f.copyIn(f.inDev, data); err != nil {
 			return fmt.Errorf("copy input: %w", err)
 		}
 		ca.pts = f.inDev
 	} else {
-		var err error
-		if ca.pts, err = f.c.HostDevicePointer(data); err != nil {
-			return fmt.Errorf("input points: %w", err)
-		}
+		ca.pts = inPtr
 	}
 	if err := f.record(f.copied); err != nil {
 		return err
