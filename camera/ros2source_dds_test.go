@@ -164,8 +164,23 @@ func TestROS2SourceTakesDriverCloudBitExact(t *testing.T) {
 	if h.Checksum != handles.PayloadChecksum(want) {
 		t.Errorf("checksum %x, want %x", h.Checksum, handles.PayloadChecksum(want))
 	}
-	if st := src.Stats(TopicPoints); st.Unsupported != 0 || st.Published == 0 {
-		t.Errorf("stats %+v", st)
+	// The counters are bumped after the handle is handed on, so a
+	// subscriber can hold the frame a moment before Published says so.
+	waitStats(t, src, TopicPoints, "published, none unsupported", func(st ROS2Stats) bool {
+		return st.Unsupported == 0 && st.Published > 0
+	})
+}
+
+// waitStats polls the source's counters until ok holds, for at most 5 s.
+func waitStats(t *testing.T, src *ROS2Source, topic int, want string, ok func(ROS2Stats) bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for st := src.Stats(topic); !ok(st); st = src.Stats(topic) {
+		if time.Now().After(deadline) {
+			t.Errorf("%s stats %+v: want %s within 5 s", TopicName(topic), st, want)
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -313,8 +328,8 @@ func TestROS2MirrorsOnlyWhileASubscriberIsMatched(t *testing.T) {
 		"x:0:7:1,y:4:7:1,z:8:7:1,intensity:12:7:1", hex.EncodeToString(wantPts)}; !slices.Equal(cloud, want) {
 		t.Errorf("mirrored cloud\n got %q\nwant %q", cloud, want)
 	}
-	if a, b := src.Stats(TopicImage).Mirrored, src.Stats(TopicPoints).Mirrored; a == 0 || b == 0 {
-		t.Errorf("Mirrored = %d images, %d clouds after subscribers matched", a, b)
+	for _, topic := range []int{TopicImage, TopicPoints} {
+		waitStats(t, src, topic, "mirrored after subscribers matched", func(st ROS2Stats) bool { return st.Mirrored > 0 })
 	}
 }
 
