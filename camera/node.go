@@ -97,7 +97,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	go func() { served <- srv.Serve(ctx) }()
 
 	if cfg.MetricsAddr != "" {
-		stopMetrics, err := serveMetrics(ctx, cfg.MetricsAddr, cam, srv, log)
+		stopMetrics, err := serveMetrics(ctx, cfg.MetricsAddr, nil, cam, srv, log)
 		if err != nil {
 			cancel()
 			<-served
@@ -132,8 +132,12 @@ func (p indexPublisher) Publish(topic int, slot pinned.Slot, h *handles.Handle) 
 	return 0, fmt.Errorf("topic %d not served", topic)
 }
 
-func serveMetrics(ctx context.Context, addr string, cam *Camera, srv *transport.Server, log *zap.Logger) (func(), error) {
-	reg := prometheus.NewRegistry()
+// serveMetrics serves reg (nil: a new registry) with the camera's and the
+// server's metrics added; the caller may register more while it serves.
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, cam *Camera, srv *transport.Server, log *zap.Logger) (func(), error) {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
 	for i := range 2 {
 		p := cam.Pool(i)
 		if p == nil {
@@ -219,7 +223,7 @@ func runCopy(ctx context.Context, cfg NodeConfig, cam *Camera, log *zap.Logger) 
 	}
 	log.Info("camera serving the copy baseline", zap.String("socket_prefix", cfg.Socket))
 	if cfg.MetricsAddr != "" {
-		stopMetrics, err := serveMetrics(ctx, cfg.MetricsAddr, cam, nil, log)
+		stopMetrics, err := serveMetrics(ctx, cfg.MetricsAddr, nil, cam, nil, log)
 		if err != nil {
 			cancel()
 			wg.Wait()

@@ -116,14 +116,19 @@ func (c *cameraProc) stop() {
 	}
 }
 
-// metric reads one unlabelled or summed metric from the camera.
+// metric reads one metric from the camera: name{labels} exactly as
+// exposed, or a bare name summed over its label sets.
 func (c *cameraProc) metric(name string) (float64, error) {
 	resp, err := http.Get("http://" + c.metrics + "/metrics")
 	if err != nil {
 		return 0, err
 	}
 	defer resp.Body.Close()
-	re := regexp.MustCompile(`^` + name + `(\{[^}]*\})? (\S+)$`)
+	pattern := `^` + name + `(\{[^}]*\})? (\S+)$`
+	if strings.Contains(name, "{") {
+		pattern = `^` + regexp.QuoteMeta(name) + `() (\S+)$`
+	}
+	re := regexp.MustCompile(pattern)
 	sum, found := 0.0, false
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/zerohop/zerohop/handles/transport"
@@ -72,8 +73,9 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 	go func() { served <- srv.Serve(ctx) }()
 	stopServing := func() error { cancel(); return <-served }
 
+	reg := prometheus.NewRegistry()
 	if cfg.MetricsAddr != "" {
-		stopMetrics, err := serveMetrics(ctx, cfg.MetricsAddr, cam, srv, log)
+		stopMetrics, err := serveMetrics(ctx, cfg.MetricsAddr, reg, cam, srv, log)
 		if err != nil {
 			return errors.Join(err, stopServing())
 		}
@@ -111,6 +113,9 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 	src, err := NewROS2Source(p, cam, indexPublisher{srv, topics, cam}, scfg)
 	if err != nil {
 		return errors.Join(err, stopServing())
+	}
+	if err := reg.Register(src.Collector()); err != nil {
+		return errors.Join(fmt.Errorf("camera: ros2 metrics: %w", err), src.Close(), stopServing())
 	}
 	log.Info("camera serving ROS 2 topics", zap.String("socket", srv.Path()),
 		zap.String("points_topic", rc.PointsTopic), zap.String("image_topic", rc.ImageTopic))

@@ -224,11 +224,11 @@ func TestROS2SourceCountsUnsupportedDriverCloud(t *testing.T) {
 // transport, as cmd/camera --source ros2 does.
 func TestRunROS2NodeServesDriverFramesOverUnixSocket(t *testing.T) {
 	cfg := ros2Config(t)
-	socket := socketPath(t)
+	socket, metrics := socketPath(t), freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- RunROS2Node(ctx, NodeConfig{Rate: 30, Socket: socket, AllowGID: -1, Checksum: true, Log: zaptest.NewLogger(t)},
+		done <- RunROS2Node(ctx, NodeConfig{Rate: 30, Socket: socket, AllowGID: -1, Checksum: true, MetricsAddr: metrics, Log: zaptest.NewLogger(t)},
 			ROS2NodeConfig{DDS: cfg, PointsTopic: "/lidar/points", ImageTopic: "/camera/image_raw", MaxPoints: 1000, MaxImageBytes: 4096})
 	}()
 	defer func() {
@@ -263,6 +263,23 @@ func TestRunROS2NodeServesDriverFramesOverUnixSocket(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("no image over the socket within 20 s")
+	}
+	// /metrics counts driver frames like rendered ones, plus the ROS 2
+	// outcomes (bumped just after the handle is handed on: poll).
+	cam := &cameraProc{metrics: metrics}
+	for _, name := range []string{`zerohop_camera_published_total{topic="image"}`, `zerohop_camera_ros2_messages_total{result="published",topic="image"}`} {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			v, err := cam.metric(name)
+			if err == nil && v >= 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("/metrics %s = %v, %v; want ≥ 1", name, v, err)
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 }
 

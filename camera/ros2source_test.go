@@ -3,10 +3,13 @@ package camera
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
+	"maps"
 	"math"
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -346,6 +349,84 @@ func TestROS2TooLargeAndExhaustedAreDroppedNotBlocked(t *testing.T) {
 	if st.Published != 2 || st.Exhausted != 1 {
 		t.Errorf("exhausted: stats %+v, want 2 published and 1 exhausted", st)
 	}
+}
+
+func TestROS2CountersOnMetrics(t *testing.T) {
+	r := newROS2Rig(t, PoolSizes{Points: 10, ImageBytes: 100}, 2)
+	good := []ros2.PointField{pf("x", 0, 7), pf("y", 4, 7), pf("z", 8, 7)}
+	r.src.OnPointCloud2(cloudSpec{fields: good, width: 11, height: 1, pointStep: 12}.build(testPoints(11)))   // too large
+	r.src.OnPointCloud2(cloudSpec{fields: good[:2], width: 3, height: 1, pointStep: 12}.build(testPoints(3))) // no z: unsupported
+	v := cloudSpec{fields: good, width: 3, height: 1, pointStep: 12}.build(testPoints(3))
+	v.FrameID = []byte("velodyne_top_front_left") // published, frame_id truncated
+	r.src.OnPointCloud2(v)
+	img, _ := buildImage("mono8", 10, 10, 1, 0)
+	r.src.OnImage(img)
+	held, ok := r.tr.TryLatest(TopicImage)
+	if !ok {
+		t.Fatal("first image not published")
+	}
+	defer held.Release()
+	r.src.OnImage(img)
+	r.src.OnImage(img) // exhausted
+
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(r.src.Collector()); err != nil {
+		t.Fatal(err)
+	}
+	got := gatherCounters(t, reg)
+	want := map[string]float64{
+		`zerohop_camera_ros2_messages_total{result="published",topic="points"}`:   1,
+		`zerohop_camera_ros2_messages_total{result="too_large",topic="points"}`:   1,
+		`zerohop_camera_ros2_messages_total{result="unsupported",topic="points"}`: 1,
+		`zerohop_camera_ros2_messages_total{result="exhausted",topic="points"}`:   0,
+		`zerohop_camera_ros2_messages_total{result="failed",topic="points"}`:      0,
+		`zerohop_camera_ros2_messages_total{result="published",topic="image"}`:    2,
+		`zerohop_camera_ros2_messages_total{result="exhausted",topic="image"}`:    1,
+		`zerohop_camera_ros2_messages_total{result="too_large",topic="image"}`:    0,
+		`zerohop_camera_ros2_messages_total{result="unsupported",topic="image"}`:  0,
+		`zerohop_camera_ros2_messages_total{result="failed",topic="image"}`:       0,
+		`zerohop_camera_ros2_frame_id_rewrites_total{topic="points"}`:             1,
+		`zerohop_camera_ros2_frame_id_rewrites_total{topic="image"}`:              0,
+		`zerohop_camera_ros2_mirrored_total{topic="points"}`:                      0,
+		`zerohop_camera_ros2_mirrored_total{topic="image"}`:                       0,
+		`zerohop_camera_ros2_mirror_errors_total{topic="points"}`:                 0,
+		`zerohop_camera_ros2_mirror_errors_total{topic="image"}`:                  0,
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("metrics\n got %v\nwant %v", got, want)
+	}
+	// The results of a topic account for every message it received.
+	for topic, name := range []string{"points", "image"} {
+		var sum float64
+		for k, v := range got {
+			if strings.HasPrefix(k, "zerohop_camera_ros2_messages_total{") && strings.HasSuffix(k, `topic="`+name+`"}`) {
+				sum += v
+			}
+		}
+		if rec := r.src.Stats(topic).Received; sum != float64(rec) {
+			t.Errorf("%s: results sum to %v, received %d", name, sum, rec)
+		}
+	}
+}
+
+// gatherCounters returns every counter in reg as name{label="v",...} → value.
+func gatherCounters(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() { // sorted by name
+				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+			}
+			out[f.GetName()+"{"+strings.Join(labels, ",")+"}"] = m.GetCounter().GetValue()
+		}
+	}
+	return out
 }
 
 func TestROS2FrameIDTruncatedOrReplaced(t *testing.T) {

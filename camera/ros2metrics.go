@@ -1,0 +1,64 @@
+package camera
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// ros2Collector exports a ROS2Source's counters. Every received message
+// ends in exactly one result, so the results of a topic sum to what it
+// received.
+type ros2Collector struct {
+	src                         *ROS2Source
+	topics                      []int // those with a pool
+	messages, frameIDs, mirrors *prometheus.Desc
+	mirrorErrors                *prometheus.Desc
+}
+
+// Collector returns the source's counters for a Prometheus registry.
+func (s *ROS2Source) Collector() prometheus.Collector {
+	c := &ros2Collector{
+		src: s,
+		messages: prometheus.NewDesc("zerohop_camera_ros2_messages_total",
+			"ROS 2 messages taken from a driver topic, by what became of them (published, exhausted: no free slot, unsupported: encoding or point layout, too_large: bigger than a slot, failed: the publisher failed).",
+			[]string{"topic", "result"}, nil),
+		frameIDs: prometheus.NewDesc("zerohop_camera_ros2_frame_id_rewrites_total",
+			"Messages whose header.frame_id was truncated to 16 bytes or replaced because it was not printable.",
+			[]string{"topic"}, nil),
+		mirrors: prometheus.NewDesc("zerohop_camera_ros2_mirrored_total",
+			"Frames republished in full on the mirror topic (only while a ROS subscriber is matched).",
+			[]string{"topic"}, nil),
+		mirrorErrors: prometheus.NewDesc("zerohop_camera_ros2_mirror_errors_total",
+			"Failed publishes on the handle or mirror topics.",
+			[]string{"topic"}, nil),
+	}
+	for topic := range s.streams {
+		if s.cam.Pool(topic) != nil {
+			c.topics = append(c.topics, topic)
+		}
+	}
+	return c
+}
+
+func (c *ros2Collector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.messages
+	ch <- c.frameIDs
+	ch <- c.mirrors
+	ch <- c.mirrorErrors
+}
+
+func (c *ros2Collector) Collect(ch chan<- prometheus.Metric) {
+	for _, topic := range c.topics {
+		name := TopicName(topic)
+		st := c.src.Stats(topic)
+		for _, r := range []struct {
+			result string
+			n      uint64
+		}{
+			{"published", st.Published}, {"exhausted", st.Exhausted}, {"unsupported", st.Unsupported},
+			{"too_large", st.TooLarge}, {"failed", st.Failed},
+		} {
+			ch <- prometheus.MustNewConstMetric(c.messages, prometheus.CounterValue, float64(r.n), name, r.result)
+		}
+		ch <- prometheus.MustNewConstMetric(c.frameIDs, prometheus.CounterValue, float64(st.FrameIDs), name)
+		ch <- prometheus.MustNewConstMetric(c.mirrors, prometheus.CounterValue, float64(st.Mirrored), name)
+		ch <- prometheus.MustNewConstMetric(c.mirrorErrors, prometheus.CounterValue, float64(c.src.streams[topic].mirrorErrors.Load()), name)
+	}
+}
