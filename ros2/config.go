@@ -61,10 +61,44 @@ type Config struct {
 	// Enclave goes into the participant's USER_DATA ("enclave=/;");
 	// default "/".
 	Enclave string
+	// NodeName and Namespace are the ROS node this participant shows up
+	// as in `ros2 node list`, `ros2 node info` and rqt_graph (announced on
+	// ros_discovery_info, owning every endpoint of the participant).
+	// Defaults "zerohop" and "/".
+	NodeName, Namespace string
+	// Distro is ROS_DISTRO ("jazzy", "humble", ...). It matters only for
+	// the graph announcement, whose GID is 24 bytes up to Humble and 16
+	// from Iron on; "" or any other name means 16.
+	Distro string
+}
+
+// DefaultNodeName is the node name of a Config without one.
+const DefaultNodeName = "zerohop"
+
+// node returns the node's namespace and name, defaults applied.
+func (c Config) node() (namespace, name string) {
+	namespace, name = c.Namespace, c.NodeName
+	if namespace == "" {
+		namespace = "/"
+	}
+	if name == "" {
+		name = DefaultNodeName
+	}
+	return namespace, name
+}
+
+// gidSize is the byte length of rmw_dds_common/Gid in c.Distro.
+func (c Config) gidSize() int {
+	switch strings.ToLower(c.Distro) {
+	case "foxy", "galactic", "humble":
+		return 24
+	}
+	return 16
 }
 
 // ConfigFromEnv reads ROS_DOMAIN_ID, ROS_LOCALHOST_ONLY,
-// ROS_AUTOMATIC_DISCOVERY_RANGE, ROS_STATIC_PEERS and CYCLONEDDS_URI
+// ROS_AUTOMATIC_DISCOVERY_RANGE, ROS_STATIC_PEERS, CYCLONEDDS_URI and
+// ROS_DISTRO
 // through lookup (os.LookupEnv when nil), the way rcl and rmw_cyclonedds
 // do, except that an invalid value is an error rather than a fallback.
 // ROS_LOCALHOST_ONLY=1 wins over the discovery range and drops static
@@ -103,6 +137,7 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		c.Range, c.StaticPeers = RangeLocalhost, nil
 	}
 	c.CycloneURI, _ = lookup("CYCLONEDDS_URI")
+	c.Distro = get("ROS_DISTRO")
 	return c, nil
 }
 
@@ -122,7 +157,34 @@ func (c Config) Validate() error {
 	if strings.ContainsRune(c.Enclave, ';') || strings.ContainsRune(c.Enclave, 0) {
 		return fmt.Errorf("ros2: enclave %q must not hold ';' or NUL", c.Enclave)
 	}
+	ns, name := c.node()
+	if !isROSToken(name) || len(name) > 255 {
+		return fmt.Errorf("ros2: node name %q: want letters, digits and '_', not starting with a digit, at most 255 bytes", name)
+	}
+	if ns != "/" {
+		tokens := strings.Split(ns, "/")
+		ok := len(ns) <= 255 && tokens[0] == ""
+		for _, tok := range tokens[1:] {
+			ok = ok && isROSToken(tok)
+		}
+		if !ok {
+			return fmt.Errorf(`ros2: namespace %q: want "/" or /a/b with tokens of letters, digits and '_' (not starting with a digit), no trailing '/'`, ns)
+		}
+	}
 	return nil
+}
+
+// isROSToken reports whether s is a valid ROS name token: [A-Za-z_][A-Za-z0-9_]*.
+func isROSToken(s string) bool {
+	if s == "" || (s[0] >= '0' && s[0] <= '9') {
+		return false
+	}
+	for _, r := range s {
+		if !(r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9')) {
+			return false
+		}
+	}
+	return true
 }
 
 // CycloneConfig returns the configuration string the domain is created

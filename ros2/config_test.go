@@ -33,6 +33,7 @@ func TestConfigFromEnv(t *testing.T) {
 		{"ROS_LOCALHOST_ONLY=0 changes nothing", map[string]string{"ROS_LOCALHOST_ONLY": "0"}, Config{}},
 		{"CYCLONEDDS_URI verbatim", map[string]string{"CYCLONEDDS_URI": "file:///etc/cdds.xml"},
 			Config{CycloneURI: "file:///etc/cdds.xml"}},
+		{"ROS_DISTRO", map[string]string{"ROS_DISTRO": "humble"}, Config{Distro: "humble"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -100,13 +101,43 @@ func TestConfigValidate(t *testing.T) {
 		{StaticPeers: []string{""}},
 		{StaticPeers: []string{`x"/><Peer address="y`}},
 		{Enclave: "/a;b"},
+		{NodeName: "9lives"},
+		{NodeName: "zero-hop"},
+		{NodeName: "a/b"},
+		{NodeName: strings.Repeat("n", 256)},
+		{Namespace: "robot"},
+		{Namespace: "/robot/"},
+		{Namespace: "//robot"},
+		{Namespace: "/robot/1st"},
+		{Namespace: "/robot arm"},
 	} {
 		if err := c.Validate(); err == nil {
 			t.Errorf("Validate(%+v) = nil", c)
 		}
 	}
-	if err := (Config{Domain: MaxDomainID, StaticPeers: []string{"fe80::1", "host-1.lan"}}).Validate(); err != nil {
-		t.Errorf("Validate of a good config: %v", err)
+	for _, c := range []Config{
+		{Domain: MaxDomainID, StaticPeers: []string{"fe80::1", "host-1.lan"}},
+		{NodeName: "zerohop_agent", Namespace: "/robot1/perception"},
+		{NodeName: "_x9", Namespace: "/"},
+	} {
+		if err := c.Validate(); err != nil {
+			t.Errorf("Validate(%+v): %v", c, err)
+		}
+	}
+	if err := (Config{NodeName: "zero-hop"}).Validate(); err == nil || !strings.Contains(err.Error(), `"zero-hop"`) {
+		t.Errorf("Validate: %v, want an error naming the node name", err)
+	}
+}
+
+func TestNodeDefaultsAndGIDWidth(t *testing.T) {
+	if ns, name := (Config{}).node(); ns != "/" || name != DefaultNodeName {
+		t.Errorf("default node %q %q", ns, name)
+	}
+	for distro, want := range map[string]int{"": 16, "jazzy": 16, "iron": 16, "kilted": 16, "rolling": 16,
+		"humble": 24, "Humble": 24, "galactic": 24, "foxy": 24} {
+		if got := (Config{Distro: distro}).gidSize(); got != want {
+			t.Errorf("gidSize(%q) = %d, want %d", distro, got, want)
+		}
 	}
 }
 

@@ -10,7 +10,8 @@ package ros2
 //     handle yields a DDS error code, never a memory access, so a race
 //     between Close and a call can at worst return an error.
 //   - No Go pointer is kept by C: the calls that take Go memory (waitWakeups
-//     xs) use it only for the duration of the call. Memory that C fills
+//     xs, entityGUID, writeDiscovery's GUIDs) use it only for the duration
+//     of the call, and that memory holds no pointers. Memory that C fills
 //     with C pointers (the sample views) is allocated in C (cView), so
 //     the Go heap never holds pointers written by C.
 //   - Byte slices made from C memory (unsafe.Slice in fillImage,
@@ -343,6 +344,48 @@ func takeCloud(rd entity, cv cView, v *PointCloud2View) (loan unsafe.Pointer, n 
 
 func returnLoan(rd entity, loan unsafe.Pointer) retcode {
 	if rc := C.zh_return_loan(C.dds_entity_t(rd), loan); rc < 0 {
+		return retcode(rc)
+	}
+	return 0
+}
+
+// guid is a DDS GUID: 12-byte prefix, 4-byte entity id.
+type guid [16]byte
+
+func entityGUID(e entity) (guid, retcode) {
+	var g guid
+	if rc := C.zh_guid(C.dds_entity_t(e), (*C.uint8_t)(unsafe.Pointer(&g[0]))); rc < 0 {
+		return guid{}, retcode(rc)
+	}
+	return g, 0
+}
+
+func createDiscoveryWriter(pp entity, gidSize int, userData string) (entity, retcode) {
+	cu := C.CString(userData)
+	defer C.free(unsafe.Pointer(cu))
+	w := C.zh_discovery_writer(C.dds_entity_t(pp), C.int(gidSize), cu)
+	if w < 0 {
+		return 0, retcode(w)
+	}
+	return entity(w), 0
+}
+
+// writeDiscovery writes the participant's graph sample: one node owning
+// readers and writers. The GUID slices are Go memory that C reads during
+// the call only (they hold no pointers).
+func writeDiscovery(w entity, gidSize int, pp guid, ns, name string, readers, writers []guid) retcode {
+	cns, cname := C.CString(ns), C.CString(name)
+	defer C.free(unsafe.Pointer(cns))
+	defer C.free(unsafe.Pointer(cname))
+	first := func(gs []guid) *C.uint8_t {
+		if len(gs) == 0 {
+			return nil
+		}
+		return (*C.uint8_t)(unsafe.Pointer(&gs[0][0]))
+	}
+	rc := C.zh_write_discovery(C.dds_entity_t(w), C.int(gidSize), (*C.uint8_t)(unsafe.Pointer(&pp[0])), cns, cname,
+		first(readers), C.uint32_t(len(readers)), first(writers), C.uint32_t(len(writers)))
+	if rc < 0 {
 		return retcode(rc)
 	}
 	return 0

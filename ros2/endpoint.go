@@ -83,6 +83,9 @@ const (
 	typeImage        msgType = 3
 	typePointCloud2  msgType = 4
 	typeSlotHandle   msgType = 5
+	// typeParticipantEntitiesInfo is the graph topic's type
+	// (ros_discovery_info); the participant's own writer, not an endpoint.
+	typeParticipantEntitiesInfo msgType = 6
 )
 
 // Type hashes (REP-2011 RIHS01) of the types above, for endpoint USER_DATA.
@@ -93,6 +96,8 @@ const (
 	hashImage        = "RIHS01_d31d41a9a4c4bc8eae9be757b0beed306564f7526c88ea6a4588fb9582527d47"
 	hashPointCloud2  = "RIHS01_9198cabf7da3796ae6fe19c4cb3bdd3525492988c70522628af5daa124bae2b5"
 	hashSlotHandle   = "RIHS01_fcdbb5d1a3f8c59c56b46af9f9e2193002e6998c371cccdfd027d2997c071d07"
+	// rmw_dds_common 3.x (Jazzy), the 16-byte Gid.
+	hashParticipantEntitiesInfo = "RIHS01_91a0593bacdcc50ea9bdcf849a938b128412cc1ea821245c663bcd26f83c295e"
 )
 
 // rosName is the ROS type name ("geometry_msgs/msg/Twist").
@@ -108,6 +113,8 @@ func (t msgType) rosName() string {
 		return "sensor_msgs/msg/PointCloud2"
 	case typeSlotHandle:
 		return "zerohop_msgs/msg/SlotHandle"
+	case typeParticipantEntitiesInfo:
+		return "rmw_dds_common/msg/ParticipantEntitiesInfo"
 	}
 	return "msgType(" + strconv.Itoa(int(t)) + ")"
 }
@@ -131,6 +138,8 @@ func (t msgType) typeHash() string {
 		return hashPointCloud2
 	case typeSlotHandle:
 		return hashSlotHandle
+	case typeParticipantEntitiesInfo:
+		return hashParticipantEntitiesInfo
 	}
 	return ""
 }

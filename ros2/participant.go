@@ -3,9 +3,11 @@
 package ros2
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +27,12 @@ type Participant struct {
 	pp  entity // participant
 	dom entity // domain, created for this participant alone
 	ws  entity // status waitset: every endpoint is attached to it
+
+	// The ROS graph announcement (ros_discovery_info): the participant's
+	// GUID and the writer; written under mu whenever endpoints change.
+	gid       guid
+	graph     entity
+	graphErrs int // failed announcements, under mu; the first is logged
 
 	mu        sync.Mutex
 	closed    bool
@@ -53,23 +61,68 @@ func NewParticipant(cfg Config, log *zap.Logger) (*Participant, error) {
 		return nil, fmt.Errorf("%w (Cyclone configuration %q; run with CYCLONEDDS_URI tracing for details)",
 			&ddsError{op: "create participant in domain " + strconv.Itoa(int(cfg.Domain)), rc: rc}, cfg.CycloneConfig())
 	}
+	fail := func(err error) (*Participant, error) {
+		deleteEntity(pp) // deletes its children too
+		deleteEntity(dom)
+		return nil, err
+	}
 	ws, rc := createWaitset(pp)
 	if rc < 0 {
-		deleteEntity(pp)
-		deleteEntity(dom)
-		return nil, &ddsError{op: "create status waitset", rc: rc}
+		return fail(&ddsError{op: "create status waitset", rc: rc})
+	}
+	gid, rc := entityGUID(pp)
+	if rc < 0 {
+		return fail(&ddsError{op: "get participant GUID", rc: rc})
+	}
+	gidSize, graphUserData := cfg.gidSize(), typeParticipantEntitiesInfo.userData()
+	if gidSize != 16 {
+		graphUserData = "" // the type hash is of the 16-byte form
+	}
+	graph, rc := createDiscoveryWriter(pp, gidSize, graphUserData)
+	if rc < 0 {
+		return fail(&ddsError{op: "create ros_discovery_info writer", rc: rc})
 	}
 	p := &Participant{
-		cfg: cfg, log: log, pp: pp, dom: dom, ws: ws,
+		cfg: cfg, log: log, pp: pp, dom: dom, ws: ws, gid: gid, graph: graph,
 		endpoints: map[entity]*endpoint{},
 		subs:      map[*Subscription]struct{}{},
 		watchDone: make(chan struct{}),
 	}
+	p.mu.Lock()
+	p.announceLocked()
+	p.mu.Unlock()
 	go p.watch()
+	ns, name := cfg.node()
 	log.Info("ros2: participant up", zap.Uint32("domain", cfg.Domain),
 		zap.Stringer("discovery", cfg.Range), zap.Strings("static_peers", cfg.StaticPeers),
-		zap.Bool("cyclonedds_uri", cfg.CycloneURI != ""))
+		zap.Bool("cyclonedds_uri", cfg.CycloneURI != ""), zap.String("node", strings.TrimSuffix(ns, "/")+"/"+name),
+		zap.Int("gid_bytes", gidSize))
 	return p, nil
+}
+
+// announceLocked writes the participant's node and the GUIDs of its
+// endpoints to ros_discovery_info, so that ROS tools attribute them to
+// the node. Called with mu held, after every endpoint change. A failure
+// is counted and the first one logged: the endpoints work without it.
+func (p *Participant) announceLocked() {
+	var readers, writers []guid
+	for _, ep := range p.endpoints {
+		if ep.writer {
+			writers = append(writers, ep.gid)
+		} else {
+			readers = append(readers, ep.gid)
+		}
+	}
+	for _, gs := range [][]guid{readers, writers} {
+		slices.SortFunc(gs, func(a, b guid) int { return bytes.Compare(a[:], b[:]) })
+	}
+	ns, name := p.cfg.node()
+	if rc := writeDiscovery(p.graph, p.cfg.gidSize(), p.gid, ns, name, readers, writers); rc < 0 {
+		if p.graphErrs++; p.graphErrs == 1 {
+			p.log.Warn("ros2: ros_discovery_info write failed; ros2 node list may not show this node (logged once)",
+				zap.Error(&ddsError{op: "write ros_discovery_info", rc: rc}))
+		}
+	}
 }
 
 // Domain returns the DDS domain id.
@@ -122,6 +175,7 @@ func (p *Participant) Close() error {
 type endpoint struct {
 	p        *Participant
 	e        entity
+	gid      guid // DDS GUID, as ros_discovery_info and the builtin topics name it
 	writer   bool
 	typ      msgType
 	rosTopic string
@@ -159,13 +213,19 @@ func (p *Participant) newEndpoint(t msgType, rosTopic string, writer bool, q QoS
 	if rc < 0 {
 		return nil, &ddsError{op: fmt.Sprintf("create %s %s on %s (%s)", t.rosName(), sideName(writer), ddsTopic, q), rc: rc}
 	}
-	ep := &endpoint{p: p, e: e, writer: writer, typ: t, rosTopic: "/" + strings.TrimPrefix(rosTopic, "/"), ddsTopic: ddsTopic, qos: q}
+	g, rc := entityGUID(e)
+	if rc < 0 {
+		deleteEndpoint(e)
+		return nil, &ddsError{op: "get GUID of " + sideName(writer) + " on " + ddsTopic, rc: rc}
+	}
+	ep := &endpoint{p: p, e: e, gid: g, writer: writer, typ: t, rosTopic: "/" + strings.TrimPrefix(rosTopic, "/"), ddsTopic: ddsTopic, qos: q}
 	p.endpoints[e] = ep
 	if rc := attach(p.ws, e); rc < 0 {
 		delete(p.endpoints, e)
 		deleteEndpoint(e)
 		return nil, &ddsError{op: "attach " + ddsTopic + " to the status waitset", rc: rc}
 	}
+	p.announceLocked()
 	return ep, nil
 }
 
@@ -187,6 +247,9 @@ func (ep *endpoint) close() error {
 	p := ep.p
 	p.mu.Lock()
 	delete(p.endpoints, ep.e)
+	if !p.closed { // a closing participant's graph goes with it
+		p.announceLocked()
+	}
 	p.mu.Unlock()
 	detach(p.ws, ep.e) // fails only if already gone; deleting detaches anyway
 	rc := deleteEndpoint(ep.e)

@@ -22,8 +22,9 @@ import (
 // 127.0.0.1). Each test uses its own domain so concurrent runs do not
 // cross-talk.
 
-// peerPath is the peer binary, built once by TestMain.
-var peerPath string
+// peerPath and graphPath are the peer binaries (testdata/peer,
+// testdata/graph), built once by TestMain.
+var peerPath, graphPath string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "zerohop-ros2-peer")
@@ -31,8 +32,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	peerPath = filepath.Join(dir, "peer")
-	if err := buildPeer(peerPath); err != nil {
+	peerPath, graphPath = filepath.Join(dir, "peer"), filepath.Join(dir, "graph")
+	if err := buildPeer(peerPath, graphPath); err != nil {
 		fmt.Fprintln(os.Stderr, "build test peer:", err)
 		os.RemoveAll(dir)
 		os.Exit(1)
@@ -42,17 +43,23 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func buildPeer(out string) error {
+func buildPeer(peer, graph string) error {
 	flags, err := exec.Command("pkg-config", "--cflags", "--libs", "CycloneDDS").Output()
 	if err != nil {
 		return fmt.Errorf("pkg-config CycloneDDS: %w", err)
 	}
-	args := []string{"-O1", "-Wall", "-I.", "-o", out, "testdata/peer/peer.c",
-		"builtin_interfaces.c", "std_msgs.c", "geometry_msgs.c", "sensor_msgs.c", "zerohop_msgs.c"}
-	args = append(args, strings.Fields(string(flags))...)
-	cmd := exec.Command("gcc", args...)
-	cmd.Stderr = os.Stderr
-	return cmd.Run()
+	for _, args := range [][]string{
+		{"-o", peer, "testdata/peer/peer.c", "builtin_interfaces.c", "std_msgs.c", "geometry_msgs.c", "sensor_msgs.c", "zerohop_msgs.c"},
+		{"-o", graph, "testdata/graph/graph.c", "rmw_dds_common.c", "rmw_dds_common_humble.c"},
+	} {
+		args = append(append([]string{"-O1", "-Wall", "-I."}, args...), strings.Fields(string(flags))...)
+		cmd := exec.Command("gcc", args...)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("gcc %s: %w", args[4], err)
+		}
+	}
+	return nil
 }
 
 // domainSeq numbers the domains of one test run.
@@ -92,7 +99,13 @@ type peer struct {
 // startPeer runs the peer in cfg's domain with cfg's Cyclone configuration.
 func startPeer(t testing.TB, cfg Config, args ...string) *peer {
 	t.Helper()
-	cmd := exec.Command(peerPath, append([]string{fmt.Sprint(cfg.Domain)}, args...)...)
+	return startProgram(t, peerPath, cfg, args...)
+}
+
+// startProgram runs one of the peer binaries like startPeer.
+func startProgram(t testing.TB, path string, cfg Config, args ...string) *peer {
+	t.Helper()
+	cmd := exec.Command(path, append([]string{fmt.Sprint(cfg.Domain)}, args...)...)
 	cmd.Env = append(os.Environ(), "CYCLONEDDS_URI="+cfg.CycloneConfig())
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
@@ -156,6 +169,24 @@ func (p *peer) expect(prefix string) string {
 			p.t.Fatalf("peer: no %s line within 20 s", prefix)
 		}
 	}
+}
+
+// expectAny returns the next line, failing on an ERROR line or after 20 s.
+func (p *peer) expectAny() string {
+	p.t.Helper()
+	select {
+	case l, ok := <-p.lines:
+		if !ok {
+			p.t.Fatal("peer exited")
+		}
+		if strings.HasPrefix(l, "ERROR") {
+			p.t.Fatalf("peer: %s", l)
+		}
+		return l
+	case <-time.After(20 * time.Second):
+		p.t.Fatal("peer: no line within 20 s")
+	}
+	return ""
 }
 
 // fields parses "k=v k=v" (values without spaces).

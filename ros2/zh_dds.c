@@ -3,12 +3,15 @@
 // zh_dds.c: see zh_dds.h. Plain C over Cyclone DDS 0.10 and the
 // idlc-generated types; no state of its own.
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "zh_dds.h"
 #include "geometry_msgs.h"
 #include "sensor_msgs.h"
 #include "zerohop_msgs.h"
+#include "rmw_dds_common.h"
+#include "rmw_dds_common_humble.h"
 
 dds_entity_t zh_participant(uint32_t domain_id, const char *config,
                             const char *userdata, dds_entity_t *domain_out)
@@ -386,4 +389,95 @@ dds_return_t zh_return_loan(dds_entity_t reader, void *loan)
 {
   void *buf[1] = {loan};
   return dds_return_loan(reader, buf, 1);
+}
+
+dds_return_t zh_guid(dds_entity_t entity, uint8_t out[16])
+{
+  dds_guid_t g;
+  dds_return_t rc = dds_get_guid(entity, &g);
+  if (rc < 0)
+    return rc;
+  memcpy(out, g.v, 16);
+  return DDS_RETCODE_OK;
+}
+
+dds_entity_t zh_discovery_writer(dds_entity_t participant, int gid_size, const char *userdata)
+{
+  const dds_topic_descriptor_t *desc;
+  if (gid_size == 16)
+    desc = &rmw_dds_common_msg_dds__ParticipantEntitiesInfo__desc;
+  else if (gid_size == 24)
+    desc = &rmw_dds_common_humble_msg_dds__ParticipantEntitiesInfo__desc; // named as the 16-byte form (idl/gen.sh)
+  else
+    return DDS_RETCODE_BAD_PARAMETER;
+  dds_entity_t topic = dds_create_topic(participant, desc, "ros_discovery_info", NULL, NULL);
+  if (topic < 0)
+    return topic;
+  dds_qos_t *qos = dds_create_qos();
+  dds_qset_reliability(qos, DDS_RELIABILITY_RELIABLE, DDS_MSECS(100));
+  dds_qset_durability(qos, DDS_DURABILITY_TRANSIENT_LOCAL);
+  dds_qset_history(qos, DDS_HISTORY_KEEP_LAST, 1);
+  dds_qset_writer_data_lifecycle(qos, false);
+  dds_data_representation_id_t xcdr1 = DDS_DATA_REPRESENTATION_XCDR1;
+  dds_qset_data_representation(qos, 1, &xcdr1);
+  if (userdata[0] != '\0')
+    dds_qset_userdata(qos, userdata, strlen(userdata));
+  dds_entity_t wr = dds_create_writer(participant, topic, qos, NULL);
+  dds_delete_qos(qos);
+  if (wr < 0)
+    dds_delete(topic);
+  return wr;
+}
+
+// FILL_DISCOVERY writes the sample of struct type T (one of the two Gid
+// widths); GIDs are copied into zeroed storage, so the tail is padding.
+#define FILL_DISCOVERY(T, G)                                                         \
+  do {                                                                               \
+    T s;                                                                             \
+    memset(&s, 0, sizeof s);                                                         \
+    memcpy(s.gid.data, gid, 16);                                                     \
+    G *rs = calloc(nreaders ? nreaders : 1, sizeof *rs);                             \
+    G *ws = calloc(nwriters ? nwriters : 1, sizeof *ws);                             \
+    if (rs == NULL || ws == NULL) {                                                  \
+      free(rs);                                                                      \
+      free(ws);                                                                      \
+      return DDS_RETCODE_OUT_OF_RESOURCES;                                           \
+    }                                                                                \
+    for (uint32_t i = 0; i < nreaders; i++)                                          \
+      memcpy(rs[i].data, readers + 16 * (size_t)i, 16);                              \
+    for (uint32_t i = 0; i < nwriters; i++)                                          \
+      memcpy(ws[i].data, writers + 16 * (size_t)i, 16);                              \
+    node_t n;                                                                        \
+    memset(&n, 0, sizeof n);                                                         \
+    strncpy(n.node_namespace, ns, sizeof n.node_namespace - 1);                      \
+    strncpy(n.node_name, name, sizeof n.node_name - 1);                              \
+    n.reader_gid_seq._buffer = rs;                                                   \
+    n.reader_gid_seq._length = n.reader_gid_seq._maximum = nreaders;                 \
+    n.writer_gid_seq._buffer = ws;                                                   \
+    n.writer_gid_seq._length = n.writer_gid_seq._maximum = nwriters;                 \
+    s.node_entities_info_seq._buffer = &n;                                           \
+    s.node_entities_info_seq._length = s.node_entities_info_seq._maximum = 1;        \
+    rc = dds_write(writer, &s);                                                      \
+    free(rs);                                                                        \
+    free(ws);                                                                        \
+  } while (0)
+
+dds_return_t zh_write_discovery(dds_entity_t writer, int gid_size, const uint8_t gid[16],
+                                const char *ns, const char *name,
+                                const uint8_t *readers, uint32_t nreaders,
+                                const uint8_t *writers, uint32_t nwriters)
+{
+  dds_return_t rc;
+  if (strlen(ns) > 256 || strlen(name) > 256)
+    return DDS_RETCODE_BAD_PARAMETER;
+  if (gid_size == 16) {
+    typedef rmw_dds_common_msg_dds__NodeEntitiesInfo_ node_t;
+    FILL_DISCOVERY(rmw_dds_common_msg_dds__ParticipantEntitiesInfo_, rmw_dds_common_msg_dds__Gid_);
+  } else if (gid_size == 24) {
+    typedef rmw_dds_common_humble_msg_dds__NodeEntitiesInfo_ node_t;
+    FILL_DISCOVERY(rmw_dds_common_humble_msg_dds__ParticipantEntitiesInfo_, rmw_dds_common_humble_msg_dds__Gid_);
+  } else {
+    return DDS_RETCODE_BAD_PARAMETER;
+  }
+  return rc;
 }

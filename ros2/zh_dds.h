@@ -81,6 +81,29 @@ typedef struct zh_slot_handle {
 
 dds_return_t zh_write_slot_handle(dds_entity_t writer, const zh_slot_handle *h);
 
+// zh_guid stores the entity's DDS GUID (participant, reader or writer) in
+// out: 12-byte prefix then 4-byte entity id, as the builtin topics key it.
+dds_return_t zh_guid(dds_entity_t entity, uint8_t out[16]);
+
+// zh_discovery_writer creates the participant's writer of the ROS graph
+// topic "ros_discovery_info" (rmw_dds_common ParticipantEntitiesInfo) as
+// rmw does: RELIABLE, TRANSIENT_LOCAL, KEEP_LAST 1, autodispose off,
+// XCDR1. gid_size is 16 (Iron and later) or 24 (Humble and earlier); both
+// forms go by the type name rmw_dds_common::msg::dds_::
+// ParticipantEntitiesInfo_. `userdata` as in zh_endpoint ("" for none).
+dds_entity_t zh_discovery_writer(dds_entity_t participant, int gid_size, const char *userdata);
+
+// zh_write_discovery writes one ParticipantEntitiesInfo: participant
+// `gid` hosting one node (namespace `ns`, name `name`, each at most 256
+// bytes) that owns the `nreaders` readers and `nwriters` writers whose
+// 16-byte GUIDs lie back to back in `readers` and `writers`. Each GUID is
+// zero-padded to the writer's gid_size. The arrays are read during the
+// call only.
+dds_return_t zh_write_discovery(dds_entity_t writer, int gid_size, const uint8_t gid[16],
+                                const char *ns, const char *name,
+                                const uint8_t *readers, uint32_t nreaders,
+                                const uint8_t *writers, uint32_t nwriters);
+
 // zh_status is what the status goroutine logs for one endpoint. Reading
 // it (zh_take_status) resets the entity's "changed" flags, which is what
 // makes an attached waitset stop triggering.

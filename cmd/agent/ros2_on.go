@@ -21,7 +21,8 @@ var _ agent.CmdSink = (*ros2.TwistSink)(nil)
 // publishes cmd_vel as geometry_msgs/Twist (or TwistStamped) through
 // Cyclone DDS, in the domain and with the discovery settings of the usual
 // ROS environment variables (ROS_DOMAIN_ID, ROS_AUTOMATIC_DISCOVERY_RANGE,
-// ROS_LOCALHOST_ONLY, ROS_STATIC_PEERS, CYCLONEDDS_URI).
+// ROS_LOCALHOST_ONLY, ROS_STATIC_PEERS, CYCLONEDDS_URI; ROS_DISTRO picks
+// the graph announcement's GID width), as node --ros2-node-name.
 func ros2Flags(fs *flag.FlagSet) func(*zap.Logger) (agent.CmdSink, func(), error) {
 	var (
 		enable  = fs.Bool("ros2", false, "publish cmd_vel over ROS 2 (Cyclone DDS); domain and discovery from ROS_DOMAIN_ID, ROS_AUTOMATIC_DISCOVERY_RANGE, ROS_LOCALHOST_ONLY, ROS_STATIC_PEERS, CYCLONEDDS_URI")
@@ -29,13 +30,15 @@ func ros2Flags(fs *flag.FlagSet) func(*zap.Logger) (agent.CmdSink, func(), error
 		stamped = fs.Bool("twist-stamped", false, "publish geometry_msgs/TwistStamped instead of Twist (--ros2; newer controllers)")
 		frame   = fs.String("cmd-vel-frame", "base_link", "header.frame_id of TwistStamped commands (--twist-stamped)")
 		domain  = fs.Int("ros-domain", -1, fmt.Sprintf("DDS domain id 0..%d, overriding ROS_DOMAIN_ID (--ros2; -1: from the environment, default 0)", ros2.MaxDomainID))
+		node    = fs.String("ros2-node-name", "zerohop_agent", "ROS node name in ros2 node list / rqt_graph (--ros2)")
+		ns      = fs.String("ros2-namespace", "/", "ROS namespace of that node, e.g. /robot1 (--ros2)")
 	)
 	return func(log *zap.Logger) (agent.CmdSink, func(), error) {
 		if !*enable {
 			var stray []string
 			fs.Visit(func(f *flag.Flag) {
 				switch f.Name {
-				case "cmd-vel-topic", "twist-stamped", "cmd-vel-frame", "ros-domain":
+				case "cmd-vel-topic", "twist-stamped", "cmd-vel-frame", "ros-domain", "ros2-node-name", "ros2-namespace":
 					stray = append(stray, "--"+f.Name)
 				}
 			})
@@ -54,6 +57,7 @@ func ros2Flags(fs *flag.FlagSet) func(*zap.Logger) (agent.CmdSink, func(), error
 			}
 			cfg.Domain = uint32(*domain)
 		}
+		cfg.NodeName, cfg.Namespace = *node, *ns
 		p, err := ros2.NewParticipant(cfg, log)
 		if err != nil {
 			return nil, nil, err

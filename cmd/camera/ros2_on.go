@@ -30,6 +30,8 @@ func ros2Flags(fs *flag.FlagSet) func(context.Context, camera.NodeConfig) (handl
 		handlesTop = fs.String("ros2-handles-topic", "", `--source ros2: also publish each handle as zerohop_msgs/SlotHandle on this topic while a ROS subscriber is matched ("" = off), e.g. /zerohop/handles`)
 		imgMirror  = fs.String("ros2-image-mirror-topic", "", `--source ros2: republish each image as a full sensor_msgs/Image here, only while a ROS subscriber (rviz) is matched ("" = off)`)
 		ptsMirror  = fs.String("ros2-points-mirror-topic", "", `--source ros2: republish each cloud as a packed XYZI PointCloud2 here, only while a ROS subscriber is matched ("" = off)`)
+		node       = fs.String("ros2-node-name", "zerohop_camera", "--source ros2: ROS node name in ros2 node list / rqt_graph")
+		ns         = fs.String("ros2-namespace", "/", "--source ros2: ROS namespace of that node, e.g. /robot1")
 		domain     = fs.Int("ros-domain", -1, fmt.Sprintf("--source ros2: DDS domain id 0..%d, overriding ROS_DOMAIN_ID (-1: from the environment, default 0)", ros2.MaxDomainID))
 	)
 	return func(ctx context.Context, cfg camera.NodeConfig) (bool, error) {
@@ -55,6 +57,7 @@ func ros2Flags(fs *flag.FlagSet) func(context.Context, camera.NodeConfig) (handl
 			}
 			dds.Domain = uint32(*domain)
 		}
+		dds.NodeName, dds.Namespace = *node, *ns
 		if *maxPoints < 0 || *maxImage < 0 {
 			return true, fmt.Errorf("--ros2-max-points %d, --ros2-max-image-bytes %d: want ≥ 0", *maxPoints, *maxImage)
 		}

@@ -15,10 +15,14 @@ cp "$here"/*.idl "$tmp"/
 # Run idlc in the output folder without -o: its include guards and "File
 # name" lines are derived from the output path.
 cd "$tmp"
-for name in builtin_interfaces std_msgs geometry_msgs sensor_msgs zerohop_msgs; do
+for name in builtin_interfaces std_msgs geometry_msgs sensor_msgs zerohop_msgs rmw_dds_common rmw_dds_common_humble; do
   idlc -t -x final "$name.idl"
   # Absolute paths would make the output depend on the checkout.
   sed -i -e "s|Source: .*/$name.idl|Source: ros2/idl/$name.idl|" -e "s|File name: .*/|File name: |" "$tmp/$name.c" "$tmp/$name.h"
+  if [ "$name" = rmw_dds_common_humble ]; then
+    # Humble nodes match the 24-byte form by the one type name there is.
+    sed -i 's|\.m_typename = "rmw_dds_common_humble::msg::dds_::ParticipantEntitiesInfo_"|.m_typename = "rmw_dds_common::msg::dds_::ParticipantEntitiesInfo_"|' "$tmp/$name.c"
+  fi
   { printf '//go:build ros2 && cgo\n\n'; cat "$tmp/$name.c"; } >"$out/$name.c"
   cp "$tmp/$name.h" "$out/$name.h"
 done

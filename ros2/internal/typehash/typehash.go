@@ -31,6 +31,8 @@ const (
 	Bool    = 15
 	Byte    = 16
 	String  = 17
+	// BoundedString is string<=N; N goes in Field.StringCapacity.
+	BoundedString = 21
 
 	// Offsets added to an element id for arrays and sequences.
 	arrayOffset             = 48
@@ -41,11 +43,13 @@ const (
 // Field is one member of a message. Nested names the message type
 // ("std_msgs/msg/Header") when ID is Nested.
 type Field struct {
-	Name     string
-	ID       int
-	Capacity int    // fixed array length or sequence bound; 0 otherwise
-	Nested   string // full type name of a nested message, else ""
-	Sequence bool   // unbounded sequence (T[])
+	Name           string
+	ID             int
+	Capacity       int    // fixed array length or sequence bound; 0 otherwise
+	StringCapacity int    // N of string<=N (ID BoundedString); 0 otherwise
+	Nested         string // full type name of a nested message, else ""
+	Sequence       bool   // unbounded sequence (T[])
+	Array          bool   // fixed-size array (T[Capacity])
 }
 
 // Type is one message type: its full name ("geometry_msgs/msg/Twist") and
@@ -128,11 +132,14 @@ func writeType(b *strings.Builder, t Type) {
 			b.WriteString(", ")
 		}
 		id := f.ID
-		if f.Sequence {
+		switch {
+		case f.Sequence:
 			id += unboundedSequenceOffset
+		case f.Array:
+			id += arrayOffset
 		}
-		fmt.Fprintf(b, `{"name": %s, "type": {"type_id": %d, "capacity": %d, "string_capacity": 0, "nested_type_name": %s}}`,
-			strconv.Quote(f.Name), id, f.Capacity, strconv.Quote(f.Nested))
+		fmt.Fprintf(b, `{"name": %s, "type": {"type_id": %d, "capacity": %d, "string_capacity": %d, "nested_type_name": %s}}`,
+			strconv.Quote(f.Name), id, f.Capacity, f.StringCapacity, strconv.Quote(f.Nested))
 	}
 	b.WriteString("]}")
 }

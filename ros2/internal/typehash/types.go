@@ -1,7 +1,7 @@
 package typehash
 
 // ROS returns the descriptions of the message types zerohop speaks, written
-// from their .msg files (common_interfaces, rcl_interfaces and
+// from their .msg files (common_interfaces, rcl_interfaces, rmw_dds_common and
 // zerohop_msgs/msg/SlotHandle.msg). Field order and names matter; comments
 // and constants do not.
 func ROS() Registry {
@@ -30,6 +30,19 @@ func ROS() Registry {
 			{Name: "is_bigendian", ID: Bool}, {Name: "point_step", ID: Uint32},
 			{Name: "row_step", ID: Uint32}, {Name: "data", ID: Uint8, Sequence: true},
 			{Name: "is_dense", ID: Bool},
+		}},
+		// rmw_dds_common 3.x (Jazzy): the graph topic ros_discovery_info.
+		// Gid.msg's char[16] is uint8[16] once rosidl turns it into IDL.
+		{"rmw_dds_common/msg/Gid", []Field{{Name: "data", ID: Uint8, Array: true, Capacity: 16}}},
+		{"rmw_dds_common/msg/NodeEntitiesInfo", []Field{
+			{Name: "node_namespace", ID: BoundedString, StringCapacity: 256},
+			{Name: "node_name", ID: BoundedString, StringCapacity: 256},
+			{Name: "reader_gid_seq", ID: Nested, Nested: "rmw_dds_common/msg/Gid", Sequence: true},
+			{Name: "writer_gid_seq", ID: Nested, Nested: "rmw_dds_common/msg/Gid", Sequence: true},
+		}},
+		{"rmw_dds_common/msg/ParticipantEntitiesInfo", []Field{
+			nested("gid", "rmw_dds_common/msg/Gid"),
+			{Name: "node_entities_info_seq", ID: Nested, Nested: "rmw_dds_common/msg/NodeEntitiesInfo", Sequence: true},
 		}},
 	} {
 		r[t.Name] = t
