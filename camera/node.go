@@ -213,8 +213,10 @@ func runCopy(ctx context.Context, cfg NodeConfig, cam *Camera, log *zap.Logger) 
 		if cam.Pool(i) == nil {
 			continue
 		}
-		srv, err := transport.NewCopyServer(cfg.Socket + "." + TopicName(i))
+		srv, err := transport.NewCopyServer(transport.CopyServerConfig{Path: cfg.Socket + "." + TopicName(i), AllowGID: cfg.AllowGID, Log: log})
 		if err != nil {
+			cancel() // a server already serving the other topic stops
+			wg.Wait()
 			return err
 		}
 		pub.srv[i] = srv

@@ -32,6 +32,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
 	"github.com/zerohop/zerohop/handles"
@@ -54,8 +55,11 @@ const copyDialRetry = 5 * time.Millisecond
 // whole message (a slow subscriber slows the publisher: fine for a
 // baseline, unlike the zero-copy Server).
 type CopyServer struct {
-	path string
-	lfd  int
+	path     string
+	lfd      int
+	allowGID int
+	ownUID   int // the uid peers must have (os.Getuid(); tests change it)
+	log      *zap.Logger
 
 	mu     sync.Mutex // guards conns and closed
 	conns  []int      // connected subscriber fds
@@ -68,12 +72,28 @@ type CopyServer struct {
 	rec     [handles.Size]byte
 	scratch []int
 
-	dropped atomic.Uint64
+	dropped, refused atomic.Uint64
 }
 
-// NewCopyServer binds a SOCK_STREAM unix socket at path (which must not
-// exist; its directory must). Call Serve to accept subscribers.
-func NewCopyServer(path string) (*CopyServer, error) {
+// CopyServerConfig configures a CopyServer.
+type CopyServerConfig struct {
+	// Path is the socket; it must not exist, its directory must. The
+	// socket is made mode 0660.
+	Path string
+	// AllowGID admits peers as ServerConfig.AllowGID does: the camera's
+	// own uid always, this primary gid too when ≥ 0. Other peers are
+	// disconnected at once, logged and counted (Refused).
+	AllowGID int
+	Log      *zap.Logger // nil: no logging
+}
+
+// NewCopyServer binds a SOCK_STREAM unix socket at cfg.Path. Call Serve to
+// accept subscribers.
+func NewCopyServer(cfg CopyServerConfig) (*CopyServer, error) {
+	path := cfg.Path
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("copy server: socket: %w", err)
@@ -82,12 +102,17 @@ func NewCopyServer(path string) (*CopyServer, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("copy server: bind %q: %w", path, err)
 	}
+	if err := os.Chmod(path, 0o660); err != nil {
+		unix.Close(fd)
+		os.Remove(path)
+		return nil, fmt.Errorf("copy server: chmod socket %q to 0660: %w", path, err)
+	}
 	if err := unix.Listen(fd, 16); err != nil {
 		unix.Close(fd)
 		os.Remove(path)
 		return nil, fmt.Errorf("copy server: listen on %q: %w", path, err)
 	}
-	return &CopyServer{path: path, lfd: fd}, nil
+	return &CopyServer{path: path, lfd: fd, allowGID: cfg.AllowGID, ownUID: os.Getuid(), log: cfg.Log}, nil
 }
 
 // Path is the socket path.
@@ -107,6 +132,12 @@ func (s *CopyServer) Serve(ctx context.Context) error {
 			}
 			break
 		}
+		if perr := s.admit(fd); perr != nil {
+			s.refused.Add(1)
+			s.log.Warn("copy subscriber refused", zap.String("socket", s.path), zap.Error(perr))
+			closeFd(fd)
+			continue
+		}
 		s.mu.Lock()
 		s.conns = append(s.conns, fd)
 		s.mu.Unlock()
@@ -114,6 +145,20 @@ func (s *CopyServer) Serve(ctx context.Context) error {
 	s.closeAll()
 	return err
 }
+
+// admit checks the connected peer's credentials (SO_PEERCRED: the
+// process that connected, as the kernel recorded it).
+func (s *CopyServer) admit(fd int) error {
+	cred, err := peerCred(fd)
+	if err != nil {
+		return fmt.Errorf("SO_PEERCRED: %w", err)
+	}
+	return admitPeer(cred.Pid, cred.Uid, cred.Gid, s.ownUID, s.allowGID)
+}
+
+// Refused returns how many connections were refused for their peer's
+// credentials.
+func (s *CopyServer) Refused() uint64 { return s.refused.Load() }
 
 func (s *CopyServer) closeAll() {
 	s.mu.Lock()

@@ -42,10 +42,18 @@ type copyFixture struct {
 
 func newCopyFixture(t *testing.T) *copyFixture {
 	t.Helper()
-	srv, err := NewCopyServer(filepath.Join(t.TempDir(), "copy.sock"))
+	return newCopyFixtureFor(t, -1, os.Getuid())
+}
+
+// newCopyFixtureFor serves with AllowGID allowGID, admitting ownUID as the
+// camera's own uid (so a test can play a camera of another user).
+func newCopyFixtureFor(t *testing.T, allowGID, ownUID int) *copyFixture {
+	t.Helper()
+	srv, err := NewCopyServer(CopyServerConfig{Path: filepath.Join(t.TempDir(), "copy.sock"), AllowGID: allowGID})
 	if err != nil {
 		t.Fatal(err)
 	}
+	srv.ownUID = ownUID // before Serve reads it
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx) }()
@@ -407,5 +415,55 @@ func TestCopyServeEndWakesAPublishBlockedOnAStalledSubscriber(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the end of Serve did not wake a blocked Publish")
+	}
+}
+
+// The copy baseline admits peers by SO_PEERCRED like the zero-copy
+// server: the camera's uid, or the allowed gid; anyone else is dropped at
+// once and counted. The test plays a camera of another uid.
+func TestCopyServerAdmitsByPeerCredentials(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		allowGID int
+		admitted bool
+	}{
+		{"other uid, no gid allowed", -1, false},
+		{"other uid, our gid allowed", os.Getgid(), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newCopyFixtureFor(t, tc.allowGID, os.Getuid()+1)
+			sub := dialCopyT(t, f.srv.Path(), 64)
+			if !tc.admitted {
+				if _, _, err := sub.Next(); err == nil {
+					t.Fatal("a refused subscriber received a message")
+				}
+				if f.srv.Refused() != 1 || f.srv.Subscribers() != 0 {
+					t.Fatalf("refused %d, subscribers %d; want 1, 0", f.srv.Refused(), f.srv.Subscribers())
+				}
+				return
+			}
+			f.waitSubscribers(t, 1)
+			h := handles.Handle{Kind: handles.KindImage, Seq: 9}
+			if n, err := f.srv.Publish(&h, []byte("ok")); err != nil || n != 1 {
+				t.Fatalf("Publish = %d, %v", n, err)
+			}
+			if got, p, err := sub.Next(); err != nil || got.Seq != 9 || string(p) != "ok" {
+				t.Fatalf("Next = %+v %q %v", got, p, err)
+			}
+			if f.srv.Refused() != 0 {
+				t.Fatalf("refused %d", f.srv.Refused())
+			}
+		})
+	}
+}
+
+func TestCopyServerSocketMode(t *testing.T) {
+	f := newCopyFixture(t)
+	st, err := os.Stat(f.srv.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o660 {
+		t.Fatalf("copy socket mode %v, want 0660", st.Mode().Perm())
 	}
 }
