@@ -471,3 +471,42 @@ func TestFakeCUDANVRTCFoundInTheToolkitFolder(t *testing.T) {
 		t.Fatalf("loaded %q, want %q (or a system NVRTC)", s, lib)
 	}
 }
+
+// A cloud that changes between the bounds pass and the keys pass (a slot
+// written while the filter reads it) puts an accepted point outside the
+// grid: Run must say so, not read past its buffers. Sort scratch that the
+// dropped point leaves unwritten holds stale values then; were they
+// arbitrary (device memory is not zeroed; the fake fills it with 0x5A), the
+// reduce kernel would read points far out of bounds: on a GPU an illegal
+// address, which poisons the context for good. The filter stays usable.
+func TestFakeCUDADataChangedMidFrameIsAnError(t *testing.T) {
+	f := openFakeCUDA(t)
+	src := ring(8, 600)
+	n := len(src) / 16
+	data, err := f.c.Allocate(len(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.c.Free(data)
+	cfg := voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}
+	vf, bev := newFilterAndBEV(t, f.c, f.nv, cfg, VoxelOptions{MaxPoints: n, CacheDir: t.TempDir()})
+	got := voxel.NewPoints(n)
+	for _, copyInput := range []bool{false, true} {
+		vf.SetCopyInput(copyInput)
+		cloud := layOut(data, src, 16)
+		if err := fakecuda.MoveAfterBounds(f.libs.Driver); err != nil {
+			t.Fatal(err)
+		}
+		err := vf.Run(cloud, got, bev)
+		if err == nil || !strings.Contains(err.Error(), "1 points fell outside the grid") {
+			t.Fatalf("copy input %t: Run = %v, want the data-changed error", copyInput, err)
+		}
+		cloud = layOut(data, src, 16) // the cloud as it was
+		want, wantBEV := cpuReference(t, cfg, cloud)
+		if err := vf.Run(cloud, got, bev); err != nil {
+			t.Fatalf("copy input %t: the next Run: %v", copyInput, err)
+		}
+		samePoints(t, "after a changed cloud", got.P, want.P)
+		sameBEV(t, "after a changed cloud", bev, wantBEV)
+	}
+}

@@ -291,6 +291,15 @@ func (f *VoxelFilter) setup(cubin []byte) error {
 		if f.dev, err = c.MemAlloc(l.size); err != nil {
 			return err
 		}
+		// Zeroed once so that every index a kernel reads is in bounds even
+		// for a cloud that changed mid-frame (zh_keys then drops accepted
+		// points, and the sort passes after the first read scratch entries
+		// it did not write): stale entries are earlier frames' indices, all
+		// below MaxPoints. Such a frame ends in the ST_MISS error instead of
+		// an illegal address, which would poison the context for good.
+		if err = c.MemsetD8(f.dev, 0, l.size); err != nil {
+			return err
+		}
 		d := f.dev
 		f.inDev, f.keys0, f.keyA, f.keyB = d+DevicePtr(l.inDev), d+DevicePtr(l.keys0), d+DevicePtr(l.keyA), d+DevicePtr(l.keyB)
 		f.points = d + DevicePtr(l.points)

@@ -81,6 +81,23 @@ func Live(path string, kind int) (uint64, error) {
 	return uint64(r), nil
 }
 
+// MoveAfterBounds makes the fake driver loaded at path, right after its
+// next zh_bounds launch, move the first point of the cloud that kernel
+// read far outside the bounds it measured: what a producer writing the
+// slot during the filter would do.
+func MoveAfterBounds(path string) error {
+	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	if err != nil {
+		return err
+	}
+	fn, err := purego.Dlsym(h, "zhfake_move_after_bounds")
+	if err != nil {
+		return err
+	}
+	purego.SyscallN(fn)
+	return nil
+}
+
 // NVRTCCompiles is how many programs the fake NVRTC loaded at path compiled.
 func NVRTCCompiles(path string) (int, error) {
 	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)

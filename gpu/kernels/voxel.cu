@@ -39,8 +39,9 @@ typedef long long i64;
 #define SCAN_ITEMS 4
 #define SCAN_TILE (SCAN_THREADS * SCAN_ITEMS)
 
-// Words of the state block (mapped host memory, read by the host after a
-// stream sync). Keep in step with st* in voxelgpu.go.
+// Words of the state block (device memory; the host copies it into pinned
+// memory and reads it after a stream sync). Keep in step with st* in
+// voxelgpu.go.
 #define ST_MIN 0       // 3 words: ordered bits of the min x, y, z
 #define ST_MAX 3       // 3 words: ordered bits of the max x, y, z
 #define ST_ACCEPTED 6  // accepted points

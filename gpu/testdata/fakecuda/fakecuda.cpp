@@ -73,6 +73,7 @@ std::map<uintptr_t, size_t> devAllocs;      // by host address of the backing
 std::map<void*, int> streams, events, modules;
 std::map<void*, std::chrono::steady_clock::time_point> eventTimes;
 unsigned long long launches = 0;
+bool moveAfterBounds = false; // zhfake_move_after_bounds
 
 // find returns the range of m containing [p, p+n), or m.end().
 template <class M> typename M::iterator find(M& m, uintptr_t p, size_t n, size_t (*len)(const typename M::mapped_type&)) {
@@ -501,7 +502,27 @@ CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned
 		return CUDA_ERROR_INVALID_VALUE; // zerohop's launches are 1-D, static shared memory only
 	if (bx == 0 || bx > 1024) return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
 	launches++;
-	return k->launch(gx, bx, params);
+	CUresult r = k->launch(gx, bx, params);
+	if (r == CUDA_SUCCESS && moveAfterBounds && strcmp(k->name, "zh_bounds") == 0) {
+		// A writer racing the filter: the first point's x jumps far outside
+		// the bounds just measured (still finite, so still accepted).
+		moveAfterBounds = false;
+		unsigned char* pts;
+		int ox;
+		param(params[0], pts);
+		param(params[3], ox);
+		float far = 1.0e4f;
+		memcpy(pts + ox, &far, sizeof far);
+	}
+	return r;
+}
+
+// Not CUDA: makes the next zh_bounds launch be followed by a change of the
+// cloud it read (see cuLaunchKernel), for the tests of a slot written
+// while the filter reads it.
+void zhfake_move_after_bounds(void) {
+	GUARD;
+	moveAfterBounds = true;
 }
 
 // Not CUDA: for the tests' leak checks. kind 0: host allocations, 1: host
