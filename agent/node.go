@@ -190,7 +190,8 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	var allocator pinned.HostAllocator
 	if gv != nil {
 		log.Info("voxel filter and BEV on the GPU", zap.String("gpu", gpuName),
-			zap.String("input", orDefault(cfg.GPUInput, GPUInputMapped)), zap.Bool("cubin_cached", gv.filter.Timing().CacheHit))
+			zap.String("input", orDefault(cfg.GPUInput, GPUInputMapped)), zap.String("kernels_for", gv.filter.Target()),
+			zap.Bool("cubin_cached", gv.filter.Timing().CacheHit))
 		pinner = &bestEffortPinner{pinner: gv.ctx, report: func(err error) {
 			log.Warn("GPU registration of a camera pool failed; its frames are copied into pinned memory for the GPU (one CPU copy each)", zap.Error(err))
 		}}

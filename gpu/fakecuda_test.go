@@ -510,3 +510,47 @@ func TestFakeCUDADataChangedMidFrameIsAnError(t *testing.T) {
 		sameBEV(t, "after a changed cloud", bev, wantBEV)
 	}
 }
+
+// A GPU newer than the NVRTC found (its own architecture unknown to it):
+// the kernels go in as PTX for the newest architecture NVRTC knows, which
+// the driver JIT-compiles, and the results are the same. With no usable
+// architecture at all, NewVoxelFilter says so (the agent then runs the
+// CPU filter).
+func TestFakeCUDAPTXWhenNVRTCPredatesTheGPU(t *testing.T) {
+	f := openFakeCUDA(t)
+	t.Cleanup(func() { fakecuda.SetNVRTCArchs(f.libs.NVRTC) })
+	src := ring(8, 600)
+	n := len(src) / 16
+	data, err := f.c.Allocate(len(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.c.Free(data)
+	cloud := layOut(data, src, 16)
+	cfg := voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}
+	want, wantBEV := cpuReference(t, cfg, cloud)
+
+	if err := fakecuda.SetNVRTCArchs(f.libs.NVRTC, 75, 80, 86, 89); err != nil {
+		t.Fatal(err)
+	}
+	vf, bev := newFilterAndBEV(t, f.c, f.nv, cfg, VoxelOptions{MaxPoints: n, CacheDir: t.TempDir()})
+	if vf.Target() != "compute_89" {
+		t.Fatalf("target %q on the sm_90 fake with an NVRTC that stops at sm_89, want compute_89", vf.Target())
+	}
+	got := voxel.NewPoints(n)
+	if err := vf.Run(cloud, got, bev); err != nil {
+		t.Fatal(err)
+	}
+	samePoints(t, "PTX for compute_89", got.P, want.P)
+	sameBEV(t, "PTX for compute_89", bev, wantBEV)
+
+	if err := fakecuda.SetNVRTCArchs(f.libs.NVRTC, 52, 60, 61); err != nil {
+		t.Fatal(err)
+	}
+	if vf, err := NewVoxelFilter(f.c, f.nv, cfg, VoxelOptions{MaxPoints: n, CacheDir: t.TempDir()}); err == nil || !errors.Is(err, ErrNotSupported) {
+		if vf != nil {
+			vf.Close()
+		}
+		t.Fatalf("NewVoxelFilter with an NVRTC for sm_52…sm_61 only = %v, want ErrNotSupported", err)
+	}
+}

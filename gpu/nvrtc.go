@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -107,10 +108,12 @@ func OpenNVRTC(sonames ...string) (*NVRTC, error) {
 	var reasons []string
 	for _, name := range sonames {
 		lib := &dlNVRTC{}
-		if _, err := loadLibrary(name, lib.symbols()); err != nil {
+		h, err := loadLibrary(name, lib.symbols())
+		if err != nil {
 			reasons = append(reasons, err.Error())
 			continue
 		}
+		lib.bindOptional(h)
 		major, minor, r := lib.version()
 		if err := checkNVRTC("nvrtcVersion", r); err != nil {
 			return nil, fmt.Errorf("gpu: %q: %w", name, err)
@@ -165,6 +168,24 @@ func nvrtcCandidates(getenv func(string) string, glob func(string) ([]string, er
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// SupportedArchs lists the real GPU architectures this NVRTC compiles for,
+// as compute capability × 10 (75, 80, 86, 89, 90, ...), ascending. It
+// wraps ErrNotSupported for an NVRTC older than 11.2, which cannot say.
+func (n *NVRTC) SupportedArchs() ([]int, error) {
+	archs, ok, r := n.lib.supportedArchs()
+	if !ok {
+		return nil, fmt.Errorf("gpu: %s has no nvrtcGetSupportedArchs (NVRTC before 11.2): %w", n.soname, ErrNotSupported)
+	}
+	if err := checkNVRTC("nvrtcGetSupportedArchs", r); err != nil {
+		return nil, err
+	}
+	if len(archs) == 0 {
+		return nil, fmt.Errorf("gpu: %s lists no supported architecture", n.soname)
+	}
+	slices.Sort(archs)
+	return archs, nil
 }
 
 // Version is NVRTC's CUDA version (major, minor).

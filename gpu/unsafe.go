@@ -419,6 +419,44 @@ type dlNVRTC struct {
 	nvrtcVersion, nvrtcCreateProgram, nvrtcCompileProgram, nvrtcDestroyProgram uintptr
 	nvrtcGetPTXSize, nvrtcGetPTX, nvrtcGetCUBINSize, nvrtcGetCUBIN             uintptr
 	nvrtcGetProgramLogSize, nvrtcGetProgramLog                                 uintptr
+	// Optional (NVRTC 11.2 and later): 0 when the library lacks them.
+	nvrtcGetNumSupportedArchs, nvrtcGetSupportedArchs uintptr
+}
+
+// bindOptional looks up the optional NVRTC symbols in the loaded handle h.
+func (l *dlNVRTC) bindOptional(h uintptr) {
+	for name, p := range map[string]*uintptr{
+		"nvrtcGetNumSupportedArchs": &l.nvrtcGetNumSupportedArchs,
+		"nvrtcGetSupportedArchs":    &l.nvrtcGetSupportedArchs,
+	} {
+		if fn, err := purego.Dlsym(h, name); err == nil {
+			*p = fn
+		}
+	}
+}
+
+// supportedArchs lists the real architectures NVRTC can compile for
+// (75 for sm_75, ...), ok = false when the library cannot say. The array
+// it fills is Go memory holding no pointers (invariant 1).
+func (l *dlNVRTC) supportedArchs() (archs []int, ok bool, r NVRTCResult) {
+	if l.nvrtcGetNumSupportedArchs == 0 || l.nvrtcGetSupportedArchs == 0 {
+		return nil, false, 0
+	}
+	var n int32
+	if r = nvrtcCall(l.nvrtcGetNumSupportedArchs, uintptr(unsafe.Pointer(&n))); r != 0 {
+		return nil, true, r
+	}
+	if n <= 0 || n > 1024 {
+		return nil, true, 0
+	}
+	buf := make([]int32, n)
+	if r = nvrtcCall(l.nvrtcGetSupportedArchs, uintptr(unsafe.Pointer(&buf[0]))); r != 0 {
+		return nil, true, r
+	}
+	for _, a := range buf {
+		archs = append(archs, int(a))
+	}
+	return archs, true, 0
 }
 
 // symbols: nvrtcGetCUBIN/Size exist since CUDA 11.1.

@@ -145,7 +145,8 @@ func TestGPUVoxelCacheAndAllocations(t *testing.T) {
 	if !vf.Timing().CacheHit {
 		t.Error("second filter did not find the cached cubin")
 	}
-	t.Logf("NewVoxelFilter: %v compiling, %v from the cache", compile, time.Since(start))
+	major, minor := g.nv.Version()
+	t.Logf("NewVoxelFilter: %v compiling (NVRTC %d.%d, kernels for %s), %v from the cache", compile, major, minor, vf.Target(), time.Since(start))
 
 	data, err := g.c.Allocate(16 * n)
 	if err != nil {

@@ -360,3 +360,33 @@ func TestDefaultCubinCacheDir(t *testing.T) {
 		t.Errorf("without XDG_CACHE_HOME and HOME: %q, want %q", got, want)
 	}
 }
+
+func TestCompileTarget(t *testing.T) {
+	cuda129 := []int{50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 120, 121}
+	cuda118 := []int{35, 37, 50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90}
+	for _, tc := range []struct {
+		dev   int
+		archs []int
+		want  string // "" = an error
+	}{
+		{90, cuda129, "sm_90"},
+		{87, cuda129, "sm_87"},       // Jetson Orin
+		{90, nil, "sm_90"},           // NVRTC before 11.2 cannot say: try the device's own
+		{120, cuda118, "compute_90"}, // an RTX 50 with CUDA 11.8's NVRTC: PTX the driver JITs
+		{110, cuda118, "compute_90"}, // newer than every listed architecture
+		{89, []int{75, 80, 86}, "compute_86"},
+		{75, []int{80, 86, 90}, ""},     // nothing the device can run
+		{72, []int{52, 53, 60, 61}, ""}, // nothing at sm_70 or newer
+	} {
+		got, err := compileTarget(tc.dev, tc.archs)
+		if tc.want == "" {
+			if err == nil || !errors.Is(err, ErrNotSupported) {
+				t.Errorf("compileTarget(%d, %v) = %q, %v; want an ErrNotSupported error", tc.dev, tc.archs, got, err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("compileTarget(%d, %v) = %q, %v; want %q", tc.dev, tc.archs, got, err, tc.want)
+		}
+	}
+}

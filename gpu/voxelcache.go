@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -44,7 +45,8 @@ func cubinCacheKey(source, arch string, nvrtcMajor, nvrtcMinor int, options []st
 // production; tests pass a stand-in to check the cache, never a GPU).
 type compileFunc func(source, name string, options ...string) (Compiled, error)
 
-// cachedCubin returns the cubin for key from dir, or compiles it and stores
+// cachedCubin returns the module image for key from dir (a cubin, or PTX
+// when options name a virtual architecture), or compiles it and stores
 // it there (written to a temporary file and renamed, so a reader never sees
 // a partial cubin). A cache that cannot be written is not an error: the
 // cubin is still returned. hit reports whether it came from the cache.
@@ -58,12 +60,16 @@ func cachedCubin(dir, key string, compile compileFunc, source, name string, opti
 	if err != nil {
 		return nil, false, err
 	}
-	if len(out.CUBIN) == 0 {
+	image := out.CUBIN
+	if len(image) == 0 && slices.ContainsFunc(options, func(o string) bool { return strings.HasPrefix(o, "--gpu-architecture=compute_") }) {
+		image = out.PTX // a virtual architecture: the driver JIT-compiles the PTX
+	}
+	if len(image) == 0 {
 		return nil, false, fmt.Errorf("gpu: compile %s with %s: NVRTC returned no cubin", name, strings.Join(options, " "))
 	}
 	if err := os.MkdirAll(dir, 0o755); err == nil {
 		if tmp, err := os.CreateTemp(dir, key+".*.tmp"); err == nil {
-			_, werr := tmp.Write(out.CUBIN)
+			_, werr := tmp.Write(image)
 			cerr := tmp.Close()
 			if werr == nil && cerr == nil {
 				werr = os.Rename(tmp.Name(), path)
@@ -73,5 +79,5 @@ func cachedCubin(dir, key string, compile compileFunc, source, name string, opti
 			}
 		}
 	}
-	return out.CUBIN, false, nil
+	return image, false, nil
 }

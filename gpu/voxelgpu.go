@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"time"
 
 	"github.com/zerohop/zerohop/voxel"
@@ -111,6 +112,7 @@ type VoxelFilter struct {
 	inv    [3]float32
 	crop   cropArgs
 	opt    VoxelOptions
+	target string // compileTarget's choice
 
 	mod    *Module
 	fn     [numVoxelKernels]Function
@@ -202,7 +204,14 @@ func NewVoxelFilter(c *Context, nv *NVRTC, cfg voxel.Config, opt VoxelOptions) (
 	}
 	f.runFn = f.runAndDrain
 
-	options := append([]string{"--gpu-architecture=" + caps.Arch()}, voxelCompileOptions[:]...)
+	archs, _ := nv.SupportedArchs() // nil when NVRTC cannot say: compile for the device's own
+	target, err := compileTarget(caps.ComputeMajor*10+caps.ComputeMinor, archs)
+	if err != nil {
+		major, minor := nv.Version()
+		return nil, fmt.Errorf("gpu voxel filter: %s is %s, NVRTC %d.%d (%s): %w", caps.Name, caps.Arch(), major, minor, nv.Soname(), err)
+	}
+	f.target = target
+	options := append([]string{"--gpu-architecture=" + target}, voxelCompileOptions[:]...)
 	major, minor := nv.Version()
 	dir := opt.CacheDir
 	if dir == "" {
@@ -220,6 +229,35 @@ func NewVoxelFilter(c *Context, nv *NVRTC, cfg voxel.Config, opt VoxelOptions) (
 	}
 	return f, nil
 }
+
+// compileTarget picks what NVRTC compiles the kernels for on a device of
+// compute capability dev (× 10; 90 for sm_90), given the real
+// architectures NVRTC supports (nil: unknown). The device's own
+// architecture, a cubin, when NVRTC supports it or cannot say; otherwise
+// (a GPU newer than the NVRTC found) PTX for the newest architecture
+// NVRTC knows that the device can run, which the driver JIT-compiles at
+// module load. The kernels need sm_70 or newer.
+func compileTarget(dev int, archs []int) (string, error) {
+	own := fmt.Sprintf("sm_%d", dev)
+	if archs == nil || slices.Contains(archs, dev) {
+		return own, nil
+	}
+	best := 0
+	for _, a := range archs {
+		if a >= 70 && a <= dev && a > best {
+			best = a
+		}
+	}
+	if best == 0 {
+		return "", fmt.Errorf("NVRTC compiles for none of sm_70…%s (it supports %v): %w", own, archs, ErrNotSupported)
+	}
+	return fmt.Sprintf("compute_%d", best), nil
+}
+
+// Target is what the kernels were compiled for: the device's real
+// architecture ("sm_90", a cubin) or a virtual one ("compute_89", PTX the
+// driver JIT-compiled) when NVRTC predates the GPU.
+func (f *VoxelFilter) Target() string { return f.target }
 
 // voxelLayout is the device block's carving for maxPoints points and a
 // raster of cells cells: offsets in bytes, each 256-byte aligned.

@@ -98,6 +98,30 @@ func MoveAfterBounds(path string) error {
 	return nil
 }
 
+// SetNVRTCArchs makes the fake NVRTC loaded at path report archs (at most
+// 8, compute capability × 10) from nvrtcGetSupportedArchs and refuse the
+// others, as an NVRTC older than the GPU does; none restores its default
+// (CUDA 12.9's list).
+func SetNVRTCArchs(path string, archs ...int) error {
+	if len(archs) > 8 {
+		return fmt.Errorf("fakecuda: %d architectures, at most 8", len(archs))
+	}
+	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	if err != nil {
+		return err
+	}
+	fn, err := purego.Dlsym(h, "zhfake_nvrtc_set_archs")
+	if err != nil {
+		return err
+	}
+	var a [8]uintptr
+	for i, v := range archs {
+		a[i] = uintptr(v)
+	}
+	purego.SyscallN(fn, uintptr(len(archs)), a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7])
+	return nil
+}
+
 // NVRTCCompiles is how many programs the fake NVRTC loaded at path compiled.
 func NVRTCCompiles(path string) (int, error) {
 	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)

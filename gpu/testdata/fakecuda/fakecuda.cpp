@@ -462,7 +462,11 @@ CUresult cuEventDestroy_v2(void* e) {
 CUresult cuModuleLoadData(void** m, const void* image) {
 	GUARD;
 	NEED_CONTEXT;
-	if (!image || memcmp(image, kCubinMagic, sizeof kCubinMagic - 1) != 0) return CUDA_ERROR_INVALID_IMAGE;
+	// The fake NVRTC's cubins, or its PTX (which a driver would JIT-compile).
+	static const char kPTXMagic[] = "// ZHFAKEPTX1 compute_";
+	if (!image || (memcmp(image, kCubinMagic, sizeof kCubinMagic - 1) != 0 &&
+	               memcmp(image, kPTXMagic, sizeof kPTXMagic - 1) != 0))
+		return CUDA_ERROR_INVALID_IMAGE;
 	void* h = new char;
 	modules[h] = 1;
 	*m = h;

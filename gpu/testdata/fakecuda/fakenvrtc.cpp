@@ -3,9 +3,11 @@
 // them (nvrtc.h) and that zerohop asks for what the kernels need, and
 // returns a "cubin" that only the fake driver (fakecuda.cpp) accepts.
 // Built by gpu/fakecuda_test.go.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 typedef int nvrtcResult;
 enum : nvrtcResult {
@@ -18,10 +20,14 @@ enum : nvrtcResult {
 
 namespace {
 struct Program {
-	std::string source, name, log, cubin;
+	std::string source, name, log, cubin, ptx;
 	bool compiled = false;
 };
 int compiles = 0;
+// What nvrtcGetSupportedArchs reports (CUDA 12.9's list by default);
+// zhfake_nvrtc_set_archs changes it, to play an NVRTC older than the GPU.
+std::vector<int> archs = {50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 120, 121};
+bool supported(int a) { return std::find(archs.begin(), archs.end(), a) != archs.end(); }
 } // namespace
 
 extern "C" {
@@ -60,10 +66,17 @@ nvrtcResult nvrtcCompileProgram(Program* prog, int numOptions, const char* const
 			return NVRTC_ERROR_INVALID_OPTION;
 		}
 	}
-	// The fake driver's device is sm_90, and the voxel kernels'
-	// bit-exactness needs contraction off.
-	if (arch != "sm_90") {
-		prog->log = "fake NVRTC: want --gpu-architecture=sm_90 (the fake device), got '" + arch + "'";
+	// Real architectures this NVRTC lacks are refused as NVRTC does. The
+	// fake driver's device is sm_90: a cubin must be for it; PTX may be for
+	// any virtual architecture it can run (the driver JIT-compiles it).
+	bool virt = arch.rfind("compute_", 0) == 0;
+	int num = atoi(arch.c_str() + (virt ? 8 : arch.rfind("sm_", 0) == 0 ? 3 : arch.size()));
+	if (!supported(num)) {
+		prog->log = "nvrtc: error: invalid value for --gpu-architecture (-arch): " + arch;
+		return NVRTC_ERROR_INVALID_OPTION;
+	}
+	if (virt ? num > 90 : arch != "sm_90") {
+		prog->log = "fake NVRTC: want sm_90 or compute_XX up to 90 (the fake device), got '" + arch + "'";
 		return NVRTC_ERROR_COMPILATION;
 	}
 	if (prog->source.find("zh_keys") != std::string::npos && !noFMA) {
@@ -77,7 +90,20 @@ nvrtcResult nvrtcCompileProgram(Program* prog, int numOptions, const char* const
 	compiles++;
 	prog->compiled = true;
 	prog->log = "fake NVRTC: nothing was compiled";
-	prog->cubin = std::string("ZHFAKECUBIN1") + '\0' + arch + '\0';
+	prog->ptx = "// ZHFAKEPTX1 " + arch + "\n.version 8.0\n";
+	if (!virt) prog->cubin = std::string("ZHFAKECUBIN1") + '\0' + arch + '\0';
+	return NVRTC_SUCCESS;
+}
+
+nvrtcResult nvrtcGetNumSupportedArchs(int* n) {
+	if (!n) return NVRTC_ERROR_INVALID_INPUT;
+	*n = (int)archs.size();
+	return NVRTC_SUCCESS;
+}
+
+nvrtcResult nvrtcGetSupportedArchs(int* out) {
+	if (!out) return NVRTC_ERROR_INVALID_INPUT;
+	std::copy(archs.begin(), archs.end(), out);
 	return NVRTC_SUCCESS;
 }
 
@@ -97,25 +123,36 @@ static nvrtcResult get(Program* p, const std::string& s, char* out, bool nul) {
 nvrtcResult nvrtcGetProgramLogSize(Program* p, size_t* n) { return size(p, p ? p->log : "", n, true); }
 nvrtcResult nvrtcGetProgramLog(Program* p, char* out) { return get(p, p ? p->log : "", out, true); }
 
-static const std::string kPTX = "// fake PTX\n.version 8.0\n";
 nvrtcResult nvrtcGetPTXSize(Program* p, size_t* n) {
 	if (p && !p->compiled) return NVRTC_ERROR_INVALID_PROGRAM;
-	return size(p, kPTX, n, true);
+	return size(p, p ? p->ptx : "", n, true);
 }
 nvrtcResult nvrtcGetPTX(Program* p, char* out) {
 	if (p && !p->compiled) return NVRTC_ERROR_INVALID_PROGRAM;
-	return get(p, kPTX, out, true);
+	return get(p, p ? p->ptx : "", out, true);
 }
+// As NVRTC: no cubin for a virtual architecture (INVALID_INPUT).
 nvrtcResult nvrtcGetCUBINSize(Program* p, size_t* n) {
 	if (p && !p->compiled) return NVRTC_ERROR_INVALID_PROGRAM;
+	if (p && p->cubin.empty()) return NVRTC_ERROR_INVALID_INPUT;
 	return size(p, p ? p->cubin : "", n, false);
 }
 nvrtcResult nvrtcGetCUBIN(Program* p, char* out) {
 	if (p && !p->compiled) return NVRTC_ERROR_INVALID_PROGRAM;
+	if (p && p->cubin.empty()) return NVRTC_ERROR_INVALID_INPUT;
 	return get(p, p ? p->cubin : "", out, false);
 }
 
 // Not NVRTC: how many programs were compiled (the cubin cache test).
 int zhfake_nvrtc_compiles(void) { return compiles; }
+
+// Not NVRTC: sets the supported-architecture list to the first n (≤ 8)
+// of a0..a7; n = 0 restores CUDA 12.9's. Plain integers, so that Go calls
+// it without handing over memory.
+void zhfake_nvrtc_set_archs(int n, int a0, int a1, int a2, int a3, int a4, int a5, int a6, int a7) {
+	static const std::vector<int> dflt = archs;
+	const int a[8] = {a0, a1, a2, a3, a4, a5, a6, a7};
+	archs = n > 0 ? std::vector<int>(a, a + std::min(n, 8)) : dflt;
+}
 
 } // extern "C"
