@@ -119,7 +119,7 @@ func openGPUVoxel(cfg gpuVoxelConfig) (*gpuVoxel, error) {
 			v.Close()
 		}
 	}()
-	nv, err := gpu.OpenNVRTC()
+	nv, err := drv.OpenNVRTC() // none newer than the driver can load
 	if err != nil {
 		return fail(name, "NVRTC (compiles the voxel kernels)", err)
 	}

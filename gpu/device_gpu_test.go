@@ -24,6 +24,7 @@ extern "C" __global__ void axpb(const float* x, float* y, float a, float b, unsi
 
 type gpuFixture struct {
 	c   *Context
+	nv  *NVRTC // as the agent opens it: none newer than the driver
 	fn  Function
 	mod *Module
 }
@@ -58,7 +59,7 @@ func openGPU(t *testing.T) gpuFixture {
 	caps := c.Capabilities()
 	t.Logf("driver CUDA %s; device 0: %+v", drv.Version(), caps)
 
-	nv, err := OpenNVRTC()
+	nv, err := drv.OpenNVRTC()
 	if err != nil {
 		t.Fatalf("this test needs NVRTC: %v", err)
 	}
@@ -79,7 +80,7 @@ func openGPU(t *testing.T) gpuFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return gpuFixture{c: c, fn: fn, mod: mod}
+	return gpuFixture{c: c, nv: nv, fn: fn, mod: mod}
 }
 
 func putFloats(b []byte, n int) {

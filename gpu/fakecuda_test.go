@@ -554,3 +554,36 @@ func TestFakeCUDAPTXWhenNVRTCPredatesTheGPU(t *testing.T) {
 		t.Fatalf("NewVoxelFilter with an NVRTC for sm_52…sm_61 only = %v, want ErrNotSupported", err)
 	}
 }
+
+// The driver's OpenNVRTC passes over an NVRTC of a newer CUDA major
+// version than the driver's (the fake driver is 12.9): its cubins would
+// not load. The package's OpenNVRTC, without a driver, takes it.
+func TestFakeCUDADriverSkipsANewerNVRTC(t *testing.T) {
+	libs := buildFakeCUDA(t)
+	drv, err := OpenLibrary(libs.Driver)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fakecuda.SetNVRTCVersion(libs.NVRTC, 12, 9) })
+	if err := fakecuda.SetNVRTCVersion(libs.NVRTC, 13, 0); err != nil {
+		t.Fatal(err)
+	}
+	if nv, err := drv.OpenNVRTC(libs.NVRTC); !errors.Is(err, ErrNoNVRTC) || !strings.Contains(err.Error(), "NVRTC 13.0, newer than the driver's CUDA 12") {
+		t.Fatalf("driver 12.9, NVRTC 13.0: OpenNVRTC = %v, %v; want ErrNoNVRTC saying why", nv, err)
+	}
+	if nv, err := OpenNVRTC(libs.NVRTC); err != nil {
+		t.Fatalf("package OpenNVRTC of NVRTC 13.0: %v", err)
+	} else if ma, _ := nv.Version(); ma != 13 {
+		t.Fatalf("package OpenNVRTC: version %d", ma)
+	}
+	if err := fakecuda.SetNVRTCVersion(libs.NVRTC, 12, 4); err != nil {
+		t.Fatal(err)
+	}
+	nv, err := drv.OpenNVRTC(libs.NVRTC)
+	if err != nil {
+		t.Fatalf("driver 12.9, NVRTC 12.4: %v", err)
+	}
+	if ma, mi := nv.Version(); ma != 12 || mi != 4 {
+		t.Fatalf("version %d.%d", ma, mi)
+	}
+}

@@ -102,6 +102,20 @@ const EnvNVRTC = "ZEROHOP_NVRTC"
 // folders ($CUDA_HOME/lib64, $CUDA_PATH/lib64, /usr/local/cuda*/lib64 and
 // targets/*/lib), which a CUDA install does not always put on that path.
 func OpenNVRTC(sonames ...string) (*NVRTC, error) {
+	return openNVRTC(0, sonames)
+}
+
+// OpenNVRTC is the package's OpenNVRTC, skipping any NVRTC of a newer CUDA
+// major version than the driver's: what it compiles the driver could not
+// load (a CUDA 13 cubin on a CUDA 12 driver), so an older NVRTC further
+// down the list is the one to use.
+func (d *Driver) OpenNVRTC(sonames ...string) (*NVRTC, error) {
+	return openNVRTC(int(d.version/1000), sonames)
+}
+
+// openNVRTC loads the first candidate whose major version is at most
+// maxMajor (0: any).
+func openNVRTC(maxMajor int, sonames []string) (*NVRTC, error) {
 	if len(sonames) == 0 {
 		sonames = nvrtcCandidates(os.Getenv, filepath.Glob, fileExists)
 	}
@@ -117,6 +131,11 @@ func OpenNVRTC(sonames ...string) (*NVRTC, error) {
 		major, minor, r := lib.version()
 		if err := checkNVRTC("nvrtcVersion", r); err != nil {
 			return nil, fmt.Errorf("gpu: %q: %w", name, err)
+		}
+		if maxMajor > 0 && major > maxMajor {
+			// Left loaded: dlclose of a library is not worth its risks here.
+			reasons = append(reasons, fmt.Sprintf("%q is NVRTC %d.%d, newer than the driver's CUDA %d", name, major, minor, maxMajor))
+			continue
 		}
 		return &NVRTC{lib: lib, soname: name, major: major, minor: minor}, nil
 	}

@@ -21,11 +21,7 @@ type voxelGPUFixture struct {
 func openVoxelGPU(t *testing.T) voxelGPUFixture {
 	t.Helper()
 	f := openGPU(t) // device_gpu_test.go: fails without a GPU or NVRTC
-	nv, err := OpenNVRTC()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return voxelGPUFixture{c: f.c, nv: nv}
+	return voxelGPUFixture{c: f.c, nv: f.nv}
 }
 
 func TestGPUVoxelMatchesCPU(t *testing.T) {
@@ -189,7 +185,7 @@ func BenchmarkGPUVoxel(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer c.Close()
-	nv, err := OpenNVRTC()
+	nv, err := drv.OpenNVRTC()
 	if err != nil {
 		b.Fatal(err)
 	}

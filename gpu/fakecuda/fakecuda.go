@@ -122,6 +122,21 @@ func SetNVRTCArchs(path string, archs ...int) error {
 	return nil
 }
 
+// SetNVRTCVersion sets the version the fake NVRTC loaded at path reports
+// (its default is 12.9).
+func SetNVRTCVersion(path string, major, minor int) error {
+	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	if err != nil {
+		return err
+	}
+	fn, err := purego.Dlsym(h, "zhfake_nvrtc_set_version")
+	if err != nil {
+		return err
+	}
+	purego.SyscallN(fn, uintptr(major), uintptr(minor))
+	return nil
+}
+
 // NVRTCCompiles is how many programs the fake NVRTC loaded at path compiled.
 func NVRTCCompiles(path string) (int, error) {
 	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)

@@ -32,10 +32,18 @@ bool supported(int a) { return std::find(archs.begin(), archs.end(), a) != archs
 
 extern "C" {
 
+int versionMajor = 12, versionMinor = 9;
+
 nvrtcResult nvrtcVersion(int* major, int* minor) {
-	*major = 12;
-	*minor = 9;
+	*major = versionMajor;
+	*minor = versionMinor;
 	return NVRTC_SUCCESS;
+}
+
+// Not NVRTC: the version nvrtcVersion reports (default 12.9).
+void zhfake_nvrtc_set_version(int major, int minor) {
+	versionMajor = major;
+	versionMinor = minor;
 }
 
 nvrtcResult nvrtcCreateProgram(Program** prog, const char* src, const char* name, int numHeaders,
