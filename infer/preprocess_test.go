@@ -344,3 +344,93 @@ func BenchmarkPreprocess1280x720(b *testing.B) {
 		})
 	}
 }
+
+// areaPacked must give exactly areaRGB's and areaMono's output (the same
+// integer sums and float operations), over sizes that exercise chunk
+// splits, row tails that are not a multiple of 8 bytes, padded steps,
+// non-integer ratios and footprints of one pixel.
+func TestAreaPackedMatchesDirect(t *testing.T) {
+	for _, tc := range []struct {
+		w, h, pad, dw, dh int
+	}{
+		{1280, 720, 0, 256, 144}, {1280, 720, 5, 256, 144}, {640, 480, 3, 224, 224}, {1920, 1080, 0, 300, 170},
+		{13, 7, 1, 5, 3}, {100, 50, 0, 100, 50}, {3000, 40, 7, 7, 3}, {997, 613, 11, 211, 97}, {64, 514, 0, 2, 2}, {1364, 3, 0, 2, 3}, {2000, 3, 0, 3, 3},
+	} {
+		for _, f := range []PixelFormat{PixelRGB8, PixelBGR8, PixelMono8} {
+			bpp := f.BytesPerPixel()
+			pattern := noise
+			if tc.h == 514 { // 257-row footprints of 255: the 16-bit lanes' limit
+				pattern = func(int, int, int) byte { return 255 }
+			}
+			src := testImage(tc.w, tc.h, tc.w*bpp+tc.pad, f, pattern)
+			p := PreprocessParams{Width: tc.dw, Height: tc.dh, Resize: ResizeArea, Mean: [3]float32{0.4, 0.5, 0.6}, Std: [3]float32{0.2, 0.25, 0.3}}
+			direct := make([]float32, 3*tc.dw*tc.dh)
+			packed := make([]float32, 3*tc.dw*tc.dh)
+			pd, err := newPrepPlan(direct, src, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pp, _ := newPrepPlan(packed, src, p)
+			if !pp.packedOK() {
+				t.Fatalf("%dx%d → %dx%d %v: packed path not taken", tc.w, tc.h, tc.dw, tc.dh, f)
+			}
+			if bpp == 3 {
+				pd.areaRGB(0, tc.dh)
+			} else {
+				pd.areaMono(0, tc.dh)
+			}
+			pp.areaPacked(0, tc.dh)
+			for k := range direct {
+				if math.Float32bits(direct[k]) != math.Float32bits(packed[k]) { // NaN-free: bits = values
+					t.Fatalf("%dx%d (pad %d) → %dx%d %v: value %d is %v packed, %v direct", tc.w, tc.h, tc.pad, tc.dw, tc.dh, f, k, packed[k], direct[k])
+				}
+			}
+		}
+	}
+}
+
+// Footprints taller than 257 rows (16-bit lanes could overflow) or wider
+// than a chunk go the direct way.
+func TestAreaPackedLimits(t *testing.T) {
+	for _, tc := range []struct {
+		w, h, dw, dh int
+		bpp          int
+		want         bool
+	}{
+		{64, 514, 2, 2, 3, true}, {64, 515, 2, 2, 3, false}, {64, 600, 2, 2, 1, false},
+		{1364, 8, 2, 2, 3, true}, {1366, 8, 2, 2, 3, false}, {4096, 8, 2, 2, 1, true}, {4098, 8, 2, 2, 1, false},
+	} {
+		pl := prepPlan{srcW: tc.w, srcH: tc.h, dstW: tc.dw, dstH: tc.dh, bpp: tc.bpp}
+		if got := pl.packedOK(); got != tc.want {
+			t.Errorf("%dx%d → %dx%d, %d bytes per pixel: packedOK = %t, want %t", tc.w, tc.h, tc.dw, tc.dh, tc.bpp, got, tc.want)
+		}
+	}
+}
+
+// BenchmarkAreaPaths measures the two area implementations side by side on
+// the camera's 1280x720 frame to the 256x144 model input.
+func BenchmarkAreaPaths(b *testing.B) {
+	for _, f := range []PixelFormat{PixelRGB8, PixelMono8} {
+		src := testImage(1280, 720, 1280*f.BytesPerPixel(), f, noise)
+		dst := make([]float32, 3*256*144)
+		pl, err := newPrepPlan(dst, src, PreprocessParams{Width: 256, Height: 144})
+		if err != nil {
+			b.Fatal(err)
+		}
+		direct := pl.areaRGB
+		if f == PixelMono8 {
+			direct = pl.areaMono
+		}
+		for _, impl := range []struct {
+			name string
+			run  func(int, int)
+		}{{"direct", direct}, {"packed", pl.areaPacked}} {
+			b.Run(f.String()+"/"+impl.name, func(b *testing.B) {
+				b.SetBytes(int64(len(src.Pix)))
+				for b.Loop() {
+					impl.run(0, 144)
+				}
+			})
+		}
+	}
+}
