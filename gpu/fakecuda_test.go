@@ -96,6 +96,18 @@ func openFakeCUDA(t *testing.T) fakeFixture {
 	return f
 }
 
+// pinnedBuffer is n bytes of the context's mapped pinned memory, freed
+// when the test ends (before the leak check).
+func (f fakeFixture) pinnedBuffer(t *testing.T, n int) []byte {
+	t.Helper()
+	b, err := f.c.Allocate(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.c.Free(b) })
+	return b
+}
+
 // closeAndCheckLeaks closes the context and fails if the fake driver still
 // holds anything this test made; openFakeCUDA registers it as a cleanup.
 func (f fakeFixture) closeAndCheckLeaks(t *testing.T) {
@@ -258,11 +270,7 @@ func TestFakeCUDACopiesAndFrameAllocations(t *testing.T) {
 	// A whole Run allocates nothing per frame, through the real binding.
 	src := ring(8, 600)
 	n := len(src) / 16
-	data, err := f.c.Allocate(len(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.c.Free(data)
+	data := f.pinnedBuffer(t, len(src))
 	copy(data, src)
 	vf, bev := newFilterAndBEV(t, f.c, f.nv, voxel.Config{Leaf: [3]float32{0.5, 0.5, 0.5}}, VoxelOptions{MaxPoints: n, CacheDir: t.TempDir()})
 	out := voxel.NewPoints(n)
@@ -483,11 +491,7 @@ func TestFakeCUDADataChangedMidFrameIsAnError(t *testing.T) {
 	f := openFakeCUDA(t)
 	src := ring(8, 600)
 	n := len(src) / 16
-	data, err := f.c.Allocate(len(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.c.Free(data)
+	data := f.pinnedBuffer(t, len(src))
 	cfg := voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}
 	vf, bev := newFilterAndBEV(t, f.c, f.nv, cfg, VoxelOptions{MaxPoints: n, CacheDir: t.TempDir()})
 	got := voxel.NewPoints(n)
@@ -521,11 +525,7 @@ func TestFakeCUDAPTXWhenNVRTCPredatesTheGPU(t *testing.T) {
 	t.Cleanup(func() { fakecuda.SetNVRTCArchs(f.libs.NVRTC) })
 	src := ring(8, 600)
 	n := len(src) / 16
-	data, err := f.c.Allocate(len(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.c.Free(data)
+	data := f.pinnedBuffer(t, len(src))
 	cloud := layOut(data, src, 16)
 	cfg := voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}
 	want, wantBEV := cpuReference(t, cfg, cloud)

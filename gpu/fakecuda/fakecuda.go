@@ -66,19 +66,27 @@ const (
 	Launches
 )
 
-// Live reads one of the fake driver's counters, from the copy loaded at
-// path in this process.
-func Live(path string, kind int) (uint64, error) {
+// callFake calls the exported function name of the fake library at path
+// (loaded in this process: dlopen finds the copy already there) with
+// plain integer arguments.
+func callFake(path, name string, args ...uintptr) (uintptr, error) {
 	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
 	if err != nil {
 		return 0, err
 	}
-	fn, err := purego.Dlsym(h, "zhfake_live")
+	fn, err := purego.Dlsym(h, name)
 	if err != nil {
 		return 0, err
 	}
-	r, _, _ := purego.SyscallN(fn, uintptr(kind))
-	return uint64(r), nil
+	r, _, _ := purego.SyscallN(fn, args...)
+	return r, nil
+}
+
+// Live reads one of the fake driver's counters, from the copy loaded at
+// path in this process.
+func Live(path string, kind int) (uint64, error) {
+	r, err := callFake(path, "zhfake_live", uintptr(kind))
+	return uint64(r), err
 }
 
 // MoveAfterBounds makes the fake driver loaded at path, right after its
@@ -86,16 +94,8 @@ func Live(path string, kind int) (uint64, error) {
 // read far outside the bounds it measured: what a producer writing the
 // slot during the filter would do.
 func MoveAfterBounds(path string) error {
-	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
-	if err != nil {
-		return err
-	}
-	fn, err := purego.Dlsym(h, "zhfake_move_after_bounds")
-	if err != nil {
-		return err
-	}
-	purego.SyscallN(fn)
-	return nil
+	_, err := callFake(path, "zhfake_move_after_bounds")
+	return err
 }
 
 // SetNVRTCArchs makes the fake NVRTC loaded at path report archs (at most
@@ -106,49 +106,26 @@ func SetNVRTCArchs(path string, archs ...int) error {
 	if len(archs) > 8 {
 		return fmt.Errorf("fakecuda: %d architectures, at most 8", len(archs))
 	}
-	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
-	if err != nil {
-		return err
-	}
-	fn, err := purego.Dlsym(h, "zhfake_nvrtc_set_archs")
-	if err != nil {
-		return err
-	}
-	var a [8]uintptr
+	a := make([]uintptr, 9)
+	a[0] = uintptr(len(archs))
 	for i, v := range archs {
-		a[i] = uintptr(v)
+		a[1+i] = uintptr(v)
 	}
-	purego.SyscallN(fn, uintptr(len(archs)), a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7])
-	return nil
+	_, err := callFake(path, "zhfake_nvrtc_set_archs", a...)
+	return err
 }
 
 // SetNVRTCVersion sets the version the fake NVRTC loaded at path reports
 // (its default is 12.9).
 func SetNVRTCVersion(path string, major, minor int) error {
-	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
-	if err != nil {
-		return err
-	}
-	fn, err := purego.Dlsym(h, "zhfake_nvrtc_set_version")
-	if err != nil {
-		return err
-	}
-	purego.SyscallN(fn, uintptr(major), uintptr(minor))
-	return nil
+	_, err := callFake(path, "zhfake_nvrtc_set_version", uintptr(major), uintptr(minor))
+	return err
 }
 
 // NVRTCCompiles is how many programs the fake NVRTC loaded at path compiled.
 func NVRTCCompiles(path string) (int, error) {
-	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
-	if err != nil {
-		return 0, err
-	}
-	fn, err := purego.Dlsym(h, "zhfake_nvrtc_compiles")
-	if err != nil {
-		return 0, err
-	}
-	r, _, _ := purego.SyscallN(fn)
-	return int(int32(r)), nil
+	r, err := callFake(path, "zhfake_nvrtc_compiles")
+	return int(int32(r)), err
 }
 
 // Leaks lists what the fake driver loaded at path still holds (e.g. "2
