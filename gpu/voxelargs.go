@@ -68,7 +68,6 @@ func (l *argList) u64(v uint64) *argList     { return l.add(argU64, v) }
 func (l *argList) i64(v int64) *argList      { return l.add(argI64, uint64(v)) }
 func (l *argList) ptr(p DevicePtr) *argList  { return l.add(argPtr, uint64(p)) }
 func (l *argList) Kinds() []argKind          { return l.kinds[:min(l.n, maxKernelArgs)] }
-func (l *argList) value(i int) (uint64, int) { return l.vals[i], l.kinds[i].size() }
 
 func (k argKind) size() int {
 	switch k {

@@ -453,19 +453,20 @@ func (c labelCollector) desc(i int) *prometheus.Desc {
 }
 
 func (c labelCollector) Describe(ch chan<- *prometheus.Desc) {
-	for i := range labelInfo() {
+	for i := range len(labelInfo()) {
 		ch <- c.desc(i)
 	}
 }
 
 func (c labelCollector) Collect(ch chan<- prometheus.Metric) {
+	specs := labelInfo()
+	var values [len(specs)]string
 	c.r.labelsMu.Lock()
-	values := make([]string, len(labelInfo()))
-	for i, l := range labelInfo() {
+	for i, l := range specs {
 		values[i] = c.r.labels[l.key]
 	}
 	c.r.labelsMu.Unlock()
-	for i := range labelInfo() {
+	for i := range values {
 		ch <- prometheus.MustNewConstMetric(c.desc(i), prometheus.GaugeValue, 1, values[i])
 	}
 }
