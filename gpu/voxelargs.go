@@ -61,13 +61,13 @@ func (l *argList) add(k argKind, v uint64) *argList {
 	return l
 }
 
-func (l *argList) u32(v uint32) *argList     { return l.add(argU32, uint64(v)) }
-func (l *argList) i32(v int32) *argList      { return l.add(argI32, uint64(uint32(v))) }
-func (l *argList) f32(v float32) *argList    { return l.add(argF32, uint64(math.Float32bits(v))) }
-func (l *argList) u64(v uint64) *argList     { return l.add(argU64, v) }
-func (l *argList) i64(v int64) *argList      { return l.add(argI64, uint64(v)) }
-func (l *argList) ptr(p DevicePtr) *argList  { return l.add(argPtr, uint64(p)) }
-func (l *argList) Kinds() []argKind          { return l.kinds[:min(l.n, maxKernelArgs)] }
+func (l *argList) u32(v uint32) *argList    { return l.add(argU32, uint64(v)) }
+func (l *argList) i32(v int32) *argList     { return l.add(argI32, uint64(uint32(v))) }
+func (l *argList) f32(v float32) *argList   { return l.add(argF32, uint64(math.Float32bits(v))) }
+func (l *argList) u64(v uint64) *argList    { return l.add(argU64, v) }
+func (l *argList) i64(v int64) *argList     { return l.add(argI64, uint64(v)) }
+func (l *argList) ptr(p DevicePtr) *argList { return l.add(argPtr, uint64(p)) }
+func (l *argList) Kinds() []argKind         { return l.kinds[:min(l.n, maxKernelArgs)] }
 
 func (k argKind) size() int {
 	switch k {

@@ -94,7 +94,10 @@ type labelSpec struct{ key, metric, help, initial string }
 
 // labelInfo lists the label keys with their info metric names (a function,
 // not a package variable, so it cannot be changed at run time).
-func labelInfo() [3]labelSpec {
+// numLabels is how many labels labelInfo describes.
+const numLabels = 3
+
+func labelInfo() [numLabels]labelSpec {
 	return [...]labelSpec{
 		{LabelProvider, "execution_provider_info", "Active inference execution provider (value is always 1).", "unknown"},
 		{LabelGPU, "gpu_info", "GPU in use, or \"none\" (value is always 1).", "none"},
@@ -453,16 +456,15 @@ func (c labelCollector) desc(i int) *prometheus.Desc {
 }
 
 func (c labelCollector) Describe(ch chan<- *prometheus.Desc) {
-	for i := range len(labelInfo()) {
+	for i := range numLabels {
 		ch <- c.desc(i)
 	}
 }
 
 func (c labelCollector) Collect(ch chan<- prometheus.Metric) {
-	specs := labelInfo()
-	var values [len(specs)]string
+	var values [numLabels]string
 	c.r.labelsMu.Lock()
-	for i, l := range specs {
+	for i, l := range labelInfo() {
 		values[i] = c.r.labels[l.key]
 	}
 	c.r.labelsMu.Unlock()
