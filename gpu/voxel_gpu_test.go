@@ -6,6 +6,9 @@
 package gpu
 
 import (
+	"encoding/binary"
+	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -227,4 +230,67 @@ func BenchmarkGPUVoxel(b *testing.B) {
 		c.Free(bev)
 		c.Free(data)
 	}
+}
+
+// TestGPUCloudChangingMidRunNeverFaults: a goroutine rewrites a point of the
+// mapped cloud over and over while the GPU filters it in place (a slot
+// written while leased). Runs that see the change must end in the
+// data-changed error, never in a CUDA error (an out-of-bounds read would be
+// an illegal address, which poisons the context), and afterwards the
+// filter must still equal the CPU. Bounded to 200 runs or 3 s.
+func TestGPUCloudChangingMidRunNeverFaults(t *testing.T) {
+	g := openVoxelGPU(t)
+	src := ring(8, 600)
+	n := len(src) / 16
+	data, err := g.c.Allocate(len(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.c.Free(data)
+	cloud := layOut(data, src, 16)
+	cfg := voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}
+	vf, bev := newFilterAndBEV(t, g.c, g.nv, cfg, VoxelOptions{MaxPoints: n, CacheDir: t.TempDir()})
+	got := voxel.NewPoints(n)
+
+	orig := binary.LittleEndian.Uint32(data[0:4])
+	far := math.Float32bits(1e4)
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() { // owned by this test: stopped below
+		defer close(done)
+		for k := 0; ; k++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			v := orig
+			if k&1 == 0 {
+				v = far
+			}
+			binary.LittleEndian.PutUint32(data[0:4], v)
+		}
+	}()
+	runs, changed := 0, 0
+	for deadline := time.Now().Add(3 * time.Second); runs < 200 && time.Now().Before(deadline); runs++ {
+		err := vf.Run(cloud, got, bev)
+		switch {
+		case err == nil:
+		case strings.Contains(err.Error(), "fell outside the grid"):
+			changed++
+		default:
+			close(stop)
+			<-done
+			t.Fatalf("run %d with the cloud changing: %v", runs, err)
+		}
+	}
+	close(stop)
+	<-done
+	binary.LittleEndian.PutUint32(data[0:4], orig)
+	want, wantBEV := cpuReference(t, cfg, cloud)
+	if err := vf.Run(cloud, got, bev); err != nil {
+		t.Fatalf("after the changing runs: %v", err)
+	}
+	samePoints(t, "after the changing runs", got.P, want.P)
+	sameBEV(t, "after the changing runs", bev, wantBEV)
+	t.Logf("%d runs while a point moved; %d saw it move mid-run and said so; the filter still equals the CPU", runs, changed)
 }
