@@ -3,6 +3,7 @@
 # BENCHMARKS.md (machine, date, Go version, commit at the top).
 #   pool      go test -bench ./pinned/   (pool vs make([]byte) vs sync.Pool)
 #   voxel     go test -bench ./voxel/    (filter vs brute-force reference)
+#   resize    go test -bench AreaPaths ./infer/ (column-wise vs direct area resize)
 #   handoff   bin/bench-handoff          (zero-copy vs copy, 1 KiB … 16 MiB)
 #   e2e       bin/bench-e2e              (camera + agent, zero-copy vs copy, 60 s each)
 # BENCH_SECONDS (default 60) sets the e2e duration; BENCH_COUNT (default 5)
@@ -18,6 +19,7 @@ mkdir -p docs/bench-raw
 if [[ "${1:-}" != --report ]]; then
 	go test -run '^$' -bench . -benchmem -count "$count" ./pinned/ | tee docs/bench-raw/pool.txt
 	go test -run '^$' -bench . -benchmem -count "$count" -cpu 1,2 ./voxel/ | tee docs/bench-raw/voxel.txt
+	go test -run '^$' -bench 'AreaPaths|Preprocess1280x720/.*/serial' -benchmem -count "$count" -cpu 1 ./infer/ | tee docs/bench-raw/resize.txt
 	bin/bench-handoff --out docs/bench-raw/handoff.md
 	bin/bench-e2e --seconds "$secs" --out docs/bench-e2e.md
 fi
@@ -56,6 +58,14 @@ medians() { # benchmark lines → "| name | median ns/op | runs |" (POSIX awk + 
 	echo '```'
 	echo
 	echo "</details>"
+	echo
+	echo "## Image resize 1280×720 → 256×144 (\`go test -bench 'AreaPaths|Preprocess1280x720/.*/serial' -cpu 1 ./infer/\`), median ns/op"
+	echo
+	echo "direct = the per-footprint loop, packed = column sums first (what Preprocess uses); same output bit for bit."
+	echo
+	echo "| benchmark | ns/op | runs |"
+	echo "| --- | ---: | ---: |"
+	if [[ -f docs/bench-raw/resize.txt ]]; then medians docs/bench-raw/resize.txt; fi
 	echo
 	sed 's/^# /## /' docs/bench-raw/handoff.md
 	echo
