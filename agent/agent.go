@@ -95,6 +95,18 @@ type Pipeline struct {
 	stage     atomic.Int32
 	stalls    atomic.Uint64
 	pubMu     sync.Mutex // serialises Sink calls and last
+
+	// While the GPU filters a cloud, the CPU preprocesses the frame's
+	// image on the goroutine startPrepOverlap runs; nil channels: in line.
+	prepJobs    chan infer.ImageView
+	prepResults chan prepResult
+	prepDone    func() // test hook: called by that goroutine after each job; nil
+}
+
+// prepResult is one overlapped preprocessing: how long it took, and its error.
+type prepResult struct {
+	took time.Duration
+	err  error
 }
 
 // New checks the configuration.
@@ -157,6 +169,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		close(stopGuard)
 		<-guardDone
 	}()
+	if p.gpu != nil {
+		defer p.startPrepOverlap()()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -281,19 +296,36 @@ func (p *Pipeline) stages(cloud *transport.Lease) error {
 	h := &cloud.Handle
 	in := voxel.Cloud{Data: cloud.Bytes(), Count: int(h.Points.Count), Step: int(h.Points.Step),
 		OffX: int(h.Points.X), OffY: int(h.Points.Y), OffZ: int(h.Points.Z), OffI: int(h.Points.Intensity)}
-	t, err := p.cloudStages(in)
-	if err != nil {
-		return err
-	}
-	p.stage.Store(int32(telemetry.StagePreprocess))
 	ih := &p.image.Handle
 	view := infer.ImageView{Pix: p.image.Bytes(), Width: int(ih.Image.Width), Height: int(ih.Image.Height),
 		Step: int(ih.Image.RowStep), Format: pixelFormat(ih.Image.Encoding)}
-	if err := p.cfg.Prep.Run(p.cfg.Session.Image(), view); err != nil {
-		p.cfg.Watchdog.Fail("preprocess", err)
-		return err
+	if p.gpu != nil && p.prepJobs != nil {
+		// The GPU filters while the CPU preprocesses: the two write
+		// different inputs of the model (BEV, image).
+		p.prepJobs <- view
+		_, err := p.cloudStages(in)
+		p.stage.Store(int32(telemetry.StagePreprocess))
+		r := <-p.prepResults // always: the image input is being written until then
+		if err != nil {
+			return err
+		}
+		if r.err != nil {
+			p.cfg.Watchdog.Fail("preprocess", r.err)
+			return r.err
+		}
+		rec.Record(telemetry.StagePreprocess, r.took)
+	} else {
+		t, err := p.cloudStages(in)
+		if err != nil {
+			return err
+		}
+		p.stage.Store(int32(telemetry.StagePreprocess))
+		if err := p.cfg.Prep.Run(p.cfg.Session.Image(), view); err != nil {
+			p.cfg.Watchdog.Fail("preprocess", err)
+			return err
+		}
+		p.lap(telemetry.StagePreprocess, t)
 	}
-	p.lap(telemetry.StagePreprocess, t)
 	p.stage.Store(int32(telemetry.StageInfer))
 	d, err := p.cfg.Session.Run()
 	rec.Record(telemetry.StageInfer, d)
@@ -302,6 +334,38 @@ func (p *Pipeline) stages(cloud *transport.Lease) error {
 		return err
 	}
 	return nil
+}
+
+// startPrepOverlap starts the goroutine that preprocesses each frame's
+// image while the GPU filters its cloud, and returns the function that
+// stops it (after the job in hand, if any: stages always collects its
+// result first). Run starts it when the GPU path is on; a frame after the
+// GPU's first failure runs in line again.
+func (p *Pipeline) startPrepOverlap() (stop func()) {
+	jobs, results := make(chan infer.ImageView), make(chan prepResult)
+	quit, done := make(chan struct{}), make(chan struct{})
+	p.prepJobs, p.prepResults = jobs, results
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			case view := <-jobs:
+				t := time.Now()
+				err := p.cfg.Prep.Run(p.cfg.Session.Image(), view)
+				if p.prepDone != nil {
+					p.prepDone()
+				}
+				results <- prepResult{took: time.Since(t), err: err}
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+		p.prepJobs, p.prepResults = nil, nil
+	}
 }
 
 // cloudStages filters the cloud and fills the model's BEV input, on the GPU

@@ -35,6 +35,9 @@ type fakeGPUFilter struct {
 	calls  int
 	failAt int  // the call (1-based) that fails with errFakeCUDA; 0: none
 	broken bool // every call fails with errFakeCUDA after the CPU work
+	// during, if set, runs inside each call after the filtering, as the
+	// wait for the GPU would; its error is the call's.
+	during func() error
 }
 
 func newFakeGPUFilter(t *testing.T, leaf float32) *fakeGPUFilter {
@@ -69,6 +72,9 @@ func (f *fakeGPUFilter) Run(in voxel.Cloud, out *voxel.Points, bev []byte) error
 	}
 	for i, v := range f.raster {
 		binary.LittleEndian.PutUint32(bev[4*i:], math.Float32bits(v))
+	}
+	if f.during != nil {
+		return f.during()
 	}
 	return nil
 }
@@ -215,6 +221,49 @@ func TestGPUPathFrameAllocatesNothing(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("a frame on the (fake) GPU path allocates %.1f times, want 0", allocs)
+	}
+}
+
+// On the GPU path the image is preprocessed while the GPU filters the
+// cloud: the (fake) GPU's wait sees the preprocessing finish before it
+// returns, which in line it never could. Outputs stay the CPU path's, and
+// a frame still allocates nothing.
+func TestGPUPathPreprocessesWhileTheGPUFilters(t *testing.T) {
+	cpu := newComposed(t)
+	fake := newFakeGPUFilter(t, 0.2)
+	g := gpuComposed(t, fake, 0.2, cpu.rt)
+	prepped := make(chan struct{}, 1)
+	g.pipe.prepDone = func() { prepped <- struct{}{} }
+	overlapped := 0
+	fake.during = func() error {
+		select {
+		case <-prepped:
+			overlapped++
+			return nil
+		case <-time.After(5 * time.Second):
+			return errors.New("the image was not preprocessed while the GPU ran")
+		}
+	}
+	stop := g.pipe.startPrepOverlap()
+	defer stop()
+	var h handles.Handle
+	for seq := uint64(0); seq < 4; seq++ {
+		cpu.step(t, seq, &h)
+		g.step(t, seq, &h)
+		sameOutputs(t, seq, g, cpu)
+	}
+	if overlapped != 4 || g.pipe.GPUFailures() != 0 {
+		t.Fatalf("%d of 4 frames overlapped, %d GPU failures", overlapped, g.pipe.GPUFailures())
+	}
+	if n := stageCount(t, g.rec, "preprocess"); n != 4 {
+		t.Fatalf("preprocess recorded %d times, want 4", n)
+	}
+	// The test's hooks allocate (time.After); the pipeline must not. The
+	// channels order these writes before the goroutine's next read.
+	fake.during, g.pipe.prepDone = nil, nil
+	seq := uint64(4)
+	if allocs := testing.AllocsPerRun(10, func() { g.step(t, seq, &h); seq++ }); allocs != 0 {
+		t.Fatalf("an overlapped frame allocates %.1f times, want 0", allocs)
 	}
 }
 
