@@ -334,21 +334,27 @@ func TestROS2TooLargeAndExhaustedAreDroppedNotBlocked(t *testing.T) {
 	if st := r.src.Stats(TopicPoints); st.TooLarge != 1 || st.Published != 0 {
 		t.Errorf("too large: stats %+v", st)
 	}
-	// Hold both slots (the inproc subscriber keeps the latest, the other
-	// is held by the test), then a third image finds none free.
+	r.exhaustImages(t)
+	st := r.src.Stats(TopicImage)
+	if st.Published != 2 || st.Exhausted != 1 {
+		t.Errorf("exhausted: stats %+v, want 2 published and 1 exhausted", st)
+	}
+}
+
+// exhaustImages sends three images into a 2-slot image pool: two are
+// published (the first is held by the test until it ends, the second by
+// the inproc subscriber as its latest), the third finds no free slot.
+func (r *ros2Rig) exhaustImages(t *testing.T) {
+	t.Helper()
 	img, _ := buildImage("mono8", 10, 10, 1, 0)
 	r.src.OnImage(img)
 	held, ok := r.tr.TryLatest(TopicImage)
 	if !ok {
 		t.Fatal("first image not published")
 	}
-	defer held.Release()
+	t.Cleanup(func() { held.Release() }) // before the rig closes (cleanups run last-in first-out)
 	r.src.OnImage(img)
 	r.src.OnImage(img)
-	st := r.src.Stats(TopicImage)
-	if st.Published != 2 || st.Exhausted != 1 {
-		t.Errorf("exhausted: stats %+v, want 2 published and 1 exhausted", st)
-	}
 }
 
 func TestROS2CountersOnMetrics(t *testing.T) {
@@ -359,15 +365,7 @@ func TestROS2CountersOnMetrics(t *testing.T) {
 	v := cloudSpec{fields: good, width: 3, height: 1, pointStep: 12}.build(testPoints(3))
 	v.FrameID = []byte("velodyne_top_front_left") // published, frame_id truncated
 	r.src.OnPointCloud2(v)
-	img, _ := buildImage("mono8", 10, 10, 1, 0)
-	r.src.OnImage(img)
-	held, ok := r.tr.TryLatest(TopicImage)
-	if !ok {
-		t.Fatal("first image not published")
-	}
-	defer held.Release()
-	r.src.OnImage(img)
-	r.src.OnImage(img) // exhausted
+	r.exhaustImages(t)
 
 	reg := prometheus.NewRegistry()
 	if err := reg.Register(r.src.Collector()); err != nil {
