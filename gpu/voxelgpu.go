@@ -204,15 +204,14 @@ func NewVoxelFilter(c *Context, nv *NVRTC, cfg voxel.Config, opt VoxelOptions) (
 	}
 	f.runFn = f.runAndDrain
 
+	major, minor := nv.Version()
 	archs, _ := nv.SupportedArchs() // nil when NVRTC cannot say: compile for the device's own
 	target, err := compileTarget(caps.ComputeMajor*10+caps.ComputeMinor, archs)
 	if err != nil {
-		major, minor := nv.Version()
 		return nil, fmt.Errorf("gpu voxel filter: %s is %s, NVRTC %d.%d (%s): %w", caps.Name, caps.Arch(), major, minor, nv.Soname(), err)
 	}
 	f.target = target
 	options := append([]string{"--gpu-architecture=" + target}, voxelCompileOptions[:]...)
-	major, minor := nv.Version()
 	dir := opt.CacheDir
 	if dir == "" {
 		dir = DefaultCubinCacheDir()

@@ -162,12 +162,14 @@ func ddsTopicName(ros string) (string, error) {
 		if tok == "" {
 			return "", fmt.Errorf("ros2: topic %q: empty token (\"//\" or trailing \"/\")", ros)
 		}
+		if isROSToken(tok) {
+			continue
+		}
 		if tok[0] >= '0' && tok[0] <= '9' {
 			return "", fmt.Errorf("ros2: topic %q: token %q starts with a digit", ros, tok)
 		}
-		for i := 0; i < len(tok); i++ {
-			c := tok[i]
-			if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+		for _, c := range []byte(tok) {
+			if !isROSToken("_" + string(c)) {
 				return "", fmt.Errorf("ros2: topic %q: character %q not allowed", ros, c)
 			}
 		}
