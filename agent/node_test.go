@@ -118,6 +118,14 @@ func startCameraProc(t *testing.T, socket string) *exec.Cmd {
 
 func TestEndToEndTwoProcesses(t *testing.T) {
 	requireORT(t)
+	// Blocked in recv (the default), and spinning on the handle rings
+	// (--spin): the same guarantees either way.
+	for _, spin := range []bool{false, true} {
+		t.Run(map[bool]string{false: "blocking", true: "spin"}[spin], func(t *testing.T) { testEndToEndTwoProcesses(t, spin) })
+	}
+}
+
+func testEndToEndTwoProcesses(t *testing.T, spin bool) {
 	socket := filepath.Join(t.TempDir(), "zh", "camera.sock")
 	cam := startCameraProc(t, socket)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -129,7 +137,7 @@ func TestEndToEndTwoProcesses(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- RunNode(ctx, NodeConfig{Socket: socket, Listener: ln, Sink: sink, Threads: 1, Providers: "cpu"})
+		done <- RunNode(ctx, NodeConfig{Socket: socket, Listener: ln, Sink: sink, Threads: 1, Providers: "cpu", Spin: spin})
 	}()
 	stopped := false
 	stopAgent := func() {

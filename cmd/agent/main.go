@@ -57,7 +57,7 @@ Flags:
 	fs.StringVar(&cfg.Socket, "socket", transport.DefaultSocketPath(), "camera socket to subscribe to")
 	fs.StringVar(&cfg.Transport, "transport", "unix", `"unix" (zero-copy) or "copy" (benchmark baseline; the camera must use the same)`)
 	fs.StringVar(&cfg.Name, "name", "agent", "subscriber name shown in the camera's log")
-	fs.BoolVar(&cfg.Spin, "spin", false, "poll the camera socket instead of sleeping (lower latency, one busy core)")
+	fs.BoolVar(&cfg.Spin, "spin", false, "spin on the handle rings the camera writes instead of sleeping in recv (sub-microsecond handoff; one busy core)")
 	fs.StringVar(&cfg.Model, "model", "", "ONNX model file (default: the embedded reference model, see models/MODEL_CARD.md)")
 	fs.StringVar(&cfg.ModelConfig, "model-config", "", "JSON that maps the model's inputs and outputs (see models/README.md)")
 	fs.StringVar(&cfg.ORTLib, "ort-lib", "", "path of libonnxruntime.so (default: $ZEROHOP_ORT_LIB, the .cache, system paths)")

@@ -139,7 +139,8 @@ func runGroup(cfg benchConfig, lanes []*lane, wantCPUs string) ([]summary, error
 // runAll measures every case of one run, mode by mode. Event-driven: per
 // size, zero-copy, copy and the pipe wake-up floor interleaved in one group.
 // Spin (--spin): the spinning zero-copy subscriber alone, since its busy
-// core would slow the others. One CPU (--pin-cpu): the event-driven groups
+// core would slow the others; its two variants (rings, socket) in passes
+// back to back. One CPU (--pin-cpu): the event-driven groups
 // again with every thread of both processes confined to that CPU.
 func runAll(cfg benchConfig, progress func(string)) ([]caseResult, error) {
 	type pass struct {
@@ -148,16 +149,20 @@ func runAll(cfg benchConfig, progress func(string)) ([]caseResult, error) {
 	}
 	event := func(size int) []func() (*lane, error) {
 		return []func() (*lane, error){
-			func() (*lane, error) { return newZeroCopyLane(cfg, size, false) },
+			func() (*lane, error) { return newZeroCopyLane(cfg, size, zeroCopy) },
 			func() (*lane, error) { return newCopyLane(cfg, size) },
 			newPipeLane,
 		}
 	}
 	passes := []pass{{modeEvent, event}}
 	if cfg.Spin {
-		passes = append(passes, pass{modeSpin, func(size int) []func() (*lane, error) {
-			return []func() (*lane, error){func() (*lane, error) { return newZeroCopyLane(cfg, size, true) }}
-		}})
+		// One spinning subscriber at a time: two would take both cores of
+		// a small machine from the publisher. Rings, then the socket.
+		for _, tr := range []string{zeroCopySpin, zeroCopySpinSocket} {
+			passes = append(passes, pass{modeSpin, func(size int) []func() (*lane, error) {
+				return []func() (*lane, error){func() (*lane, error) { return newZeroCopyLane(cfg, size, tr) }}
+			}})
+		}
 	}
 	if cfg.PinCPU >= 0 {
 		passes = append(passes, pass{modeOneCPU, event})

@@ -31,7 +31,7 @@ const topicName = "bench"
 
 // childSpec tells the subscriber process what to receive.
 type childSpec struct {
-	Transport string // zeroCopy, zeroCopySpin, copyStream or pipeWake
+	Transport string // zeroCopy, zeroCopySpin, zeroCopySpinSocket, copyStream or pipeWake
 	Socket    string
 	Size      int
 	Warmup    int // first messages received but not reported
@@ -128,7 +128,7 @@ func runChild(specJSON string) error {
 	st := newSubscriberState(spec)
 	var err error
 	switch spec.Transport {
-	case zeroCopy, zeroCopySpin:
+	case zeroCopy, zeroCopySpin, zeroCopySpinSocket:
 		err = receiveZeroCopy(st)
 	case copyStream:
 		err = receiveCopy(st)
@@ -151,10 +151,11 @@ func receiveZeroCopy(st *subscriberState) error {
 	defer cancel()
 	done := make(chan error, 1)
 	sub, err := transport.NewSubscriber(transport.SubscriberConfig{
-		Path:   st.spec.Socket,
-		Name:   "bench-handoff",
-		Topics: []string{topicName},
-		Spin:   st.spec.Transport == zeroCopySpin,
+		Path:       st.spec.Socket,
+		Name:       "bench-handoff",
+		Topics:     []string{topicName},
+		Spin:       st.spec.Transport == zeroCopySpin || st.spec.Transport == zeroCopySpinSocket,
+		SpinSocket: st.spec.Transport == zeroCopySpinSocket,
 		OnLease: func(l transport.Lease) {
 			st.begin(monotime.Now(), l.Handle.PublishNs)
 			st.verify(l.Handle.Seq, l.Bytes())

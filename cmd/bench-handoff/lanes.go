@@ -65,11 +65,9 @@ func serve(run func(context.Context) error) func() {
 // newZeroCopyLane serves a shared pool of cfg.Slots slots of exactly size
 // bytes, written once here; per message the publisher writes only the seq
 // into the first and last byte of the slot.
-func newZeroCopyLane(cfg benchConfig, size int, spin bool) (*lane, error) {
-	name := zeroCopy
-	if spin {
-		name = zeroCopySpin
-	}
+// name is zeroCopy, zeroCopySpin or zeroCopySpinSocket: how the subscriber
+// waits.
+func newZeroCopyLane(cfg benchConfig, size int, name string) (*lane, error) {
 	pool, err := pinned.New(pinned.Geometry{SlotCount: uint32(cfg.Slots), SlotSize: uint64(size)},
 		pinned.Options{Name: "bench-handoff", ID: 1, Shared: true})
 	if err != nil {

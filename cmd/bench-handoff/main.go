@@ -42,7 +42,8 @@ this binary re-executed as a child process.
 A third subscriber measures the machine's wake-up floor: 8 bytes through a
 pipe, no transport. Per size the three run at the same time and take turns
 of --chunk messages, so that they see the same noise. --spin adds the
-zero-copy subscriber's spin mode, measured alone afterwards; --pin-cpu N
+zero-copy subscriber's spin modes (polling the handle rings, then polling the
+socket), each measured alone afterwards; --pin-cpu N
 repeats the event-driven cases with both processes on CPU N, which shows
 what waking a thread on another (idle) CPU costs on this machine.
 
@@ -70,7 +71,7 @@ Flags:
 	fs.IntVar(&cfg.Warmup, "warmup", 200, "messages sent before measuring, per case")
 	fs.IntVar(&cfg.Chunk, "chunk", 250, "measured messages per turn: the transports of one size take turns in runs of this many")
 	fs.DurationVar(&cfg.Gap, "gap", 200*time.Microsecond, "pause after each ack before the next publish")
-	fs.BoolVar(&cfg.Spin, "spin", false, "also measure the zero-copy subscriber's opt-in spin mode (SubscriberConfig.Spin; burns a core)")
+	fs.BoolVar(&cfg.Spin, "spin", false, "also measure the zero-copy subscriber's opt-in spin modes, handle rings and socket (SubscriberConfig.Spin, SpinSocket; burns a core)")
 	fs.IntVar(&cfg.PinCPU, "pin-cpu", -1, "also run the event-driven cases with both processes confined to this CPU (-1: don't)")
 	fs.IntVar(&cfg.Slots, "slots", 8, "slots in each zero-copy pool")
 	fs.IntVar(&cfg.Runs, "runs", 1, "repeat every case this many times and report the median of each figure")

@@ -76,7 +76,8 @@ func report(m machine, cfg benchConfig, args []string, runs [][]caseResult) stri
 	b.WriteString(formatTable(results, modeEvent, modeEvent, cfg.Sizes, []string{zeroCopy, copyStream, pipeWake}))
 	if cfg.Spin {
 		b.WriteString("\n## Spinning subscriber (SubscriberConfig.Spin), processes placed by the OS; ratios against the event-driven copy rows\n\n")
-		b.WriteString(formatTable(results, modeSpin, modeEvent, cfg.Sizes, []string{zeroCopySpin}))
+		b.WriteString("`rings`: the subscriber polls the handle rings the camera writes (the default spin mode); `socket`: it polls its socket with non-blocking recv (`SpinSocket`, the baseline). One spinning subscriber at a time, rings then socket, per size.\n\n")
+		b.WriteString(formatTable(results, modeSpin, modeEvent, cfg.Sizes, []string{zeroCopySpin, zeroCopySpinSocket}))
 	}
 	if cfg.PinCPU >= 0 {
 		fmt.Fprintf(&b, "\n## Event-driven subscriber, publisher and subscriber both confined to CPU %d\n\n", cfg.PinCPU)
@@ -103,8 +104,9 @@ stamped by the publisher just before Publish:
   size. The payload is written once at setup; per message the publisher
   writes only the sequence number into the first and last payload byte. The
   time is read in the OnLease callback, which runs on the subscriber's
-  receive goroutine when recv returns (blocked in the kernel; polling with
-  Spin). The callback then releases the lease.
+  receive goroutine when recv returns (blocked in the kernel), or, with
+  Spin, as soon as its poll of the handle ring (or, with SpinSocket, of the
+  socket) finds the handle. The callback then releases the lease.
 - **copy**: handles/transport CopyServer and CopySubscriber over SOCK_STREAM.
   The 128-byte handle record and the whole payload go through the socket
   every message (one writev; the subscriber reads with MSG_WAITALL into its

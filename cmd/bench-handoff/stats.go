@@ -10,9 +10,12 @@ import (
 
 // Transport names as they appear in the tables.
 const (
-	zeroCopy     = "zero-copy"
-	zeroCopySpin = "zero-copy spin"
-	copyStream   = "copy"
+	zeroCopy = "zero-copy"
+	// zeroCopySpin polls the handle rings (SubscriberConfig.Spin);
+	// zeroCopySpinSocket polls the socket instead (Spin + SpinSocket).
+	zeroCopySpin       = "zero-copy spin, rings"
+	zeroCopySpinSocket = "zero-copy spin, socket"
+	copyStream         = "copy"
 	// pipeWake is the floor: an 8-byte publish time through a pipe.
 	pipeWake = "wake-up floor (8 B pipe)"
 )
@@ -32,7 +35,8 @@ const (
 	// modeOneCPU: as modeEvent, with publisher and subscribers confined to
 	// one CPU (--pin-cpu).
 	modeOneCPU = "event-driven, one CPU"
-	// modeSpin: the zero-copy subscriber polls its socket (--spin).
+	// modeSpin: the zero-copy subscriber spins (--spin), on its handle
+	// rings or on its socket.
 	modeSpin = "spin"
 )
 
@@ -139,7 +143,7 @@ func formatTable(results []caseResult, mode, copyMode string, sizes []int, trans
 				continue
 			}
 			r50, r99 := "—", "—"
-			if c, ok := find(results, copyMode, size, copyStream); ok && (tr == zeroCopy || tr == zeroCopySpin) {
+			if c, ok := find(results, copyMode, size, copyStream); ok && (tr == zeroCopy || tr == zeroCopySpin || tr == zeroCopySpinSocket) {
 				r50, r99 = ratio(c.P50, s.P50), ratio(c.P99, s.P99)
 			}
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
@@ -231,7 +235,34 @@ func checkTargets(results []caseResult, sizes []int) []target {
 		out = append(out, target{"spin: zero-copy p50 ≤ 2 µs at every size", worst <= 2,
 			fmt.Sprintf("worst p50 %s µs at %s", us(worst), formatSize(at))})
 	}
+	if t, ok := ringsVsSocket(results, sizes); ok {
+		out = append(out, t)
+	}
 	return out
+}
+
+// ringsVsSocket compares the two spin modes size by size: polling the
+// handle rings must beat polling the socket at p50 everywhere.
+func ringsVsSocket(results []caseResult, sizes []int) (target, bool) {
+	met, have := true, false
+	least, at := math.Inf(1), 0
+	for _, size := range sizes {
+		r, ok1 := find(results, modeSpin, size, zeroCopySpin)
+		s, ok2 := find(results, modeSpin, size, zeroCopySpinSocket)
+		if !ok1 || !ok2 || r.P50 <= 0 {
+			continue
+		}
+		have = true
+		if x := s.P50 / r.P50; x < least {
+			least, at = x, size
+		}
+		met = met && r.P50 < s.P50
+	}
+	if !have {
+		return target{}, false
+	}
+	return target{"spin: polling the handle rings beats polling the socket (p50) at every size", met,
+		fmt.Sprintf("socket ÷ rings p50 at least %s, at %s", ratio(least, 1), formatSize(at))}, true
 }
 
 func worstP50(results []caseResult, mode, transport string, sizes []int) (float64, int, bool) {

@@ -122,6 +122,8 @@ func sampleResults() []caseResult {
 		{modeEvent, 3 << 20, pipeWake, summary{P50: 6.5, P90: 7, P99: 21, P999: 31, Max: 201, PubCPU: 4, SubCPU: 2.5}},
 		{modeSpin, 1 << 10, zeroCopySpin, summary{P50: 1.25, P90: 2, P99: 3, P999: 9, Max: 40, PubCPU: 4.5, SubCPU: 250}},
 		{modeSpin, 3 << 20, zeroCopySpin, summary{P50: 1.5, P90: 2, P99: 3, P999: 9, Max: 40, PubCPU: 4.5, SubCPU: 250}},
+		{modeSpin, 1 << 10, zeroCopySpinSocket, summary{P50: 3, P90: 4, P99: 6, P999: 12, Max: 50, PubCPU: 6, SubCPU: 250}},
+		{modeSpin, 3 << 20, zeroCopySpinSocket, summary{P50: 1.25, P90: 4, P99: 6, P999: 12, Max: 50, PubCPU: 6, SubCPU: 250}},
 		{modeOneCPU, 1 << 10, zeroCopy, summary{P50: 20, P90: 25, P99: 40, P999: 50, Max: 300, PubCPU: 2, SubCPU: 1}},
 		{modeOneCPU, 1 << 10, copyStream, summary{P50: 22, P90: 27, P99: 44, P999: 55, Max: 330, PubCPU: 2, SubCPU: 1}},
 	}
@@ -131,7 +133,7 @@ func TestFormatTableMatchesGolden(t *testing.T) {
 	sizes := []int{1 << 10, 3 << 20}
 	res := sampleResults()
 	got := formatTable(res, modeEvent, modeEvent, sizes, []string{zeroCopy, copyStream, pipeWake}) + "\n" +
-		formatTable(res, modeSpin, modeEvent, sizes, []string{zeroCopySpin}) + "\n" +
+		formatTable(res, modeSpin, modeEvent, sizes, []string{zeroCopySpin, zeroCopySpinSocket}) + "\n" +
 		formatTable(res, modeOneCPU, modeOneCPU, sizes, []string{zeroCopy, copyStream, pipeWake}) + "\n" +
 		formatTargets(checkTargets(res, sizes))
 	golden := filepath.Join("testdata", "report.golden")

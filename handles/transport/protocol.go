@@ -13,11 +13,14 @@ import (
 // 2-byte protocol version:
 //
 //	hello   (subscriber → camera)  magic "ZHHI", version, depth u16, flags u32,
-//	                               name [32], topic count u8, pad [3], topics [4][16]
+//	                               name [32], topic count u8, pad [3], topics [4][16];
+//	                               flag 1 (helloRing): send handles through rings
 //	welcome (camera → subscriber)  magic "ZHWE", version, pool count u16,
 //	                               per pool: topic [16], pool id u32, kind u8, pad [3],
 //	                               slot count u32, pad [4], slot size u64;
-//	                               the pools' memfds ride along as SCM_RIGHTS, in order
+//	                               with helloRing: ring entries u32, ring stride u32;
+//	                               the pools' memfds ride along as SCM_RIGHTS, in order,
+//	                               then (helloRing) the rings' memfd (see ring.go)
 //	refuse  (camera → subscriber)  magic "ZHRF", version, reason length u16, reason
 //	handle  (camera → subscriber)  handles.Handle, 128 bytes
 //	release (subscriber → camera)  handles.Release, 24 bytes
@@ -30,7 +33,8 @@ const (
 
 	helloSize       = 4 + 2 + 2 + 4 + NameSize + 4 + MaxTopics*TopicNameSize
 	poolEntrySize   = TopicNameSize + 4 + 1 + 3 + 4 + 4 + 8
-	welcomeSize     = 8 + MaxTopics*poolEntrySize
+	ringInfoSize    = 8
+	welcomeSize     = 8 + MaxTopics*poolEntrySize + ringInfoSize
 	maxRefuseReason = 200
 )
 
@@ -46,8 +50,13 @@ var ErrProtocol = errors.New("transport protocol violation")
 // ErrRefused is returned when the camera refuses a subscriber.
 var ErrRefused = errors.New("camera refused the subscriber")
 
+// helloRing asks the camera to write handles into a shared ring per topic
+// instead of sending them (spin mode).
+const helloRing = 1
+
 type hello struct {
 	depth  int
+	flags  uint32
 	name   string
 	topics []string
 }
@@ -88,6 +97,7 @@ func (h *hello) marshal() []byte {
 	copy(b, magicHello[:])
 	binary.LittleEndian.PutUint16(b[4:], ProtocolVersion)
 	binary.LittleEndian.PutUint16(b[6:], uint16(h.depth))
+	binary.LittleEndian.PutUint32(b[8:], h.flags)
 	putName(b[12:12+NameSize], h.name)
 	b[12+NameSize] = byte(len(h.topics))
 	for i, t := range h.topics {
@@ -111,7 +121,8 @@ func (h *hello) unmarshal(b []byte) error {
 	if h.depth < 1 || h.depth > MaxDepth {
 		return fmt.Errorf("%w: depth %d, want 1..%d", ErrProtocol, h.depth, MaxDepth)
 	}
-	if f := binary.LittleEndian.Uint32(b[8:]); f != 0 {
+	h.flags = binary.LittleEndian.Uint32(b[8:])
+	if f := h.flags &^ helloRing; f != 0 {
 		return fmt.Errorf("%w: unknown hello flags %#x", ErrProtocol, f)
 	}
 	var err error
@@ -140,8 +151,11 @@ type poolInfo struct {
 	geom  handles.Geometry
 }
 
-func marshalWelcome(pools []poolInfo) []byte {
-	b := make([]byte, 8+len(pools)*poolEntrySize)
+// marshalWelcome encodes the pools, and the ring geometry when ringEntries
+// is not 0.
+func marshalWelcome(pools []poolInfo, ringEntries uint32) []byte {
+	n := 8 + len(pools)*poolEntrySize
+	b := make([]byte, n, n+ringInfoSize)
 	copy(b, magicWelcome[:])
 	binary.LittleEndian.PutUint16(b[4:], ProtocolVersion)
 	binary.LittleEndian.PutUint16(b[6:], uint16(len(pools)))
@@ -153,26 +167,47 @@ func marshalWelcome(pools []poolInfo) []byte {
 		binary.LittleEndian.PutUint32(e[24:], p.geom.SlotCount)
 		binary.LittleEndian.PutUint64(e[32:], p.geom.SlotCapacity)
 	}
+	if ringEntries != 0 {
+		b = binary.LittleEndian.AppendUint32(b, ringEntries)
+		b = binary.LittleEndian.AppendUint32(b, ringStride)
+	}
 	return b
 }
 
-func unmarshalWelcome(b []byte) ([]poolInfo, error) {
+// unmarshalWelcome decodes a welcome; with ring set it must carry the ring
+// geometry, whose entry count it returns.
+func unmarshalWelcome(b []byte, ring bool) ([]poolInfo, uint32, error) {
 	if len(b) < 8 || [4]byte(b[:4]) != magicWelcome {
-		return nil, fmt.Errorf("%w: expected a welcome, got %d bytes", ErrProtocol, len(b))
+		return nil, 0, fmt.Errorf("%w: expected a welcome, got %d bytes", ErrProtocol, len(b))
 	}
 	if v := binary.LittleEndian.Uint16(b[4:]); v != ProtocolVersion {
-		return nil, fmt.Errorf("%w: camera speaks protocol %d, we speak %d", ErrProtocol, v, ProtocolVersion)
+		return nil, 0, fmt.Errorf("%w: camera speaks protocol %d, we speak %d", ErrProtocol, v, ProtocolVersion)
 	}
 	n := int(binary.LittleEndian.Uint16(b[6:]))
-	if n < 1 || n > MaxTopics || len(b) != 8+n*poolEntrySize {
-		return nil, fmt.Errorf("%w: welcome with %d pools in %d bytes", ErrProtocol, n, len(b))
+	want := 8 + n*poolEntrySize
+	if ring {
+		want += ringInfoSize
+	}
+	if n < 1 || n > MaxTopics || len(b) != want {
+		return nil, 0, fmt.Errorf("%w: welcome with %d pools in %d bytes (rings: %t)", ErrProtocol, n, len(b), ring)
+	}
+	var entries uint32
+	if ring {
+		r := b[8+n*poolEntrySize:]
+		entries = binary.LittleEndian.Uint32(r)
+		if stride := binary.LittleEndian.Uint32(r[4:]); stride != ringStride {
+			return nil, 0, fmt.Errorf("%w: handle ring stride %d, we read %d", ErrProtocol, stride, ringStride)
+		}
+		if entries < minRingEntries || entries > maxRingEntries || entries&(entries-1) != 0 {
+			return nil, 0, fmt.Errorf("%w: handle ring of %d entries, want a power of two in %d..%d", ErrProtocol, entries, minRingEntries, maxRingEntries)
+		}
 	}
 	pools := make([]poolInfo, n)
 	for i := range pools {
 		e := b[8+i*poolEntrySize:]
 		t, err := getName(e[:TopicNameSize], "topic")
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		pools[i] = poolInfo{topic: t, geom: handles.Geometry{
 			PoolID:       binary.LittleEndian.Uint32(e[16:]),
@@ -181,7 +216,7 @@ func unmarshalWelcome(b []byte) ([]poolInfo, error) {
 			SlotCapacity: binary.LittleEndian.Uint64(e[32:]),
 		}}
 	}
-	return pools, nil
+	return pools, entries, nil
 }
 
 func marshalRefuse(reason string) []byte {

@@ -92,6 +92,11 @@ type conn struct {
 	subID  [MaxTopics]pinned.SubscriberID
 	joined [MaxTopics]bool
 	drops  atomic.Uint64
+	// With a spinning subscriber (helloRing): rings[i] carries topic i's
+	// handles instead of the socket; ringMem holds them all. Written under
+	// mu, unmapped by drop after closed is set.
+	rings   [MaxTopics]*ringWriter
+	ringMem *pinned.SharedMemory
 }
 
 // NewServer validates the configuration and binds the socket.
@@ -232,8 +237,10 @@ func (s *Server) admit(c *conn) error {
 	}
 	// Join each wanted topic's pool, then announce them with their fds.
 	var (
-		infos []poolInfo
-		fds   []int
+		infos  []poolInfo
+		fds    []int
+		joined []int // server topic index of each welcome entry
+		limit  = h.depth + s.cfg.Slack
 	)
 	defer func() { closeFds(fds) }()
 	for _, name := range h.topics {
@@ -245,11 +252,12 @@ func (s *Server) admit(c *conn) error {
 			return fmt.Errorf("topic %q asked for twice", name)
 		}
 		t := s.topics[ti]
-		id, err := t.Pool.Subscribe(h.depth + s.cfg.Slack)
+		id, err := t.Pool.Subscribe(limit)
 		if err != nil {
 			return err
 		}
 		c.subID[ti], c.joined[ti] = id, true
+		joined = append(joined, ti)
 		fd, err := t.Pool.ShareFd()
 		if err != nil {
 			return err
@@ -260,7 +268,19 @@ func (s *Server) admit(c *conn) error {
 			PoolID: t.Pool.ID(), SlotCount: g.SlotCount, SlotCapacity: g.SlotSize, Kind: t.Kind,
 		}})
 	}
-	if err := sendBlocking(c.fd, marshalWelcome(infos), fds); err != nil {
+	var ringEntries uint32
+	if h.flags&helloRing != 0 {
+		var err error
+		if ringEntries, err = s.makeRings(c, joined, limit); err != nil {
+			return err
+		}
+		fd, err := c.ringMem.ReadOnlyFd()
+		if err != nil {
+			return fmt.Errorf("handle rings: %w", err)
+		}
+		fds = append(fds, fd)
+	}
+	if err := sendBlocking(c.fd, marshalWelcome(infos, ringEntries), fds); err != nil {
 		return fmt.Errorf("send welcome: %w", err)
 	}
 	for ti, t := range s.topics {
@@ -270,6 +290,29 @@ func (s *Server) admit(c *conn) error {
 		}
 	}
 	return nil
+}
+
+// makeRings gives c one handle ring per joined topic (in welcome order),
+// each longer than the subscriber's hold limit on that topic (a pool's
+// slot count bounds it too), and returns their entry count.
+func (s *Server) makeRings(c *conn, joined []int, limit int) (uint32, error) {
+	for _, ti := range joined {
+		limit = min(limit, int(s.topics[ti].Pool.Geometry().SlotCount))
+	}
+	entries, err := ringEntriesFor(limit)
+	if err != nil {
+		return 0, err
+	}
+	size := ringBytes(entries)
+	mem, err := pinned.NewSharedMemory("rings:"+c.name, size*uint64(len(joined)))
+	if err != nil {
+		return 0, fmt.Errorf("handle rings: %w", err)
+	}
+	c.ringMem = mem
+	for i, ti := range joined {
+		c.rings[ti] = newRingWriter(mem.Bytes()[uint64(i)*size:][:size], entries)
+	}
+	return entries, nil
 }
 
 // admitPeer admits a peer with the camera's uid, or with the allowed
@@ -330,6 +373,8 @@ func (s *Server) drop(c *conn) {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
+	// No Publish writes the rings any more (closed is set under mu).
+	c.ringMem.Close()
 	for ti, t := range s.topics {
 		if c.joined[ti] {
 			t.Pool.Unsubscribe(c.subID[ti])
@@ -395,7 +440,7 @@ func (s *Server) Publish(topic int, slot pinned.Slot, h *handles.Handle) (int, e
 	sent := 0
 	for m := uint32(held); m != 0; m &= m - 1 {
 		id := pinned.SubscriberID(bits.TrailingZeros32(m))
-		if c := t.subs[id].Load(); c != nil && c.send(rec[:]) {
+		if c := t.subs[id].Load(); c != nil && c.send(topic, &rec) {
 			sent++
 			continue
 		}
@@ -406,13 +451,19 @@ func (s *Server) Publish(topic int, slot pinned.Slot, h *handles.Handle) (int, e
 	return sent, nil
 }
 
-func (c *conn) send(b []byte) bool {
+// send hands topic's handle to the subscriber: into its ring when it spins
+// on one (never fails: see ring.go), else as a datagram.
+func (c *conn) send(topic int, rec *[handles.Size]byte) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return false
 	}
-	if err := sendNow(c.fd, b); err != nil {
+	if w := c.rings[topic]; w != nil {
+		w.put(rec)
+		return true
+	}
+	if err := sendNow(c.fd, rec[:]); err != nil {
 		c.drops.Add(1)
 		return false
 	}

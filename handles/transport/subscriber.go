@@ -24,9 +24,15 @@ type SubscriberConfig struct {
 	// Depth is keep-last-N per topic (default 1): older undelivered leases
 	// are released as soon as a newer one arrives.
 	Depth int
-	// Spin makes the receive goroutine poll its socket instead of sleeping
-	// in recv: lower handoff latency for the price of one busy core.
+	// Spin makes the receive goroutine poll instead of sleeping in recv:
+	// lower handoff latency for the price of one busy core. It polls
+	// handle rings in memory the camera writes (ring.go): no system call
+	// per handle on either side.
 	Spin bool
+	// SpinSocket, with Spin, polls the socket with non-blocking recv
+	// instead of the rings: the older spin mode, kept as the baseline that
+	// bench-handoff measures the rings against.
+	SpinSocket bool
 	// Reconnect backoff bounds; defaults 20 ms and 1 s.
 	MinBackoff, MaxBackoff time.Duration
 	// OnLease, if set, is called on the receive goroutine with every lease
@@ -187,6 +193,9 @@ type session struct {
 	fd        int
 	topicPool [MaxTopics]uint32
 	views     [MaxTopics]*pinned.View
+	// rings[i] carries topic i's handles when the camera granted rings.
+	rings     [MaxTopics]ringReader
+	ringMem   *pinned.SharedMemory
 	validator *handles.Validator
 	holds     holdTable
 	refs      atomic.Int64
@@ -203,6 +212,7 @@ func (ss *session) unref() {
 			v.Close()
 		}
 	}
+	ss.ringMem.Close()
 	closeFd(ss.fd)
 }
 
@@ -250,6 +260,10 @@ func (s *Subscriber) connect() (*session, error) {
 		return nil, fmt.Errorf("set send timeout: %w", err)
 	}
 	h := hello{depth: s.cfg.Depth, name: s.cfg.Name, topics: s.cfg.Topics}
+	useRings := s.cfg.Spin && !s.cfg.SpinSocket
+	if useRings {
+		h.flags |= helloRing
+	}
 	if err := sendBlocking(fd, h.marshal(), nil); err != nil {
 		return nil, fmt.Errorf("send hello: %w", err)
 	}
@@ -257,7 +271,7 @@ func (s *Subscriber) connect() (*session, error) {
 		return nil, err
 	}
 	buf := make([]byte, 512)
-	n, fds, err := recvWithFds(fd, buf, MaxTopics)
+	n, fds, err := recvWithFds(fd, buf, MaxTopics+1)
 	if err != nil {
 		return nil, fmt.Errorf("waiting for welcome: %w", err)
 	}
@@ -265,13 +279,34 @@ func (s *Subscriber) connect() (*session, error) {
 		closeFds(fds)
 		return nil, fmt.Errorf("%w: %s", ErrRefused, reason)
 	}
-	pools, err := unmarshalWelcome(buf[:n])
-	if err != nil || len(pools) != len(fds) || len(pools) != len(s.cfg.Topics) {
+	pools, ringEntries, err := unmarshalWelcome(buf[:n], useRings)
+	wantFds := len(pools)
+	if useRings {
+		wantFds++
+	}
+	if err != nil || len(fds) != wantFds || len(pools) != len(s.cfg.Topics) {
 		closeFds(fds)
 		if err == nil {
-			err = fmt.Errorf("%w: welcome announces %d pools with %d fds for %d topics", ErrProtocol, len(pools), len(fds), len(s.cfg.Topics))
+			err = fmt.Errorf("%w: welcome announces %d pools with %d fds for %d topics (rings: %t)", ErrProtocol, len(pools), len(fds), len(s.cfg.Topics), useRings)
 		}
 		return nil, err
+	}
+	if useRings {
+		size := ringBytes(ringEntries)
+		last := len(fds) - 1
+		if ss.ringMem, err = pinned.OpenSharedMemory(fds[last], size*uint64(len(pools))); err != nil {
+			closeFds(fds[:last])
+			return nil, fmt.Errorf("handle rings: %w", err)
+		}
+		fds = fds[:last]
+		mem := ss.ringMem.Bytes()
+		for i, p := range pools {
+			for j, t := range s.cfg.Topics {
+				if t == p.topic {
+					ss.rings[j] = newRingReader(mem[uint64(i)*size:][:size], ringEntries)
+				}
+			}
+		}
 	}
 	geoms := make([]handles.Geometry, len(pools))
 	for i, p := range pools {
@@ -317,8 +352,10 @@ func (s *Subscriber) receive(ctx context.Context, ss *session) error {
 	defer runtime.UnlockOSThread()
 	stop := context.AfterFunc(ctx, func() { shutdown(ss.fd) })
 	defer stop()
+	if ss.ringMem != nil {
+		return s.receiveRings(ctx, ss)
+	}
 	var buf [handles.Size + 1]byte
-	var h handles.Handle
 	spins := 0
 	for {
 		n, trunc, err := recv(ss.fd, buf[:], s.cfg.Spin)
@@ -342,28 +379,88 @@ func (s *Subscriber) receive(ctx context.Context, ss *session) error {
 			s.invalid.Add(1)
 			return fmt.Errorf("%w: datagram longer than a %d-byte handle", ErrProtocol, handles.Size)
 		}
-		if err := ss.validator.Decode(&h, buf[:n]); err != nil {
-			s.invalid.Add(1)
+		if err := s.take(ss, buf[:n], now); err != nil {
 			return err
 		}
-		ti := -1
-		for i := range s.cfg.Topics {
-			if ss.topicPool[i] == h.PoolID {
-				ti = i
-				break
+	}
+}
+
+// receiveRings polls the topics' handle rings until the connection ends.
+// Every 4096 empty polls it checks ctx and the socket: the camera sends
+// nothing on it once rings are in use, so a datagram there is a protocol
+// violation and end of file is the camera going away.
+func (s *Subscriber) receiveRings(ctx context.Context, ss *session) error {
+	var rec [handles.Size]byte
+	var buf [handles.Size + 1]byte
+	topics := len(s.cfg.Topics)
+	spins := 0
+	for {
+		got := false
+		for ti := range topics {
+			ok, err := ss.rings[ti].poll(&rec)
+			if err != nil {
+				s.invalid.Add(1)
+				return err
 			}
+			if !ok {
+				continue
+			}
+			if err := s.take(ss, rec[:], monotime.Now()); err != nil {
+				return err
+			}
+			got = true
 		}
-		if ti < 0 || !ss.holds.take(ti, h.Slot, h.Generation) {
+		if got {
+			continue
+		}
+		if spins++; spins&0xfff != 0 {
+			continue
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		n, _, err := recv(ss.fd, buf[:], true)
+		switch {
+		case err == unix.EAGAIN:
+		case errors.Is(err, unix.ECONNRESET):
+			return nil
+		case err != nil:
+			return fmt.Errorf("receive: %w", err)
+		case n == 0:
+			return nil
+		default:
 			s.invalid.Add(1)
-			return fmt.Errorf("%w: handle for pool %d slot %d generation %d, which we already hold", ErrProtocol, h.PoolID, h.Slot, h.Generation)
-		}
-		ss.refs.Add(1)
-		s.received.Add(1)
-		l := Lease{Handle: h, Topic: ti, ReceivedNs: now, data: ss.views[ti].Slot(h.Slot)[:h.Length], owner: ss}
-		if s.cfg.OnLease != nil {
-			s.cfg.OnLease(l)
-		} else {
-			s.mail[ti].put(l)
+			return fmt.Errorf("%w: camera sent a %d-byte datagram on a connection that uses handle rings", ErrProtocol, n)
 		}
 	}
+}
+
+// take validates one received handle, records the hold and delivers the
+// lease (inline, or into the topic's keep-last-N queue).
+func (s *Subscriber) take(ss *session, b []byte, now int64) error {
+	var h handles.Handle
+	if err := ss.validator.Decode(&h, b); err != nil {
+		s.invalid.Add(1)
+		return err
+	}
+	ti := -1
+	for i := range s.cfg.Topics {
+		if ss.topicPool[i] == h.PoolID {
+			ti = i
+			break
+		}
+	}
+	if ti < 0 || !ss.holds.take(ti, h.Slot, h.Generation) {
+		s.invalid.Add(1)
+		return fmt.Errorf("%w: handle for pool %d slot %d generation %d, which we already hold", ErrProtocol, h.PoolID, h.Slot, h.Generation)
+	}
+	ss.refs.Add(1)
+	s.received.Add(1)
+	l := Lease{Handle: h, Topic: ti, ReceivedNs: now, data: ss.views[ti].Slot(h.Slot)[:h.Length], owner: ss}
+	if s.cfg.OnLease != nil {
+		s.cfg.OnLease(l)
+	} else {
+		s.mail[ti].put(l)
+	}
+	return nil
 }

@@ -130,6 +130,28 @@ func startSubscriber(t *testing.T, cfg SubscriberConfig) (*Subscriber, context.C
 	return s, cancel, wait
 }
 
+// waitMode is how a subscriber waits for handles: blocked in recv (the
+// default), or spinning on the socket or on the handle rings (Spin).
+type waitMode struct {
+	name             string
+	spin, spinSocket bool
+}
+
+var waitModes = []waitMode{{"blocking", false, false}, {"spin-socket", true, true}, {"spin-rings", true, false}}
+
+func (m waitMode) apply(cfg SubscriberConfig) SubscriberConfig {
+	cfg.Spin, cfg.SpinSocket = m.spin, m.spinSocket
+	return cfg
+}
+
+// eachWaitMode runs test as a subtest per wait mode: every guarantee of the
+// transport holds however the subscriber waits.
+func eachWaitMode(t *testing.T, test func(t *testing.T, mode waitMode)) {
+	for _, m := range waitModes {
+		t.Run(m.name, func(t *testing.T) { test(t, m) })
+	}
+}
+
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	t.Cleanup(cancel)
@@ -137,165 +159,175 @@ func ctxT(t *testing.T) context.Context {
 }
 
 func TestHandoffDeliversAViewOfTheSlot(t *testing.T) {
-	f := newFixture(t, 4)
-	sub, _, _ := startSubscriber(t, SubscriberConfig{Path: f.path})
-	f.waitSubscribers(1)
-	if n := f.publish(7); n != 1 {
-		t.Fatalf("publish reached %d subscribers, want 1", n)
-	}
-	l, err := sub.Latest(ctxT(t), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l.Handle.Seq != 7 || len(l.Bytes()) != 32 || l.Bytes()[0] != 7 {
-		t.Fatalf("lease seq %d, %d bytes, first %d; want seq 7, 32 bytes, first 7", l.Handle.Seq, len(l.Bytes()), l.Bytes()[0])
-	}
-	if handles.PayloadChecksum(l.Bytes()) != l.Handle.Checksum {
-		t.Fatal("payload checksum mismatch")
-	}
-	if !l.Valid() {
-		t.Fatal("fresh lease not valid")
-	}
-	f.waitInUse(1)
-	if err := l.Release(); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Release(); !errors.Is(err, ErrReleased) {
-		t.Fatalf("second release = %v, want ErrReleased", err)
-	}
-	f.waitInUse(0)
-	if st := f.pool.Stats(); st.Rejected.Total() != 0 {
-		t.Fatalf("the camera rejected %d releases", st.Rejected.Total())
-	}
+	eachWaitMode(t, func(t *testing.T, mode waitMode) {
+		f := newFixture(t, 4)
+		sub, _, _ := startSubscriber(t, mode.apply(SubscriberConfig{Path: f.path}))
+		f.waitSubscribers(1)
+		if n := f.publish(7); n != 1 {
+			t.Fatalf("publish reached %d subscribers, want 1", n)
+		}
+		l, err := sub.Latest(ctxT(t), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Handle.Seq != 7 || len(l.Bytes()) != 32 || l.Bytes()[0] != 7 {
+			t.Fatalf("lease seq %d, %d bytes, first %d; want seq 7, 32 bytes, first 7", l.Handle.Seq, len(l.Bytes()), l.Bytes()[0])
+		}
+		if handles.PayloadChecksum(l.Bytes()) != l.Handle.Checksum {
+			t.Fatal("payload checksum mismatch")
+		}
+		if !l.Valid() {
+			t.Fatal("fresh lease not valid")
+		}
+		f.waitInUse(1)
+		if err := l.Release(); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(); !errors.Is(err, ErrReleased) {
+			t.Fatalf("second release = %v, want ErrReleased", err)
+		}
+		f.waitInUse(0)
+		if st := f.pool.Stats(); st.Rejected.Total() != 0 {
+			t.Fatalf("the camera rejected %d releases", st.Rejected.Total())
+		}
+	})
 }
 
 func TestKeepLastReleasesSupersededAtOnce(t *testing.T) {
-	f := newFixture(t, 8)
-	sub, _, _ := startSubscriber(t, SubscriberConfig{Path: f.path, Depth: 1})
-	f.waitSubscribers(1)
-	// Superseded leases go back without the consumer doing anything.
-	for seq := uint64(1); seq <= 4; seq++ {
-		f.publish(seq)
-		deadline := time.Now().Add(5 * time.Second)
-		for sub.Stats().Received < seq && time.Now().Before(deadline) {
-			time.Sleep(100 * time.Microsecond)
+	eachWaitMode(t, func(t *testing.T, mode waitMode) {
+		f := newFixture(t, 8)
+		sub, _, _ := startSubscriber(t, mode.apply(SubscriberConfig{Path: f.path, Depth: 1}))
+		f.waitSubscribers(1)
+		// Superseded leases go back without the consumer doing anything.
+		for seq := uint64(1); seq <= 4; seq++ {
+			f.publish(seq)
+			deadline := time.Now().Add(5 * time.Second)
+			for sub.Stats().Received < seq && time.Now().Before(deadline) {
+				time.Sleep(100 * time.Microsecond)
+			}
+			f.waitInUse(1)
 		}
-		f.waitInUse(1)
-	}
-	l, err := sub.Latest(ctxT(t), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l.Handle.Seq != 4 {
-		t.Fatalf("latest is frame %d, want 4", l.Handle.Seq)
-	}
-	if got := sub.Stats().Superseded; got != 3 {
-		t.Fatalf("superseded = %d, want 3", got)
-	}
-	l.Release()
-	f.waitInUse(0)
+		l, err := sub.Latest(ctxT(t), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Handle.Seq != 4 {
+			t.Fatalf("latest is frame %d, want 4", l.Handle.Seq)
+		}
+		if got := sub.Stats().Superseded; got != 3 {
+			t.Fatalf("superseded = %d, want 3", got)
+		}
+		l.Release()
+		f.waitInUse(0)
+	})
 }
 
 func TestDisconnectReclaimsEveryLease(t *testing.T) {
-	f := newFixture(t, 8)
-	var mu sync.Mutex
-	var kept []Lease
-	_, cancel, done := startSubscriber(t, SubscriberConfig{Path: f.path, OnLease: func(l Lease) {
+	eachWaitMode(t, func(t *testing.T, mode waitMode) {
+		f := newFixture(t, 8)
+		var mu sync.Mutex
+		var kept []Lease
+		_, cancel, done := startSubscriber(t, mode.apply(SubscriberConfig{Path: f.path, OnLease: func(l Lease) {
+			mu.Lock()
+			kept = append(kept, l) // never released
+			mu.Unlock()
+		}}))
+		f.waitSubscribers(1)
+		for seq := uint64(1); seq <= 3; seq++ {
+			f.publish(seq)
+		}
+		f.waitInUse(3)
+		cancel()
+		done()
+		f.waitInUse(0)
 		mu.Lock()
-		kept = append(kept, l) // never released
-		mu.Unlock()
-	}})
-	f.waitSubscribers(1)
-	for seq := uint64(1); seq <= 3; seq++ {
-		f.publish(seq)
-	}
-	f.waitInUse(3)
-	cancel()
-	done()
-	f.waitInUse(0)
-	mu.Lock()
-	defer mu.Unlock()
-	for _, l := range kept {
-		if l.Valid() {
-			t.Fatal("lease still valid after its connection closed")
+		defer mu.Unlock()
+		for _, l := range kept {
+			if l.Valid() {
+				t.Fatal("lease still valid after its connection closed")
+			}
+			_ = l.Bytes()[0] // still mapped: reading must not fault
 		}
-		_ = l.Bytes()[0] // still mapped: reading must not fault
-	}
-	// The last release unmaps the old connection's pools and closes its fd.
-	for _, l := range kept {
-		if err := l.Release(); err != nil {
-			t.Fatalf("release of an invalidated lease: %v", err)
+		// The last release unmaps the old connection's pools and closes its fd.
+		for _, l := range kept {
+			if err := l.Release(); err != nil {
+				t.Fatalf("release of an invalidated lease: %v", err)
+			}
 		}
-	}
+	})
 }
 
 func TestInFlightLimitDropsInsteadOfBlocking(t *testing.T) {
-	f := newFixture(t, 16)
-	var mu sync.Mutex
-	var held []Lease // never released while publishing
-	t.Cleanup(func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, l := range held {
-			l.Release()
+	eachWaitMode(t, func(t *testing.T, mode waitMode) {
+		f := newFixture(t, 16)
+		var mu sync.Mutex
+		var held []Lease // never released while publishing
+		t.Cleanup(func() {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, l := range held {
+				l.Release()
+			}
+		})
+		_, _, _ = startSubscriber(t, mode.apply(SubscriberConfig{Path: f.path, Depth: 1, OnLease: func(l Lease) {
+			mu.Lock()
+			held = append(held, l)
+			mu.Unlock()
+		}}))
+		f.waitSubscribers(1)
+		// Depth 1 + slack 2 = 3 in flight; the rest are dropped for it.
+		start := time.Now()
+		for seq := uint64(1); seq <= 10; seq++ {
+			f.publish(seq)
+		}
+		if el := time.Since(start); el > time.Second {
+			t.Fatalf("10 publishes took %v", el)
+		}
+		st := f.pool.Stats()
+		if len(st.Subscribers) != 1 || st.Subscribers[0].Drops != 7 {
+			t.Fatalf("subscriber stats %+v, want 7 drops", st.Subscribers)
+		}
+		if st.InUse != 3 {
+			t.Fatalf("in use = %d, want 3", st.InUse)
 		}
 	})
-	_, _, _ = startSubscriber(t, SubscriberConfig{Path: f.path, Depth: 1, OnLease: func(l Lease) {
-		mu.Lock()
-		held = append(held, l)
-		mu.Unlock()
-	}})
-	f.waitSubscribers(1)
-	// Depth 1 + slack 2 = 3 in flight; the rest are dropped for it.
-	start := time.Now()
-	for seq := uint64(1); seq <= 10; seq++ {
-		f.publish(seq)
-	}
-	if el := time.Since(start); el > time.Second {
-		t.Fatalf("10 publishes took %v", el)
-	}
-	st := f.pool.Stats()
-	if len(st.Subscribers) != 1 || st.Subscribers[0].Drops != 7 {
-		t.Fatalf("subscriber stats %+v, want 7 drops", st.Subscribers)
-	}
-	if st.InUse != 3 {
-		t.Fatalf("in use = %d, want 3", st.InUse)
-	}
 }
 
 func TestReconnectAfterCameraRestart(t *testing.T) {
-	f := newFixture(t, 4)
-	sub, _, _ := startSubscriber(t, SubscriberConfig{Path: f.path, MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
-	f.waitSubscribers(1)
-	f.publish(1)
-	old, err := sub.Latest(ctxT(t), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.stop()
-	f.waitInUse(0)
-	f.start()
-	f.waitSubscribers(1)
-	if old.Valid() {
-		t.Fatal("lease from the old connection still valid")
-	}
-	_ = old.Bytes()[0] // mapped, not dangling
-	if err := old.Release(); err != nil {
-		t.Fatalf("release of an invalidated lease: %v", err)
-	}
-	f.publish(2)
-	l, err := sub.Latest(ctxT(t), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l.Handle.Seq != 2 {
-		t.Fatalf("after reconnect got frame %d, want 2", l.Handle.Seq)
-	}
-	l.Release()
-	f.waitInUse(0)
-	if got := sub.Stats().Connects; got != 2 {
-		t.Fatalf("connects = %d, want 2", got)
-	}
+	eachWaitMode(t, func(t *testing.T, mode waitMode) {
+		f := newFixture(t, 4)
+		sub, _, _ := startSubscriber(t, mode.apply(SubscriberConfig{Path: f.path, MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond}))
+		f.waitSubscribers(1)
+		f.publish(1)
+		old, err := sub.Latest(ctxT(t), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.stop()
+		f.waitInUse(0)
+		f.start()
+		f.waitSubscribers(1)
+		if old.Valid() {
+			t.Fatal("lease from the old connection still valid")
+		}
+		_ = old.Bytes()[0] // mapped, not dangling
+		if err := old.Release(); err != nil {
+			t.Fatalf("release of an invalidated lease: %v", err)
+		}
+		f.publish(2)
+		l, err := sub.Latest(ctxT(t), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Handle.Seq != 2 {
+			t.Fatalf("after reconnect got frame %d, want 2", l.Handle.Seq)
+		}
+		l.Release()
+		f.waitInUse(0)
+		if got := sub.Stats().Connects; got != 2 {
+			t.Fatalf("connects = %d, want 2", got)
+		}
+	})
 }
 
 func TestRefusals(t *testing.T) {
