@@ -73,6 +73,7 @@ bench-sensor:
 fuzz:
 	$(GO) test ./handles -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 60s
 	$(GO) test ./handles -run '^$$' -fuzz '^FuzzRelease$$' -fuzztime 30s
+	$(GO) test ./handles/transport -run '^$$' -fuzz '^FuzzControlMessages$$' -fuzztime 30s
 	$(GO) test -run '^$$' -fuzz FuzzParseHeader -fuzztime 60s ./sensor/internal/pcd/
 
 # Docker (no engine on the build machines: `make docker-check` runs the static

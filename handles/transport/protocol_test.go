@@ -1,0 +1,47 @@
+package transport
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/zerohop/zerohop/handles"
+)
+
+// FuzzControlMessages feeds arbitrary bytes to the hello and welcome
+// decoders (with and without handle rings): they must never panic, and
+// whatever they accept must survive re-encoding unchanged.
+func FuzzControlMessages(f *testing.F) {
+	f.Add((&hello{depth: 1, name: "agent", topics: []string{"points", "image"}}).marshal())
+	f.Add((&hello{depth: 16, flags: helloRing, name: "a", topics: []string{"p"}}).marshal())
+	pools := []poolInfo{
+		{topic: "points", geom: handles.Geometry{PoolID: 1, Kind: handles.KindPoints, SlotCount: 8, SlotCapacity: 4096}},
+		{topic: "image", geom: handles.Geometry{PoolID: 2, Kind: handles.KindImage, SlotCount: 8, SlotCapacity: 1 << 20}},
+	}
+	f.Add(marshalWelcome(pools, 0))
+	f.Add(marshalWelcome(pools, 8))
+	f.Add(marshalWelcome(pools[:1], 1024))
+	f.Add(marshalRefuse("no"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var h hello
+		if h.unmarshal(b) == nil {
+			var again hello
+			if err := again.unmarshal(h.marshal()); err != nil || !reflect.DeepEqual(h, again) {
+				t.Fatalf("hello %+v re-encoded decodes to %+v, %v", h, again, err)
+			}
+		}
+		for _, ring := range []bool{false, true} {
+			p, entries, err := unmarshalWelcome(b, ring)
+			if err != nil {
+				continue
+			}
+			if ring != (entries != 0) {
+				t.Fatalf("welcome (rings %t) decoded with %d ring entries", ring, entries)
+			}
+			p2, entries2, err := unmarshalWelcome(marshalWelcome(p, entries), ring)
+			if err != nil || entries2 != entries || !reflect.DeepEqual(p, p2) {
+				t.Fatalf("welcome %+v (%d entries) re-encoded decodes to %+v (%d), %v", p, entries, p2, entries2, err)
+			}
+		}
+		refusal(b)
+	})
+}
