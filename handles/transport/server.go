@@ -194,7 +194,11 @@ func (s *Server) serveConn(ctx context.Context, c *conn) {
 	}
 	s.accepted.Add(1)
 	log = log.With(zap.String("subscriber", c.name), zap.Int32("pid", c.pid))
-	log.Info("subscriber connected")
+	handoff := "socket"
+	if c.ringMem != nil {
+		handoff = "rings" // a spinning subscriber: handles go into shared rings
+	}
+	log.Info("subscriber connected", zap.String("handles_via", handoff))
 	reason := s.receiveReleases(c)
 	if reason != nil {
 		s.garbage.Add(1) // before drop, so that it is counted once the subscriber is gone
