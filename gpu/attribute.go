@@ -17,7 +17,11 @@ const (
 	AttrComputeCapabilityMinor            DeviceAttribute = 76
 	AttrCanUseHostPointerForRegisteredMem DeviceAttribute = 91
 	AttrHostRegisterSupported             DeviceAttribute = 99
-	AttrReadOnlyHostRegisterSupported     DeviceAttribute = 113
+	// AttrPageableMemoryAccessUsesHostPageTables: the device reads host
+	// memory through the host's page tables (HMM, Grace); cuda.h: without it,
+	// read-only mappings register only with CU_MEMHOSTREGISTER_READ_ONLY.
+	AttrPageableMemoryAccessUsesHostPageTables DeviceAttribute = 100
+	AttrReadOnlyHostRegisterSupported          DeviceAttribute = 113
 )
 
 // Flags for cuMemHostAlloc (CU_MEMHOSTALLOC_*) and cuMemHostRegister

@@ -20,6 +20,7 @@ func TestDeviceAttributeValues(t *testing.T) {
 		{"CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR", AttrComputeCapabilityMinor, 76},
 		{"CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM", AttrCanUseHostPointerForRegisteredMem, 91},
 		{"CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED", AttrHostRegisterSupported, 99},
+		{"CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES", AttrPageableMemoryAccessUsesHostPageTables, 100},
 		{"CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED", AttrReadOnlyHostRegisterSupported, 113},
 	}
 	for _, tt := range tests {

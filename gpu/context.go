@@ -190,10 +190,18 @@ func (c *Context) MemFree(p DevicePtr) error {
 	return c.call("cuMemFree_v2", func() Result { return c.api.memFree(p) })
 }
 
-// MemsetD8 sets n bytes at p to v (asynchronous with respect to the host
-// only for n below the driver's threshold; treat as synchronous).
+// MemsetD8 sets n bytes at p to v and waits until it is done.
+// cuMemsetD8 on device memory returns before the memset runs, on the legacy
+// default stream, which zerohop's CU_STREAM_NON_BLOCKING streams do not
+// wait for: without the wait a kernel launched next could run first and
+// have its output wiped (or read memory not yet cleared).
 func (c *Context) MemsetD8(p DevicePtr, v uint8, n uint64) error {
-	return c.call("cuMemsetD8_v2", func() Result { return c.api.memsetD8(p, v, n) })
+	return c.Do(func() error {
+		if err := check(c.api, "cuMemsetD8_v2", c.api.memsetD8(p, v, n)); err != nil {
+			return err
+		}
+		return check(c.api, "cuStreamSynchronize", c.api.streamSynchronize(0))
+	})
 }
 
 // CopyToDevice enqueues a copy of src to dst on s. src must be pinned host

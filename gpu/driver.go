@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"errors"
 	"fmt"
 )
 
@@ -114,6 +115,9 @@ type Capabilities struct {
 	CanMapHostMemory           bool // mapped pinned memory (zero-copy) works
 	HostRegister               bool // cuMemHostRegister works on this platform
 	ReadOnlyHostRegister       bool // CU_MEMHOSTREGISTER_READ_ONLY is honoured
+	// PageableUsesHostPageTables: read-only host memory registers even
+	// without CU_MEMHOSTREGISTER_READ_ONLY (cuda.h, cuMemHostRegister).
+	PageableUsesHostPageTables bool
 }
 
 // Capabilities reads the attributes zerohop needs, in one call.
@@ -127,15 +131,22 @@ func (d Device) Capabilities() (Capabilities, error) {
 		a   DeviceAttribute
 		int *int
 		b   *bool
+		// newer: numbered after CUDA 10 (113 in 11.1), so an older driver
+		// answers CUDA_ERROR_INVALID_VALUE, which means "no".
+		newer bool
 	}{
 		{a: AttrComputeCapabilityMajor, int: &c.ComputeMajor},
 		{a: AttrComputeCapabilityMinor, int: &c.ComputeMinor},
 		{a: AttrIntegrated, b: &c.Integrated},
 		{a: AttrCanMapHostMemory, b: &c.CanMapHostMemory},
-		{a: AttrHostRegisterSupported, b: &c.HostRegister},
-		{a: AttrReadOnlyHostRegisterSupported, b: &c.ReadOnlyHostRegister},
+		{a: AttrHostRegisterSupported, b: &c.HostRegister, newer: true},
+		{a: AttrPageableMemoryAccessUsesHostPageTables, b: &c.PageableUsesHostPageTables, newer: true},
+		{a: AttrReadOnlyHostRegisterSupported, b: &c.ReadOnlyHostRegister, newer: true},
 	} {
 		v, err := d.Attribute(q.a)
+		if err != nil && q.newer && errors.Is(err, Result(1)) { // CUDA_ERROR_INVALID_VALUE
+			v, err = 0, nil
+		}
 		if err != nil {
 			return Capabilities{}, err
 		}

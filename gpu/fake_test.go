@@ -3,6 +3,7 @@ package gpu
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +22,9 @@ type fakeDriver struct {
 
 	devices int32
 	caps    map[DeviceAttribute]int32
+	// unknownAttrs answer CUDA_ERROR_INVALID_VALUE, as attributes newer
+	// than the driver do.
+	unknownAttrs []DeviceAttribute
 
 	mu            sync.Mutex
 	currentOn     map[int]uintptr // thread id → context made current there
@@ -63,6 +67,9 @@ func (f *fakeDriver) deviceGet(o int32) (int32, Result) {
 }
 func (f *fakeDriver) deviceGetName(int32) (string, Result) { return "fakeDriver GPU", 0 }
 func (f *fakeDriver) deviceGetAttribute(a DeviceAttribute, _ int32) (int32, Result) {
+	if slices.Contains(f.unknownAttrs, a) {
+		return 0, 1
+	}
 	return f.caps[a], 0
 }
 func (f *fakeDriver) primaryCtxRetain(int32) (uintptr, Result) { return fakeCtx, 0 }
@@ -275,6 +282,54 @@ func TestContextDoErrorsPanicsAndClose(t *testing.T) {
 	}
 }
 
+// A read-only segment on a device with neither READ_ONLY registration nor
+// host page tables: cuda.h says the registration would fail, so Pin says
+// ErrNotSupported without asking the driver (the caller stages instead).
+func TestPinReadOnlyUnsupportedAsksNothing(t *testing.T) {
+	c, fake := fakeContext(t, map[DeviceAttribute]int32{AttrCanMapHostMemory: 1, AttrHostRegisterSupported: 1})
+	mem := cMemory(t, pinned.PageSize)
+	if _, err := c.Pin(mem, pinned.ReadOnly); !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "host page tables") {
+		t.Fatalf("Pin read-only without support = %v, want ErrNotSupported naming both capabilities", err)
+	}
+	if len(fake.registerFlags) != 0 {
+		t.Fatalf("registered %d times, want 0", len(fake.registerFlags))
+	}
+	// The owner's read-write segment still registers.
+	r, err := c.Pin(mem, pinned.ReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Unpin()
+}
+
+// A driver older than an attribute answers CUDA_ERROR_INVALID_VALUE for it:
+// for the host-registration attributes that means "not supported", not a
+// device zerohop cannot use.
+func TestCapabilitiesOfAnOlderDriver(t *testing.T) {
+	fake := newFakeDriver(map[DeviceAttribute]int32{AttrComputeCapabilityMajor: 8, AttrComputeCapabilityMinor: 6, AttrCanMapHostMemory: 1})
+	fake.unknownAttrs = []DeviceAttribute{AttrHostRegisterSupported, AttrPageableMemoryAccessUsesHostPageTables, AttrReadOnlyHostRegisterSupported}
+	drv, err := newDriver(fake, "fakeDriver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := drv.Device(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caps, err := dev.Capabilities()
+	if err != nil {
+		t.Fatalf("Capabilities with a driver that predates attributes 99/100/113: %v", err)
+	}
+	if caps.HostRegister || caps.ReadOnlyHostRegister || caps.PageableUsesHostPageTables || !caps.CanMapHostMemory || caps.Arch() != "sm_86" {
+		t.Fatalf("capabilities %+v", caps)
+	}
+	// A base attribute failing is still an error.
+	fake.unknownAttrs = []DeviceAttribute{AttrCanMapHostMemory}
+	if _, err := dev.Capabilities(); !errors.Is(err, Result(1)) {
+		t.Fatalf("Capabilities with CAN_MAP_HOST_MEMORY unknown = %v, want CUDA_ERROR_INVALID_VALUE", err)
+	}
+}
+
 func TestRegisterFlags(t *testing.T) {
 	const pd = memHostRegisterPortable | memHostRegisterDeviceMap
 	tests := []struct {
@@ -287,13 +342,15 @@ func TestRegisterFlags(t *testing.T) {
 	}{
 		{"owner registers read-write", pinned.ReadWrite, true, pd, false, false},
 		{"subscriber gets READ_ONLY when supported", pinned.ReadOnly, true, pd | memHostRegisterReadOnly, true, false},
-		{"subscriber without support falls back with a note", pinned.ReadOnly, false, pd, false, true},
+		{"subscriber without support falls back with a note where host page tables serve", pinned.ReadOnly, false, pd, false, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			caps := map[DeviceAttribute]int32{AttrCanMapHostMemory: 1, AttrHostRegisterSupported: 1}
 			if tt.readOnlyCap {
 				caps[AttrReadOnlyHostRegisterSupported] = 1
+			} else {
+				caps[AttrPageableMemoryAccessUsesHostPageTables] = 1
 			}
 			c, fake := fakeContext(t, caps)
 			mem := cMemory(t, 3*pinned.PageSize)
@@ -333,7 +390,8 @@ func TestRegisterFlags(t *testing.T) {
 }
 
 func TestPinFailureCarriesCUDAErrorAndNote(t *testing.T) {
-	c, fake := fakeContext(t, map[DeviceAttribute]int32{AttrCanMapHostMemory: 1, AttrHostRegisterSupported: 1})
+	c, fake := fakeContext(t, map[DeviceAttribute]int32{AttrCanMapHostMemory: 1, AttrHostRegisterSupported: 1,
+		AttrPageableMemoryAccessUsesHostPageTables: 1})
 	fake.registerFails = 1
 	_, err := c.Pin(cMemory(t, pinned.PageSize), pinned.ReadOnly)
 	if !errors.Is(err, Result(1)) || !strings.Contains(err.Error(), "CUDA_ERROR_INVALID_VALUE") || !strings.Contains(err.Error(), "READ_ONLY") {

@@ -587,3 +587,31 @@ func TestFakeCUDADriverSkipsANewerNVRTC(t *testing.T) {
 		t.Fatalf("version %d.%d", ma, mi)
 	}
 }
+
+// An NVRTC loaded by path compiles only with its libnvrtc-builtins loaded:
+// OpenNVRTC preloads the one beside it (every fake test relies on that:
+// the fakes' folder is not on the linker's path). When none of the version
+// NVRTC wants is there, the compile error says what is missing and where
+// to point LD_LIBRARY_PATH.
+func TestFakeCUDANVRTCNeedsItsBuiltins(t *testing.T) {
+	libs := buildFakeCUDA(t)
+	nv, err := OpenNVRTC(libs.NVRTC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "preloaded " + filepath.Join(libs.Dir, fakecuda.BuiltinsName); nv.builtins != want {
+		t.Fatalf("builtins %q, want %q", nv.builtins, want)
+	}
+	t.Cleanup(func() { fakecuda.SetNVRTCVersion(libs.NVRTC, 12, 9) })
+	if err := fakecuda.SetNVRTCVersion(libs.NVRTC, 12, 8); err != nil {
+		t.Fatal(err)
+	}
+	nv, err = OpenNVRTC(libs.NVRTC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = nv.Compile(`extern "C" __global__ void k() {}`, "k.cu", "--gpu-architecture=sm_90")
+	if !errors.Is(err, NVRTCResult(7)) || !strings.Contains(err.Error(), "libnvrtc-builtins.so.12.8") || !strings.Contains(err.Error(), "LD_LIBRARY_PATH") {
+		t.Fatalf("compile with NVRTC 12.8 and only 12.9's builtins = %v; want NVRTC_ERROR_BUILTIN_OPERATION_FAILURE naming libnvrtc-builtins.so.12.8 and LD_LIBRARY_PATH", err)
+	}
+}

@@ -24,7 +24,18 @@ var ErrNoNVRTC = errors.New("gpu: NVRTC library not available")
 // NVRTCResult is an nvrtcResult code.
 type NVRTCResult int32
 
-// nvrtcNames: enum nvrtcResult from nvrtc.h (CUDA 12.x), NVRTC API
+// nvrtcBuiltinOperationFailure is what nvrtcCompileProgram returns when it
+// cannot load libnvrtc-builtins.
+const nvrtcBuiltinOperationFailure NVRTCResult = 7
+
+func builtinsNote(s string) string {
+	if s == "" {
+		return "NVRTC came from the linker's path, so should they"
+	}
+	return s
+}
+
+// nvrtcNames: enum nvrtcResult from nvrtc.h (CUDA 12.x and 13.0), NVRTC API
 // reference (https://docs.nvidia.com/cuda/nvrtc/index.html#error-handling).
 var nvrtcNames = map[NVRTCResult]string{
 	0:  "NVRTC_SUCCESS",
@@ -40,6 +51,11 @@ var nvrtcNames = map[NVRTCResult]string{
 	10: "NVRTC_ERROR_NAME_EXPRESSION_NOT_VALID",
 	11: "NVRTC_ERROR_INTERNAL_ERROR",
 	12: "NVRTC_ERROR_TIME_FILE_WRITE_FAILED",
+	13: "NVRTC_ERROR_NO_PCH_CREATE_ATTEMPTED", // 12.4+
+	14: "NVRTC_ERROR_PCH_CREATE_HEAP_EXHAUSTED",
+	15: "NVRTC_ERROR_PCH_CREATE",
+	16: "NVRTC_ERROR_CANCELLED",
+	17: "NVRTC_ERROR_TIME_TRACE_FILE_WRITE_FAILED", // 12.8+
 }
 
 // Name is the nvrtc.h name, or NVRTC_ERROR_<code> for an unknown code.
@@ -91,6 +107,7 @@ type NVRTC struct {
 	lib          *dlNVRTC
 	soname       string
 	major, minor int
+	builtins     string // what preloadBuiltins did, for error messages
 }
 
 // EnvNVRTC names an NVRTC library (a path) for OpenNVRTC to try first.
@@ -137,9 +154,36 @@ func openNVRTC(maxMajor int, sonames []string) (*NVRTC, error) {
 			reasons = append(reasons, fmt.Sprintf("%q is NVRTC %d.%d, newer than the driver's CUDA %d", name, major, minor, maxMajor))
 			continue
 		}
-		return &NVRTC{lib: lib, soname: name, major: major, minor: minor}, nil
+		return &NVRTC{lib: lib, soname: name, major: major, minor: minor,
+			builtins: preloadBuiltins(name, major, minor, filepath.Glob, preloadLibrary)}, nil
 	}
 	return nil, fmt.Errorf("%w: tried %s", ErrNoNVRTC, strings.Join(reasons, "; "))
+}
+
+// preloadBuiltins loads libnvrtc-builtins from the folder of an NVRTC
+// loaded by path. NVRTC dlopens libnvrtc-builtins.so.MAJOR.MINOR by soname
+// when it compiles; outside the dynamic linker's path (a toolkit folder
+// that ldconfig does not know, pip's nvidia-cuda-nvrtc wheel) that fails
+// with NVRTC_ERROR_BUILTIN_OPERATION_FAILURE, unless a library of that
+// soname is loaded already. It returns what it did, for error messages.
+func preloadBuiltins(nvrtc string, major, minor int, glob func(string) ([]string, error), load func(string) error) string {
+	if !strings.Contains(nvrtc, "/") {
+		return "" // found on the linker's path: so are its builtins
+	}
+	dir := filepath.Dir(nvrtc)
+	want := fmt.Sprintf("libnvrtc-builtins.so.%d.%d", major, minor)
+	found, _ := glob(filepath.Join(dir, want+"*"))
+	if len(found) == 0 {
+		found, _ = glob(filepath.Join(dir, "libnvrtc-builtins.so*"))
+	}
+	if len(found) == 0 {
+		return fmt.Sprintf("no %s beside %s", want, nvrtc)
+	}
+	slices.Sort(found) // the shortest name: the soname link, not the versioned file
+	if err := load(found[0]); err != nil {
+		return err.Error()
+	}
+	return "preloaded " + found[0]
 }
 
 // nvrtcCandidates is OpenNVRTC's default search list, without duplicates.
@@ -237,15 +281,20 @@ func (n *NVRTC) Compile(source, name string, options ...string) (Compiled, error
 		return Compiled{}, fmt.Errorf("gpu: compile %s: %w", name, err)
 	}
 	if compileResult != 0 {
-		return Compiled{}, fmt.Errorf("gpu: compile %s with %q: %w", name, options,
+		err := fmt.Errorf("gpu: compile %s with %q: %w", name, options,
 			&NVRTCError{Op: "nvrtcCompileProgram", Code: compileResult, Log: log})
+		if compileResult == nvrtcBuiltinOperationFailure {
+			err = fmt.Errorf("%w (NVRTC could not load libnvrtc-builtins.so.%d.%d: put its folder on LD_LIBRARY_PATH; builtins: %s)",
+				err, n.major, n.minor, builtinsNote(n.builtins))
+		}
+		return Compiled{}, err
 	}
 	out := Compiled{Log: log}
 	if out.PTX, r = n.lib.ptx(prog); r != 0 {
 		return Compiled{}, fmt.Errorf("gpu: compile %s: %w", name, checkNVRTC("nvrtcGetPTX", r))
 	}
-	// nvrtcGetCUBIN fails with INVALID_INPUT for virtual architectures; that
-	// simply means there is no cubin.
+	// For a virtual architecture (compute_XX) there is no cubin: nvrtc.h
+	// says its size is 0, and some versions fail with INVALID_INPUT.
 	if cubin, r := n.lib.cubin(prog); r == 0 {
 		out.CUBIN = cubin
 	}

@@ -3,6 +3,7 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -98,5 +99,39 @@ func TestNVRTCCandidates(t *testing.T) {
 		func(string) bool { return false })
 	if strings.Join(got, " ") != strings.Join(NVRTCSonames, " ") {
 		t.Fatalf("bare candidates %q, want %q", got, NVRTCSonames)
+	}
+}
+
+func TestPreloadBuiltins(t *testing.T) {
+	files := []string{"/cuda/lib64/libnvrtc-builtins.so.12.8", "/cuda/lib64/libnvrtc-builtins.so.12.8.93", "/pip/lib/libnvrtc-builtins.so.13.0"}
+	glob := func(pattern string) ([]string, error) {
+		var out []string
+		for _, f := range files {
+			if ok, _ := filepath.Match(pattern, f); ok {
+				out = append(out, f)
+			}
+		}
+		return out, nil
+	}
+	for _, tc := range []struct {
+		nvrtc        string
+		major, minor int
+		loadErr      error
+		want, loaded string
+	}{
+		{nvrtc: "libnvrtc.so.12", major: 12, minor: 8, want: ""}, // on the linker's path
+		{nvrtc: "/cuda/lib64/libnvrtc.so.12", major: 12, minor: 8,
+			want: "preloaded /cuda/lib64/libnvrtc-builtins.so.12.8", loaded: "/cuda/lib64/libnvrtc-builtins.so.12.8"},
+		{nvrtc: "/pip/lib/libnvrtc.so.13", major: 13, minor: 1, // no 13.1: the one there
+			want: "preloaded /pip/lib/libnvrtc-builtins.so.13.0", loaded: "/pip/lib/libnvrtc-builtins.so.13.0"},
+		{nvrtc: "/elsewhere/libnvrtc.so.12", major: 12, minor: 8, want: "no libnvrtc-builtins.so.12.8 beside /elsewhere/libnvrtc.so.12"},
+		{nvrtc: "/cuda/lib64/libnvrtc.so.12", major: 12, minor: 8, loadErr: errors.New("dlopen: bad ELF"),
+			want: "dlopen: bad ELF", loaded: "/cuda/lib64/libnvrtc-builtins.so.12.8"},
+	} {
+		var loaded string
+		got := preloadBuiltins(tc.nvrtc, tc.major, tc.minor, glob, func(p string) error { loaded = p; return tc.loadErr })
+		if got != tc.want || loaded != tc.loaded {
+			t.Errorf("preloadBuiltins(%q, %d.%d) = %q, loaded %q; want %q, loaded %q", tc.nvrtc, tc.major, tc.minor, got, loaded, tc.want, tc.loaded)
+		}
 	}
 }

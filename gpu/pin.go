@@ -31,7 +31,9 @@ type Region struct {
 // cuMemHostRegister(PORTABLE|DEVICEMAP), adding READ_ONLY for
 // pinned.ReadOnly segments when the device supports it. Without that
 // support the segment is registered without the flag and Region.Note says
-// so (the driver may then refuse a PROT_READ mapping; the error says why).
+// so, but only where the device reads host memory through the host's page
+// tables (cuda.h: otherwise a read-only mapping needs the flag); elsewhere
+// Pin wraps ErrNotSupported without asking the driver.
 // Memory from this Context's Allocate is already pinned and mapped: Pin
 // returns a Region over it without registering again.
 //
@@ -49,6 +51,12 @@ func (c *Context) Pin(mem []byte, access pinned.Access) (pinned.PinnedRegion, er
 			len(mem), c.caps.Name, c.caps.HostRegister, c.caps.CanMapHostMemory, ErrNotSupported)
 	}
 	flags, readOnly, note := registerFlags(access, c.caps)
+	if access == pinned.ReadOnly && !readOnly && !c.caps.PageableUsesHostPageTables {
+		// cuda.h: without READ_ONLY, memory mapped read-only registers only
+		// where the device uses the host's page tables; don't ask.
+		return nil, fmt.Errorf("gpu: pin %d-byte read-only segment on %s: the device supports neither READ_ONLY host registration nor pageable access through host page tables: %w",
+			len(mem), c.caps.Name, ErrNotSupported)
+	}
 	if note != "" {
 		c.logf("gpu: %s", note)
 	}

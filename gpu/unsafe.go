@@ -137,6 +137,15 @@ func loadLibrary(soname string, syms map[string]*uintptr) (uintptr, error) {
 	return h, nil
 }
 
+// preloadLibrary dlopens path with RTLD_GLOBAL and keeps it loaded, so
+// that a later dlopen of its soname by another library finds it.
+func preloadLibrary(path string) error {
+	if _, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_GLOBAL); err != nil {
+		return fmt.Errorf("dlopen %q: %v", path, err)
+	}
+	return nil
+}
+
 // call is SyscallN for a CUresult. It must be //go:uintptrescapes itself:
 // the directive applies only to the function that carries it, so without
 // it an out-parameter whose address its caller converted to uintptr (&p in

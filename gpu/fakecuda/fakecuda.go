@@ -30,7 +30,11 @@ type Libraries struct {
 	Dir, Driver, NVRTC string
 }
 
-// Build compiles both fakes into dir with g++ (C++20).
+// BuiltinsName is the fake libnvrtc-builtins Build puts beside the fake
+// NVRTC: the file name and soname for the version it reports by default.
+const BuiltinsName = "libnvrtc-builtins.so.12.9"
+
+// Build compiles the fakes into dir with g++ (C++20).
 func Build(dir string) (Libraries, error) {
 	_, self, _, ok := runtime.Caller(0)
 	if !ok {
@@ -41,6 +45,8 @@ func Build(dir string) (Libraries, error) {
 	for _, b := range []struct{ out, src, soname string }{
 		{libs.Driver, "fakecuda.cpp", "libzerohop-fake-cuda.so"},
 		{libs.NVRTC, "fakenvrtc.cpp", "libzerohop-fake-nvrtc.so"},
+		// Beside the NVRTC, like a CUDA toolkit's lib64 (see BuiltinsName).
+		{filepath.Join(dir, BuiltinsName), "fakenvrtc_builtins.cpp", BuiltinsName},
 	} {
 		cmd := exec.Command("g++", "-std=c++20", "-O1", "-ffp-contract=off", "-fPIC", "-shared", "-pthread",
 			"-Wl,-soname,"+b.soname, "-o", b.out, filepath.Join(src, b.src))

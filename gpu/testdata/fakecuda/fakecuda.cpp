@@ -32,6 +32,7 @@ extern "C" __global__ void axpb(const float* x, float* y, float a, float b, unsi
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
@@ -177,6 +178,43 @@ const char* errName(CUresult r) {
 #define GUARD std::lock_guard<std::mutex> lock(mu)
 #define NEED_CONTEXT                            \
 	if (CUresult r = needContext(); r != 0) return r
+
+// Work on the legacy default stream that a real GPU may not have done yet.
+// cuMemsetD8 on device memory returns before the memset runs ("The
+// synchronous memset functions are asynchronous with respect to the host
+// except when the target is pinned host memory"), and a CU_STREAM_NON_BLOCKING
+// stream does not wait for the legacy stream. The fake takes the worst
+// order a GPU may pick: pending memsets land at a synchronisation of the
+// legacy stream, before work on it or on a blocking stream, and AFTER work
+// on a non-blocking stream, wiping what that work wrote.
+struct PendingMemset {
+	void* host;
+	unsigned char value;
+	size_t n;
+};
+static std::vector<PendingMemset> legacyPending;
+
+static void runLegacyPending() {
+	for (const PendingMemset& m : legacyPending) memset(m.host, m.value, m.n);
+	legacyPending.clear();
+}
+
+// streams[s] is the stream's creation flags + 1.
+static bool nonBlocking(void* s) {
+	auto it = s ? streams.find(s) : streams.end();
+	return it != streams.end() && ((it->second - 1) & 1u);
+}
+
+static bool knownStream(void* s) { return s == nullptr || streams.count(s); }
+
+// onStream runs work as stream s would order it against the legacy stream.
+template <typename F>
+static CUresult onStream(void* s, F work) {
+	if (!nonBlocking(s)) runLegacyPending();
+	CUresult r = work();
+	if (nonBlocking(s)) runLegacyPending();
+	return r;
+}
 
 extern "C" {
 
@@ -339,6 +377,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr* d, size_t size) {
 CUresult cuMemFree_v2(CUdeviceptr d) {
 	GUARD;
 	NEED_CONTEXT;
+	runLegacyPending(); // cuMemFree waits for work in flight on the memory
 	auto it = d >= kDevOffset ? devAllocs.find((uintptr_t)(d - kDevOffset)) : devAllocs.end();
 	if (it == devAllocs.end()) return CUDA_ERROR_INVALID_VALUE;
 	free((void*)it->first);
@@ -351,19 +390,24 @@ CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) {
 	NEED_CONTEXT;
 	void* h = toHost(d, n);
 	if (!h) return CUDA_ERROR_INVALID_VALUE;
-	memset(h, v, n);
+	if (pinnedHost(h, n)) {
+		memset(h, v, n); // pinned host memory: synchronous
+	} else {
+		legacyPending.push_back({h, v, n});
+	}
 	return CUDA_SUCCESS;
 }
 
-static bool knownStream(void* s) { return s == nullptr || streams.count(s); }
 
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n, void* stream) {
 	GUARD;
 	NEED_CONTEXT;
 	void* h = toHost(dst, n);
 	if (!h || !knownStream(stream) || !pinnedHost(src, n)) return CUDA_ERROR_INVALID_VALUE;
-	memcpy(h, src, n);
-	return CUDA_SUCCESS;
+	return onStream(stream, [&] {
+		memcpy(h, src, n);
+		return CUDA_SUCCESS;
+	});
 }
 
 CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, void* stream) {
@@ -371,8 +415,10 @@ CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, void* stream
 	NEED_CONTEXT;
 	void* h = toHost(src, n);
 	if (!h || !knownStream(stream) || !pinnedHost(dst, n)) return CUDA_ERROR_INVALID_VALUE;
-	memcpy(dst, h, n);
-	return CUDA_SUCCESS;
+	return onStream(stream, [&] {
+		memcpy(dst, h, n);
+		return CUDA_SUCCESS;
+	});
 }
 
 // The synchronous copies take any host memory (pageable included).
@@ -381,6 +427,7 @@ CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t n) {
 	NEED_CONTEXT;
 	void* h = toHost(dst, n);
 	if (!h || (n && !src)) return CUDA_ERROR_INVALID_VALUE;
+	runLegacyPending(); // synchronous copies run on the legacy stream
 	memcpy(h, src, n);
 	return CUDA_SUCCESS;
 }
@@ -390,6 +437,7 @@ CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t n) {
 	NEED_CONTEXT;
 	void* h = toHost(src, n);
 	if (!h || (n && !dst)) return CUDA_ERROR_INVALID_VALUE;
+	runLegacyPending();
 	memcpy(dst, h, n);
 	return CUDA_SUCCESS;
 }
@@ -399,7 +447,7 @@ CUresult cuStreamCreate(void** s, unsigned flags) {
 	NEED_CONTEXT;
 	if (flags & ~1u) return CUDA_ERROR_INVALID_VALUE;
 	void* h = new char;
-	streams[h] = 1;
+	streams[h] = int(flags) + 1;
 	*s = h;
 	return CUDA_SUCCESS;
 }
@@ -415,7 +463,9 @@ CUresult cuStreamDestroy_v2(void* s) {
 CUresult cuStreamSynchronize(void* s) {
 	GUARD;
 	NEED_CONTEXT;
-	return knownStream(s) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE; // work is done at launch
+	if (!knownStream(s)) return CUDA_ERROR_INVALID_HANDLE;
+	if (!nonBlocking(s)) runLegacyPending(); // other work is done at launch
+	return CUDA_SUCCESS;
 }
 
 CUresult cuEventCreate(void** e, unsigned flags) {
@@ -506,7 +556,7 @@ CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned
 		return CUDA_ERROR_INVALID_VALUE; // zerohop's launches are 1-D, static shared memory only
 	if (bx == 0 || bx > 1024) return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
 	launches++;
-	CUresult r = k->launch(gx, bx, params);
+	CUresult r = onStream(stream, [&] { return k->launch(gx, bx, params); });
 	if (r == CUDA_SUCCESS && moveAfterBounds && strcmp(k->name, "zh_bounds") == 0) {
 		// A writer racing the filter: the first point's x jumps far outside
 		// the bounds just measured (still finite, so still accepted).

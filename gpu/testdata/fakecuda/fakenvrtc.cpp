@@ -4,6 +4,7 @@
 // returns a "cubin" that only the fake driver (fakecuda.cpp) accepts.
 // Built by gpu/fakecuda_test.go.
 #include <algorithm>
+#include <dlfcn.h>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -16,6 +17,7 @@ enum : nvrtcResult {
 	NVRTC_ERROR_INVALID_PROGRAM = 4,
 	NVRTC_ERROR_INVALID_OPTION = 5,
 	NVRTC_ERROR_COMPILATION = 6,
+	NVRTC_ERROR_BUILTIN_OPERATION_FAILURE = 7,
 };
 
 namespace {
@@ -63,6 +65,13 @@ nvrtcResult nvrtcDestroyProgram(Program** prog) {
 nvrtcResult nvrtcCompileProgram(Program* prog, int numOptions, const char* const* options) {
 	if (!prog) return NVRTC_ERROR_INVALID_PROGRAM;
 	if (numOptions < 0 || (numOptions > 0 && !options)) return NVRTC_ERROR_INVALID_INPUT;
+	// As the real NVRTC: its builtins by soname, loaded already or on the
+	// linker's path.
+	std::string builtins = "libnvrtc-builtins.so." + std::to_string(versionMajor) + "." + std::to_string(versionMinor);
+	if (!dlopen(builtins.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+		prog->log = "fake NVRTC: failed to open " + builtins;
+		return NVRTC_ERROR_BUILTIN_OPERATION_FAILURE;
+	}
 	std::string arch;
 	bool noFMA = false;
 	for (int i = 0; i < numOptions; i++) {
