@@ -64,7 +64,7 @@ Flags:
 	fs.Float64Var(&o.rate, "rate", 30, "camera frame rate")
 	fs.StringVar(&o.bin, "bin", "bin", "directory holding the camera and agent binaries")
 	fs.StringVar(&o.out, "out", "docs/bench-e2e.md", `markdown output file ("" for stdout only)`)
-	fs.StringVar(&transports, "transports", "unix,copy", "transports to measure, in order")
+	fs.StringVar(&transports, "transports", "unix,copy", `transports to measure, in order: unix, copy, or unix+spin (the agent spinning on its handle rings, --spin)`)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -162,15 +162,21 @@ func measure(o options, transport string) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	cam := exec.Command(filepath.Join(o.bin, "camera"), "--socket", sock, "--transport", transport,
+	// "unix+spin": the unix transport with the agent spinning on its
+	// handle rings (--spin).
+	base, spin := strings.CutSuffix(transport, "+spin")
+	cam := exec.Command(filepath.Join(o.bin, "camera"), "--socket", sock, "--transport", base,
 		"--rate", strconv.FormatFloat(o.rate, 'f', -1, 64), "--metrics", camAddr, "--log-level", "warn")
 	cam.Stderr = os.Stderr
 	if err := cam.Start(); err != nil {
 		return result{}, err
 	}
 	defer stop(cam)
-	agent := exec.Command(filepath.Join(o.bin, "agent"), "--socket", sock, "--transport", transport,
-		"--http", agentAddr, "--providers", "cpu", "--log-level", "warn")
+	agentArgs := []string{"--socket", sock, "--transport", base, "--http", agentAddr, "--providers", "cpu", "--log-level", "warn"}
+	if spin {
+		agentArgs = append(agentArgs, "--spin")
+	}
+	agent := exec.Command(filepath.Join(o.bin, "agent"), agentArgs...)
 	agent.Stderr = os.Stderr
 	if err := agent.Start(); err != nil {
 		return result{}, err
