@@ -37,6 +37,9 @@ type NodeConfig struct {
 	Providers   string
 	TRTCache    string
 	Threads     int // ONNX Runtime intra-op threads
+	// PrepThreads share the image preprocessing of a frame (row bands);
+	// 0: min(GOMAXPROCS, infer.DefaultPreprocessParallelism).
+	PrepThreads int
 	Leaf        float32
 	MinPoints   int
 	MaxPoints   int
@@ -80,6 +83,9 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	}
 	if cfg.Leaf == 0 {
 		cfg.Leaf = 0.2
+	}
+	if cfg.PrepThreads < 0 {
+		return fmt.Errorf("--prep-threads %d: want 0 (one per core, at most %d) or more", cfg.PrepThreads, infer.DefaultPreprocessParallelism)
 	}
 
 	// Inference first: it is what most often fails to start.
@@ -134,11 +140,13 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if err != nil {
 		return err
 	}
-	prep, err := infer.NewPreprocessor(pp, 2)
+	prep, err := infer.NewPreprocessor(pp, cfg.PrepThreads)
 	if err != nil {
 		return err
 	}
 	defer prep.Close()
+	log.Info("image preprocessing", zap.Int("threads", prep.Parallelism()),
+		zap.Int("width", pp.Width), zap.Int("height", pp.Height))
 	bev, err := voxel.NewBEV(voxel.BEVConfig{})
 	if err != nil {
 		return err

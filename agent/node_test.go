@@ -334,6 +334,7 @@ func TestStartupErrorsNameTheProblem(t *testing.T) {
 		{"taken HTTP port", NodeConfig{HTTP: taken.Addr().String()}, []string{taken.Addr().String()}},
 		{"unknown GPU mode", NodeConfig{GPU: "maybe"}, []string{"--gpu", "maybe"}},
 		{"unknown GPU input", NodeConfig{GPUInput: "teleport"}, []string{"--gpu-input", "teleport"}},
+		{"negative preprocessing threads", NodeConfig{PrepThreads: -3}, []string{"--prep-threads", "-3"}},
 	}
 	if _, err := gpu.Open(); err != nil {
 		// Only where no CUDA driver is installed (here, CI).

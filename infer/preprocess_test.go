@@ -318,6 +318,8 @@ func BenchmarkPreprocess1280x720(b *testing.B) {
 	}{
 		{"rgb8/area/serial", rgb, area, 0},
 		{"rgb8/area/parallel2", rgb, area, 2},
+		{"rgb8/area/parallel4", rgb, area, 4}, // --prep-threads' default cap: for machines with the cores
+		{"rgb8/area/parallel8", rgb, area, 8},
 		{"rgb8/bilinear/serial", rgb, bilinear, 0},
 		{"mono8/area/serial", mono, area, 0},
 	} {

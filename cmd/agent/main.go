@@ -64,6 +64,7 @@ Flags:
 	fs.StringVar(&cfg.Providers, "providers", infer.DefaultProviders, "execution providers in order of preference")
 	fs.StringVar(&cfg.TRTCache, "trt-cache", ".cache/trt", "TensorRT engine cache folder")
 	fs.IntVar(&cfg.Threads, "ort-threads", 1, "ONNX Runtime intra-op threads (1 keeps jitter and CPU use low for small models)")
+	fs.IntVar(&cfg.PrepThreads, "prep-threads", 0, "goroutines sharing each frame's image preprocessing (0: one per core, at most 4; on the GPU path it runs beside the GPU voxel filter and often sets e2e)")
 	fs.Float64Var(&leaf, "leaf", 0.2, "voxel leaf size in metres")
 	fs.IntVar(&cfg.MinPoints, "min-points", 1, "minimum points per voxel")
 	fs.IntVar(&cfg.MaxPoints, "max-points", 500000, "largest point cloud accepted")
