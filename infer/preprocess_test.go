@@ -205,6 +205,7 @@ func TestPreprocessorMatchesSerial(t *testing.T) {
 		for _, p := range []PreprocessParams{
 			{Width: 256, Height: 144},
 			{Width: 300, Height: 151, Resize: ResizeBilinear, Mean: [3]float32{0.5, 0.5, 0.5}},
+			{Width: 9, Height: 5}, // fewer rows than chunks: a row per chunk
 		} {
 			t.Run(fmt.Sprintf("parallelism %d, %dx%d", par, p.Width, p.Height), func(t *testing.T) {
 				want := make([]float32, 3*p.Width*p.Height)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+
+	"github.com/zerohop/zerohop/internal/team"
 )
 
 // Filter is a voxel-grid filter with preallocated scratch memory. Build one
@@ -16,7 +18,7 @@ type Filter struct {
 	crop      bool
 	cropMin   [3]float32
 	cropMax   [3]float32
-	team      *team // nil when Workers == 1
+	team      *team.Team // nil when Workers == 1
 	closed    bool
 	// guess is the grid the next cloud's keys are first computed on: from
 	// the crop box when it is small enough (fixedGrid), else from the
@@ -146,7 +148,7 @@ func NewFilter(cfg Config, maxPoints int) (*Filter, error) {
 	f.chunks = make([]chunkState, nChunks)
 	f.job.outOff = make([]int, nChunks)
 	if parallel {
-		f.team = newTeam(cfg.Workers-1, f)
+		f.team = team.New(cfg.Workers-1, f.runChunk)
 	}
 	return f, nil
 }
@@ -171,7 +173,7 @@ func (f *Filter) Close() error {
 	}
 	f.closed = true
 	if f.team != nil {
-		f.team.close()
+		f.team.Close()
 	}
 	return nil
 }
@@ -201,11 +203,11 @@ func (f *Filter) Run(in Cloud, out *Points) error {
 	j.nChunks = 1
 	if f.team != nil && in.Count >= f.parallelMin {
 		j.nChunks = len(f.chunks)
-		f.team.begin() // helpers take a while to wake; start them first
+		f.team.Begin() // helpers take a while to wake; start them first
 	}
 	err := f.run(in.Count, out)
 	if j.nChunks > 1 {
-		f.team.end()
+		f.team.End()
 	}
 	*j = job{outOff: j.outOff} // drop references to the caller's memory
 	if err != nil {
@@ -221,7 +223,7 @@ func (f *Filter) phase(kind phaseKind) {
 		f.runChunk(0)
 		return
 	}
-	f.team.phase(f.job.nChunks)
+	f.team.Phase(f.job.nChunks)
 }
 
 func (f *Filter) runChunk(c int) {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zerohop/zerohop/internal/team"
 )
 
 // kittiCloud packs points as KITTI XYZI.
@@ -130,7 +132,7 @@ func newVariantFilter(t testing.TB, cfg Config, maxPoints int, v variant) *Filte
 		f.job.outOff = make([]int, chunks)
 	}
 	if chunks > 0 && f.team == nil {
-		f.team = newTeam(max(v.workers, 1)-1, f) // Close stops it
+		f.team = team.New(max(v.workers, 1)-1, f.runChunk) // Close stops it
 	}
 	if v.parallelMin >= 0 {
 		f.parallelMin = v.parallelMin

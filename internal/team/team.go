@@ -1,4 +1,9 @@
-package voxel
+// Package team runs the chunks of a data-parallel phase on the calling
+// goroutine and on helper goroutines it owns, with dynamic claiming, so
+// that a phase finishes on time even when a helper wakes late (tens of
+// microseconds on a VM) or its core is busy. The voxel filter and the image
+// preprocessing share it.
+package team
 
 import (
 	"runtime"
@@ -7,12 +12,7 @@ import (
 	"time"
 )
 
-// chunkRunner does the work of one chunk of the current phase.
-type chunkRunner interface {
-	runChunk(chunk int)
-}
-
-// team runs the chunks of a phase on the calling goroutine (the lead) and on
+// Team runs the chunks of a phase on the calling goroutine (the lead) and on
 // helper goroutines that it owns. Chunks are claimed dynamically, so a phase
 // finishes even if no helper shows up: a parked helper can take tens of
 // microseconds to wake on a VM, and the other core may be busy with someone
@@ -31,7 +31,7 @@ type chunkRunner interface {
 // goroutines that keep yielding can end up taking turns on one P while the
 // other P idles. They yield every spinYieldEvery rounds only, so that they
 // still make progress if GOMAXPROCS is lowered below the team's size.
-type team struct {
+type Team struct {
 	// state describes the current phase: seq (24 bits) | idle | chunks |
 	// front | back (13 bits each). The lead claims chunks from the front,
 	// helpers from the back, each by a compare-and-swap that counts the
@@ -54,8 +54,8 @@ type team struct {
 	quit        atomic.Bool
 	wake        []chan struct{} // capacity 1 each: wakes a parked helper
 	exited      sync.WaitGroup
-	work        chunkRunner
-	seq         uint32 // lead only
+	run         func(chunk int) // the work of one chunk of the current phase
+	seq         uint32          // lead only
 }
 
 const (
@@ -97,9 +97,13 @@ func (s *spinner) more() bool {
 	return s.rounds%spinClockEvery != 0 || time.Since(s.start) < s.limit
 }
 
-// newTeam starts helpers goroutines that run chunks of work.
-func newTeam(helpers int, work chunkRunner) *team {
-	t := &team{work: work, wake: make([]chan struct{}, helpers), done: make(chan struct{}, 1)}
+// MaxChunks is the most chunks one phase can have.
+const MaxChunks = countMask
+
+// New starts helpers goroutines that run chunks with run. Close stops them.
+// A Team is used by one goroutine, the lead: Begin, Phase, ..., End.
+func New(helpers int, run func(chunk int)) *Team {
+	t := &Team{run: run, wake: make([]chan struct{}, helpers), done: make(chan struct{}, 1)}
 	t.state.Store(idleBit)
 	for i := range t.wake {
 		ch := make(chan struct{}, 1)
@@ -109,7 +113,7 @@ func newTeam(helpers int, work chunkRunner) *team {
 	return t
 }
 
-func (t *team) helperLoop(wake <-chan struct{}) {
+func (t *Team) helperLoop(wake <-chan struct{}) {
 	for range wake {
 		t.help()
 	}
@@ -117,7 +121,7 @@ func (t *team) helperLoop(wake <-chan struct{}) {
 
 // help runs chunks until the job ends, the team quits, or no chunk came for
 // helperSpin.
-func (t *team) help() {
+func (t *Team) help() {
 	for spin := newSpinner(helperSpin); spin.more(); {
 		if t.quit.Load() || t.state.Load()&idleBit != 0 {
 			return
@@ -131,7 +135,7 @@ func (t *team) help() {
 // runOne claims and runs one chunk of the current phase, from the front for
 // the lead and from the back for a helper. It reports false when there is
 // none left to claim.
-func (t *team) runOne(lead bool) bool {
+func (t *Team) runOne(lead bool) bool {
 	for {
 		s := t.state.Load()
 		chunks, front, back := s>>chunkShift&countMask, s>>frontShift&countMask, s&countMask
@@ -143,7 +147,7 @@ func (t *team) runOne(lead bool) bool {
 			claim, chunk = 1<<frontShift, front
 		}
 		if t.state.CompareAndSwap(s, s+claim) {
-			t.work.runChunk(int(chunk))
+			t.run(int(chunk))
 			if t.finished.Add(1) == uint32(chunks) && t.leadWaiting.CompareAndSwap(waitingFor(s>>seqShift), 0) {
 				t.done <- struct{}{}
 			}
@@ -152,13 +156,13 @@ func (t *team) runOne(lead bool) bool {
 	}
 }
 
-// begin wakes the helpers for a job; they spin until its first phase.
-func (t *team) begin() {
+// Begin wakes the helpers for a job; they spin until its first phase.
+func (t *Team) Begin() {
 	t.state.Store(uint64(t.seq) << seqShift) // not idle, no chunk to claim yet
 	t.wakeAll()
 }
 
-func (t *team) wakeAll() {
+func (t *Team) wakeAll() {
 	for _, ch := range t.wake {
 		select {
 		case ch <- struct{}{}: // wake a parked helper; a spinning one sees the state
@@ -167,11 +171,11 @@ func (t *team) wakeAll() {
 	}
 }
 
-// phase runs chunks 0..chunks-1 and returns when all have finished. Only the
+// Phase runs chunks (at most MaxChunks) 0..chunks-1 and returns when all have finished. Only the
 // lead calls it; whatever the lead wrote before the call is visible to the
 // chunks (the state store publishes it), and whatever the chunks wrote is
 // visible to the lead afterwards (each chunk's finished.Add is observed).
-func (t *team) phase(chunks int) {
+func (t *Team) Phase(chunks int) {
 	t.seq++
 	t.finished.Store(0)
 	t.state.Store(uint64(t.seq)<<seqShift | uint64(chunks)<<chunkShift)
@@ -200,13 +204,13 @@ func waitingFor(seq uint64) uint32 {
 	return 1<<31 | uint32(seq&(1<<(64-seqShift)-1))
 }
 
-// end tells spinning helpers to park.
-func (t *team) end() {
+// End tells spinning helpers to park.
+func (t *Team) End() {
 	t.state.Store(idleBit)
 }
 
-// close stops and waits for the helpers. The team must be ended.
-func (t *team) close() {
+// Close stops and waits for the helpers. The team must be ended.
+func (t *Team) Close() {
 	t.quit.Store(true)
 	for _, ch := range t.wake {
 		close(ch)

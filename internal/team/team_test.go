@@ -1,4 +1,4 @@
-package voxel
+package team
 
 import (
 	"runtime"
@@ -28,16 +28,16 @@ func TestTeamRunsEachChunkOnce(t *testing.T) {
 	for _, helpers := range []int{1, 3} {
 		for _, delay := range []time.Duration{0, 50 * time.Microsecond} {
 			w := &countingWork{delay: delay}
-			tm := newTeam(helpers, w)
+			tm := New(helpers, w.runChunk)
 			jobs, phases := 30, 20
 			if delay > 0 {
 				jobs, phases = 4, 4 // sleeps take a timer tick or more
 			}
 			for job := range jobs {
-				tm.begin()
+				tm.Begin()
 				for phase := range phases {
 					chunks := 1 + (job*7+phase*3)%64
-					tm.phase(chunks)
+					tm.Phase(chunks)
 					for c := range 64 {
 						want := int32(0)
 						if c < chunks {
@@ -48,12 +48,12 @@ func TestTeamRunsEachChunkOnce(t *testing.T) {
 						}
 					}
 				}
-				tm.end()
+				tm.End()
 				if job%10 == 0 {
 					time.Sleep(time.Millisecond) // let the helpers park
 				}
 			}
-			tm.close()
+			tm.Close()
 		}
 	}
 }
