@@ -125,8 +125,9 @@ publish, so that every message is an idle-to-wake handoff, not queueing.
 Side by side: for each size, the zero-copy, copy and floor subscribers run
 at the same time, and the publisher sends their measured messages in turns
 of --chunk messages, transport after transport, so that all three sample
-the same stretch of machine noise. The spinning subscriber (--spin) runs
-alone afterwards, because its busy core would slow the others. With
+the same stretch of machine noise. The spinning subscribers (--spin: on
+the handle rings, then on the socket) run alone afterwards, one at a time,
+because a busy core would slow the others. With
 --pin-cpu the event-driven groups run again with every thread of both
 processes confined to one CPU: a wake-up is then a context switch on that
 CPU instead of a wake-up of another, idle CPU (on a VM, an inter-processor
