@@ -24,8 +24,11 @@ package transport
 //     releases a slot only after reading its handle; so while entry k is
 //     unread, handles k..k+entries-1 would all be held, which the limit
 //     forbids: the camera never overwrites an unread entry. A reader that
-//     finds anything but k or k-entries in the seq word, or a seq that
-//     changed while it copied the handle, reports a protocol violation.
+//     finds anything but k or k-entries in the seq word reports a protocol
+//     violation; so does one that sees the seq change while it copied the
+//     handle (a best-effort check for a broken camera: the copy's plain
+//     loads are not ordered before the second load on every architecture,
+//     and the hold limit is what rules the overwrite out).
 //   - Nothing read from the ring is trusted: the handle goes through the
 //     same validator as one received over the socket.
 //
