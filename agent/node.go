@@ -258,6 +258,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		}
 		cs := transport.NewCopySource(subs...)
 		src = cs
+		rec.SetHandoff("copy")
 		goRun(func() error {
 			if err := cs.Run(ctx); err != nil {
 				log.Warn("copy transport ended", zap.Error(err))
@@ -274,6 +275,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 			return err
 		}
 		src = sub
+		rec.SetHandoff(map[bool]string{false: "socket", true: "rings"}[cfg.Spin])
 		refused := make(chan error, 1)
 		goRun(func() error {
 			err := sub.Run(ctx)
@@ -320,6 +322,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		}
 		closeAfterBG = append(closeAfterBG, func() { inproc.Close() })
 		src = inproc
+		rec.SetHandoff("inproc")
 		for i, t := range topics {
 			pool := t.Pool
 			rec.AddGaugeFunc("pool_in_use_"+camera.TopicName(i), "Slots in use in the in-process camera's "+camera.TopicName(i)+" pool.", func() float64 { return float64(pool.InUse()) })

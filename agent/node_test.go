@@ -195,6 +195,7 @@ func testEndToEndTwoProcesses(t *testing.T, spin bool) {
 		GPU       string `json:"gpu"`
 		VoxelPath string `json:"voxel_path"`
 		Provider  string `json:"provider"`
+		Handoff   string `json:"handoff"`
 		Stages    []struct {
 			Name       string `json:"name"`
 			SinceStart struct {
@@ -214,6 +215,9 @@ func testEndToEndTwoProcesses(t *testing.T, spin bool) {
 	}
 	if lat.Provider != "cpu" {
 		t.Errorf("/latency provider %q, want cpu", lat.Provider)
+	}
+	if want := map[bool]string{false: "socket", true: "rings"}[spin]; lat.Handoff != want {
+		t.Errorf("/latency handoff %q, want %q", lat.Handoff, want)
 	}
 	if _, err := gpu.Open(); err != nil {
 		// No CUDA driver here: the CPU path, and /latency says so.

@@ -67,7 +67,7 @@ type Recorder struct {
 	counters [numCounters]atomic.Uint64
 
 	labelsMu sync.Mutex
-	labels   map[string]string // "provider", "gpu", "voxel_path"
+	labels   map[string]string // "provider", "gpu", "voxel_path", "handoff"
 
 	extraMu sync.Mutex
 	extras  []extraMetric
@@ -88,6 +88,10 @@ const (
 	LabelProvider  = "provider"   // active execution provider: "tensorrt", "cuda", "cpu"
 	LabelGPU       = "gpu"        // GPU name, or "none"
 	LabelVoxelPath = "voxel_path" // "cpu" or "gpu"
+	// LabelHandoff is how frames reach the pipeline: "socket" (handles over
+	// the camera's socket), "rings" (a spinning agent polling handle rings),
+	// "copy" (the copy baseline) or "inproc" (composed mode).
+	LabelHandoff = "handoff"
 )
 
 type labelSpec struct{ key, metric, help, initial string }
@@ -95,13 +99,14 @@ type labelSpec struct{ key, metric, help, initial string }
 // labelInfo lists the label keys with their info metric names (a function,
 // not a package variable, so it cannot be changed at run time).
 // numLabels is how many labels labelInfo describes.
-const numLabels = 3
+const numLabels = 4
 
 func labelInfo() [numLabels]labelSpec {
 	return [...]labelSpec{
 		{LabelProvider, "execution_provider_info", "Active inference execution provider (value is always 1).", "unknown"},
 		{LabelGPU, "gpu_info", "GPU in use, or \"none\" (value is always 1).", "none"},
 		{LabelVoxelPath, "voxel_path_info", "Where voxel filtering runs, \"cpu\" or \"gpu\" (value is always 1).", "unknown"},
+		{LabelHandoff, "handoff_info", "How frames reach the pipeline: \"socket\", \"rings\", \"copy\" or \"inproc\" (value is always 1).", "unknown"},
 	}
 }
 
@@ -285,7 +290,7 @@ func (r *Recorder) Count(c Counter) uint64 {
 }
 
 // SetLabel sets one of the label values (LabelProvider, LabelGPU,
-// LabelVoxelPath). Invalid UTF-8 is dropped from value.
+// LabelVoxelPath, LabelHandoff). Invalid UTF-8 is dropped from value.
 func (r *Recorder) SetLabel(key, value string) error {
 	for _, l := range labelInfo() {
 		if l.key == key {
@@ -295,13 +300,15 @@ func (r *Recorder) SetLabel(key, value string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("telemetry: unknown label %q: want %q, %q or %q", key, LabelProvider, LabelGPU, LabelVoxelPath)
+	return fmt.Errorf("telemetry: unknown label %q: want %q, %q, %q or %q", key, LabelProvider, LabelGPU, LabelVoxelPath, LabelHandoff)
 }
 
-// SetProvider, SetGPU and SetVoxelPath are SetLabel for the known keys.
+// SetProvider, SetGPU, SetVoxelPath and SetHandoff are SetLabel for the
+// known keys.
 func (r *Recorder) SetProvider(p string)  { _ = r.SetLabel(LabelProvider, p) }
 func (r *Recorder) SetGPU(name string)    { _ = r.SetLabel(LabelGPU, name) }
 func (r *Recorder) SetVoxelPath(p string) { _ = r.SetLabel(LabelVoxelPath, p) }
+func (r *Recorder) SetHandoff(h string)   { _ = r.SetLabel(LabelHandoff, h) }
 
 // Label returns a label's current value ("" for unknown keys).
 func (r *Recorder) Label(key string) string {
@@ -400,6 +407,7 @@ type Snapshot struct {
 	Provider  string             `json:"provider"`
 	GPU       string             `json:"gpu"`
 	VoxelPath string             `json:"voxel_path"`
+	Handoff   string             `json:"handoff"`
 	Stages    []StageSnapshot    `json:"stages"`
 	Counters  map[string]float64 `json:"counters"` // built-in frame counters and AddCounterFunc
 	Gauges    map[string]float64 `json:"gauges"`   // AddGaugeFunc
@@ -419,6 +427,7 @@ func (r *Recorder) Snapshot() Snapshot {
 	}
 	r.labelsMu.Lock()
 	snap.Provider, snap.GPU, snap.VoxelPath = r.labels[LabelProvider], r.labels[LabelGPU], r.labels[LabelVoxelPath]
+	snap.Handoff = r.labels[LabelHandoff]
 	r.labelsMu.Unlock()
 
 	r.readMu.Lock()

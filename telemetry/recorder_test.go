@@ -316,12 +316,18 @@ func TestLabels(t *testing.T) {
 	r.SetProvider("cpu") // replaces, not adds
 	r.SetGPU("NVIDIA H200")
 	r.SetVoxelPath("gpu")
+	if err := r.SetLabel(LabelHandoff, "rings"); err != nil {
+		t.Fatal(err)
+	}
 	if err := r.SetLabel("colour", "red"); err == nil || !strings.Contains(err.Error(), `"colour"`) {
 		t.Fatalf("unknown label: %v", err)
 	}
 	s := r.Snapshot()
-	if s.Provider != "cpu" || s.GPU != "NVIDIA H200" || s.VoxelPath != "gpu" || r.Label(LabelGPU) != "NVIDIA H200" {
-		t.Fatalf("labels %q %q %q", s.Provider, s.GPU, s.VoxelPath)
+	if s.Provider != "cpu" || s.GPU != "NVIDIA H200" || s.VoxelPath != "gpu" || s.Handoff != "rings" || r.Label(LabelGPU) != "NVIDIA H200" {
+		t.Fatalf("labels %q %q %q %q", s.Provider, s.GPU, s.VoxelPath, s.Handoff)
+	}
+	if ms := gather(t, r, "zerohop_handoff_info"); len(ms) != 1 || ms[0].GetLabel()[0].GetValue() != "rings" {
+		t.Fatalf("handoff info metric %v", ms)
 	}
 	ms := gather(t, r, "zerohop_execution_provider_info")
 	if len(ms) != 1 || ms[0].GetLabel()[0].GetValue() != "cpu" || ms[0].GetGauge().GetValue() != 1 {
