@@ -275,7 +275,11 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 			return err
 		}
 		src = sub
-		rec.SetHandoff(map[bool]string{false: "socket", true: "rings"}[cfg.Spin])
+		if cfg.Spin {
+			rec.SetHandoff("rings") // the subscriber asks the camera for handle rings
+		} else {
+			rec.SetHandoff("socket")
+		}
 		refused := make(chan error, 1)
 		goRun(func() error {
 			err := sub.Run(ctx)

@@ -166,9 +166,9 @@ var fullCaps = map[DeviceAttribute]int32{
 	AttrCanMapHostMemory: 1, AttrHostRegisterSupported: 1, AttrReadOnlyHostRegisterSupported: 1,
 }
 
-func fakeContext(t *testing.T, caps map[DeviceAttribute]int32) (*Context, *fakeDriver) {
+// fakeDevice is device 0 of a binding over fake.
+func fakeDevice(t *testing.T, fake *fakeDriver) Device {
 	t.Helper()
-	fake := newFakeDriver(caps)
 	drv, err := newDriver(fake, "fakeDriver")
 	if err != nil {
 		t.Fatal(err)
@@ -177,6 +177,13 @@ func fakeContext(t *testing.T, caps map[DeviceAttribute]int32) (*Context, *fakeD
 	if err != nil {
 		t.Fatal(err)
 	}
+	return dev
+}
+
+func fakeContext(t *testing.T, caps map[DeviceAttribute]int32) (*Context, *fakeDriver) {
+	t.Helper()
+	fake := newFakeDriver(caps)
+	dev := fakeDevice(t, fake)
 	var notes []string
 	c, err := dev.NewContext(ContextOptions{Logf: func(f string, a ...any) { notes = append(notes, f) }})
 	if err != nil {
@@ -308,14 +315,7 @@ func TestPinReadOnlyUnsupportedAsksNothing(t *testing.T) {
 func TestCapabilitiesOfAnOlderDriver(t *testing.T) {
 	fake := newFakeDriver(map[DeviceAttribute]int32{AttrComputeCapabilityMajor: 8, AttrComputeCapabilityMinor: 6, AttrCanMapHostMemory: 1})
 	fake.unknownAttrs = []DeviceAttribute{AttrHostRegisterSupported, AttrPageableMemoryAccessUsesHostPageTables, AttrReadOnlyHostRegisterSupported}
-	drv, err := newDriver(fake, "fakeDriver")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := drv.Device(0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dev := fakeDevice(t, fake)
 	caps, err := dev.Capabilities()
 	if err != nil {
 		t.Fatalf("Capabilities with a driver that predates attributes 99/100/113: %v", err)

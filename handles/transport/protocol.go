@@ -34,7 +34,6 @@ const (
 	helloSize       = 4 + 2 + 2 + 4 + NameSize + 4 + MaxTopics*TopicNameSize
 	poolEntrySize   = TopicNameSize + 4 + 1 + 3 + 4 + 4 + 8
 	ringInfoSize    = 8
-	welcomeSize     = 8 + MaxTopics*poolEntrySize + ringInfoSize
 	maxRefuseReason = 200
 )
 
