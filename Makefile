@@ -34,6 +34,21 @@ test: deps vet fmt-check
 	$(GO) vet -tags gpu ./gpu/ ./agent/
 	ZEROHOP_REQUIRE_ORT=1 $(GO) test -count=1 -run 'FakeCUDA' ./gpu/ ./agent/
 	$(GO) vet -tags cudaemu ./gpu/
+	@$(MAKE) --no-print-directory test-cuda-libs
+
+# The GPU binding against NVIDIA's real libcuda.so.1 (driver 535) and NVRTC
+# 11.8 from Debian 12 non-free, on a machine without a GPU: the kernels
+# compiled for sm_70…sm_90 and their cubins read back, every symbol, the
+# no-GPU start-up, the error names (gpu/reallibs_test.go,
+# agent/reallibs_test.go). Elsewhere than Debian 12 it says NOT RUN.
+CUDA_LIBS = $${ZEROHOP_CACHE:-$(CURDIR)/.cache}/cuda-debian/lib
+.PHONY: test-cuda-libs
+test-cuda-libs:
+	@rc=0; scripts/cuda-libs/fetch.sh || rc=$$?; \
+	if [ $$rc -eq 3 ]; then echo "test-cuda-libs: NOT RUN: the real CUDA libraries come from Debian 12's archive"; exit 0; fi; \
+	[ $$rc -eq 0 ] || exit $$rc
+	$(GO) vet -tags cudalibs ./gpu/ ./agent/
+	ZEROHOP_REQUIRE_ORT=1 ZEROHOP_CUDA_LIBS=$(CUDA_LIBS) $(GO) test -tags cudalibs -count=1 -run '^TestReal' ./gpu/ ./agent/
 
 ros2-gen:
 	ros2/idl/gen.sh

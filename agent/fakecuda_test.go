@@ -84,31 +84,8 @@ func fakeCUDAChild(t *testing.T) {
 				AzimuthSteps: smallScene.AzimuthSteps, Listener: ln, Sink: &recordingSink{},
 				Threads: 1, Providers: "cpu", GPU: GPUOn, CubinCache: t.TempDir(), Watchdog: 5 * time.Second})
 		}()
-		deadline := time.Now().Add(90 * time.Second) // the emulation is slow, under -race slower still
-		var lat struct {
-			VoxelPath string             `json:"voxel_path"`
-			Counters  map[string]float64 `json:"counters"`
-		}
-		for lat.Counters["frames_processed"] < 2 {
-			if time.Now().After(deadline) {
-				cancel()
-				<-done
-				t.Fatalf("after 90 s: /latency %+v; want 2 frames processed", lat)
-			}
-			select {
-			case err := <-done:
-				t.Fatalf("the agent stopped before 2 frames (/latency %+v): %v", lat, err)
-			case <-time.After(100 * time.Millisecond):
-			}
-			if resp, err := http.Get("http://" + ln.Addr().String() + "/latency"); err == nil {
-				body, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if err := json.Unmarshal(body, &lat); err != nil {
-					t.Fatalf("/latency: %v", err)
-				}
-				hostAllocs = live(fakecuda.LiveHostAllocs)
-			}
-		}
+		// The emulation is slow, under -race slower still.
+		lat := waitFrames(t, ln.Addr().String(), done, 2, 90*time.Second, func() { hostAllocs = live(fakecuda.LiveHostAllocs) })
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatal(err)
@@ -138,41 +115,13 @@ func fakeCUDANode(t *testing.T, driver string, live func(int) uint64, registrati
 	}
 	sink := &recordingSink{}
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	done := make(chan error, 1)
 	go func() {
 		done <- RunNode(ctx, NodeConfig{Socket: socket, Listener: ln, Sink: sink, Threads: 1, Providers: "cpu",
 			GPU: GPUOn, CubinCache: t.TempDir(), Watchdog: 5 * time.Second})
 	}()
-	var lat struct {
-		GPU       string             `json:"gpu"`
-		VoxelPath string             `json:"voxel_path"`
-		Counters  map[string]float64 `json:"counters"`
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		select {
-		case err := <-done:
-			cancel()
-			t.Fatalf("the agent stopped: %v", err)
-		default:
-		}
-		if resp, err := http.Get("http://" + ln.Addr().String() + "/latency"); err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if err := json.Unmarshal(body, &lat); err != nil {
-				t.Fatalf("/latency: %v", err)
-			}
-			if lat.Counters["frames_processed"] >= 3 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			cancel()
-			<-done
-			t.Fatalf("after 60 s: /latency %+v; want 3 frames processed", lat)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	lat := waitFrames(t, ln.Addr().String(), done, 3, 60*time.Second, nil)
 	// The pools the subscriber mapped are registered read-only, or, where
 	// registration fails, not at all and their frames staged.
 	if n := live(fakecuda.LiveRegistrations); n != registrations {
@@ -191,5 +140,44 @@ func fakeCUDANode(t *testing.T, driver string, live func(int) uint64, registrati
 	// Everything the node made on the device is gone once it returns.
 	if left, err := fakecuda.Leaks(driver); err != nil || len(left) > 0 {
 		t.Errorf("after RunNode, left in the fake driver: %v %v", left, err)
+	}
+}
+
+// latencyView is the part of /latency the GPU start-up tests read.
+type latencyView struct {
+	GPU       string             `json:"gpu"`
+	VoxelPath string             `json:"voxel_path"`
+	Counters  map[string]float64 `json:"counters"`
+}
+
+// waitFrames polls the node's /latency at addr until it has processed
+// frames frames, calling onPoll (if not nil) after each answer, and fails
+// the test when the node stops (done) or timeout passes first.
+func waitFrames(t *testing.T, addr string, done <-chan error, frames float64, timeout time.Duration, onPoll func()) latencyView {
+	t.Helper()
+	var lat latencyView
+	deadline := time.Now().Add(timeout)
+	for {
+		if resp, err := http.Get("http://" + addr + "/latency"); err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err := json.Unmarshal(body, &lat); err != nil {
+				t.Fatalf("/latency: %v", err)
+			}
+			if onPoll != nil {
+				onPoll()
+			}
+			if lat.Counters["frames_processed"] >= frames {
+				return lat
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: /latency %+v; want %v frames processed", timeout, lat, frames)
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the agent stopped before %v frames (/latency %+v): %v", frames, lat, err)
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }

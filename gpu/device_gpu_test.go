@@ -15,13 +15,6 @@ import (
 	"github.com/zerohop/zerohop/pinned"
 )
 
-const axpbSource = `
-extern "C" __global__ void axpb(const float* x, float* y, float a, float b, unsigned int n) {
-	unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
-	if (i < n) y[i] = a * x[i] + b;
-}
-`
-
 type gpuFixture struct {
 	c   *Context
 	nv  *NVRTC // as the agent opens it: none newer than the driver

@@ -83,16 +83,15 @@ func TestVoxelSourceIsEmbeddedWithEveryKernel(t *testing.T) {
 	}
 }
 
-// TestVoxelKernelPackingMatchesSignatures packs each kernel's arguments as
-// runOnThread does and compares them, type by type, with the C signature.
-func TestVoxelKernelPackingMatchesSignatures(t *testing.T) {
-	sigs := kernelSignatures(t, voxelSource)
+// packedVoxelKernels packs each kernel's arguments with its pack function,
+// as runOnThread does (values are arbitrary; the kinds are what counts).
+func packedVoxelKernels() map[voxelKernel][]argKind {
 	var l argList
 	c := cloudArgs{pts: 1, n: 2, step: 16, ox: 0, oy: 4, oz: 8, oi: 12}
 	crop := cropArgs{crop: 1, min: [3]float32{-1, -2, -3}, max: [3]float32{1, 2, 3}}
 	g := voxelGrid{min: [3]int64{-5, -6, -7}, dim: [3]uint64{10, 11, 12}}
 	b := bevArgs{h: 128, w: 128, cell: 0.2, maxHeight: 3}
-	packed := map[voxelKernel][]argKind{
+	return map[voxelKernel][]argKind{
 		kBounds:       slices.Clone(packBounds(&l, c, crop, 3).Kinds()),
 		kKeys:         slices.Clone(packKeys(&l, c, crop, [3]float32{5, 5, 5}, g, 4, 5, 3).Kinds()),
 		kRadixHist:    slices.Clone(packRadixHist(&l, 4, 2, 8, true, 5).Kinds()),
@@ -109,6 +108,13 @@ func TestVoxelKernelPackingMatchesSignatures(t *testing.T) {
 		kBEVFill:      slices.Clone(packBEVFill(&l, 4, 5, 6, 9, 7, 8).Kinds()),
 		kBEVFinish:    slices.Clone(packBEVFinish(&l, 4, 5, 6, 7, 8, 99, 9).Kinds()),
 	}
+}
+
+// TestVoxelKernelPackingMatchesSignatures packs each kernel's arguments as
+// runOnThread does and compares them, type by type, with the C signature.
+func TestVoxelKernelPackingMatchesSignatures(t *testing.T) {
+	sigs := kernelSignatures(t, voxelSource)
+	packed := packedVoxelKernels()
 	for k := range numVoxelKernels {
 		name := voxelKernelNames[k]
 		got, ok := packed[k]

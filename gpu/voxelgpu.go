@@ -211,7 +211,7 @@ func NewVoxelFilter(c *Context, nv *NVRTC, cfg voxel.Config, opt VoxelOptions) (
 		return nil, fmt.Errorf("gpu voxel filter: %s is %s, NVRTC %d.%d (%s): %w", caps.Name, caps.Arch(), major, minor, nv.Soname(), err)
 	}
 	f.target = target
-	options := append([]string{"--gpu-architecture=" + target}, voxelCompileOptions[:]...)
+	options := voxelCompileArgs(target)
 	dir := opt.CacheDir
 	if dir == "" {
 		dir = DefaultCubinCacheDir()
@@ -227,6 +227,12 @@ func NewVoxelFilter(c *Context, nv *NVRTC, cfg voxel.Config, opt VoxelOptions) (
 		return nil, fmt.Errorf("gpu voxel filter: %w", err)
 	}
 	return f, nil
+}
+
+// voxelCompileArgs are NVRTC's options for the kernels on target (sm_XY
+// for a cubin, compute_XY for PTX).
+func voxelCompileArgs(target string) []string {
+	return append([]string{"--gpu-architecture=" + target}, voxelCompileOptions[:]...)
 }
 
 // compileTarget picks what NVRTC compiles the kernels for on a device of
