@@ -35,13 +35,21 @@ func TestFakeCUDAAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	runTestChild(t, "TestFakeCUDAAgent", libs.Dir, envFakeCUDAChild, 3*time.Minute)
+}
+
+// runTestChild runs test name again in a child process that finds the
+// libraries of libDir under their sonames (LD_LIBRARY_PATH is read only
+// at process start) and has childEnv=1, and fails unless it passes.
+func runTestChild(t *testing.T, name, libDir, childEnv string, timeout time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestFakeCUDAAgent$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+libs.Dir, envFakeCUDAChild+"=1")
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+name+"$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+libDir, childEnv+"=1")
 	out, err := cmd.CombinedOutput()
-	t.Logf("child on the fake driver:\n%s", out)
-	if err != nil || !strings.Contains(string(out), "--- PASS: TestFakeCUDAAgent") {
+	t.Logf("child with LD_LIBRARY_PATH=%s:\n%s", libDir, out)
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+name) {
 		t.Fatalf("child: %v", err)
 	}
 }

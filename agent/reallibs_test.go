@@ -15,7 +15,6 @@ import (
 	"errors"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -40,15 +39,7 @@ func TestRealCUDALibsAgentWithoutAGPU(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "libcuda.so.1")); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestRealCUDALibsAgentWithoutAGPU$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+dir, envRealCUDAChild+"=1")
-	out, err := cmd.CombinedOutput()
-	t.Logf("child with the real libcuda.so.1:\n%s", out)
-	if err != nil || !strings.Contains(string(out), "--- PASS: TestRealCUDALibsAgentWithoutAGPU") {
-		t.Fatalf("child: %v", err)
-	}
+	runTestChild(t, "TestRealCUDALibsAgentWithoutAGPU", dir, envRealCUDAChild, 2*time.Minute)
 }
 
 func realCUDAChild(t *testing.T) {

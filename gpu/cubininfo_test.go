@@ -67,6 +67,18 @@ func cubinArch(image []byte) int {
 	return int(binary.LittleEndian.Uint32(image[48:]) & 0xff)
 }
 
+// sectionRecords decodes an .nv.info section.
+func sectionRecords(s *elf.Section) ([]nvInfoRecord, error) {
+	data, err := s.Data()
+	if err == nil {
+		var recs []nvInfoRecord
+		if recs, err = nvInfoRecords(data); err == nil {
+			return recs, nil
+		}
+	}
+	return nil, fmt.Errorf("cubin %s: %w", s.Name, err)
+}
+
 type nvInfoRecord struct {
 	Attr  byte
 	Value []byte
@@ -141,13 +153,9 @@ func parseCubin(image []byte) (map[string]*cubinKernel, error) {
 	for _, s := range f.Sections {
 		switch {
 		case s.Name == ".nv.info":
-			data, err := s.Data()
+			recs, err := sectionRecords(s)
 			if err != nil {
-				return nil, fmt.Errorf("cubin %s: %w", s.Name, err)
-			}
-			recs, err := nvInfoRecords(data)
-			if err != nil {
-				return nil, fmt.Errorf("cubin %s: %w", s.Name, err)
+				return nil, err
 			}
 			for _, r := range recs {
 				if len(r.Value) != 8 || (r.Attr != eiattrRegCount && r.Attr != eiattrMaxStackSize) {
@@ -169,13 +177,9 @@ func parseCubin(image []byte) (map[string]*cubinKernel, error) {
 			if k == nil {
 				return nil, fmt.Errorf("cubin: %s for a kernel without code", s.Name)
 			}
-			data, err := s.Data()
+			recs, err := sectionRecords(s)
 			if err != nil {
-				return nil, fmt.Errorf("cubin %s: %w", s.Name, err)
-			}
-			recs, err := nvInfoRecords(data)
-			if err != nil {
-				return nil, fmt.Errorf("cubin %s: %w", s.Name, err)
+				return nil, err
 			}
 			for _, r := range recs {
 				if r.Attr != eiattrKParamInfo {
