@@ -71,12 +71,12 @@ func fakeCUDAChild(t *testing.T) {
 		}
 		gpuPipelineMatchesCPU(t, g, smallScene, 2)
 	})
-	t.Run("node subscribed to a camera process, --gpu on", func(t *testing.T) {
-		fakeCUDANode(t, driver, live, 2)
+	t.Run("node subscribed to a camera process that restarts, --gpu on", func(t *testing.T) {
+		fakeCUDANode(t, driver, live, 2, 2)
 	})
 	t.Run("node whose camera pools cannot be registered stages them", func(t *testing.T) {
 		t.Setenv("ZEROHOP_FAKECUDA_FAIL_REGISTER", "1")
-		fakeCUDANode(t, driver, live, 0)
+		fakeCUDANode(t, driver, live, 0, 0)
 	})
 	t.Run("composed node, camera pools in cuMemHostAlloc'd memory", func(t *testing.T) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -111,12 +111,14 @@ func fakeCUDAChild(t *testing.T) {
 
 // fakeCUDANode runs RunNode --gpu on against a camera process until three
 // frames are processed and checks the GPU path stayed on, with
-// registrations pools registered meanwhile, and that nothing is left in the
-// fake driver afterwards.
-func fakeCUDANode(t *testing.T, driver string, live func(int) uint64, registrations uint64) {
+// registrations pools registered meanwhile; then SIGKILLs and restarts the
+// camera cameraRestarts times, checking after each that only the new
+// camera's pools stay registered; and that nothing is left in the fake
+// driver afterwards.
+func fakeCUDANode(t *testing.T, driver string, live func(int) uint64, registrations uint64, cameraRestarts int) {
 	t.Setenv(envSmallScene, "1")
 	socket := filepath.Join(t.TempDir(), "zh", "camera.sock")
-	startCameraProc(t, socket)
+	cam := startCameraProc(t, socket)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -134,6 +136,24 @@ func fakeCUDANode(t *testing.T, driver string, live func(int) uint64, registrati
 	// registration fails, not at all and their frames staged.
 	if n := live(fakecuda.LiveRegistrations); n != registrations {
 		t.Errorf("%d host registrations while subscribed, want %d", n, registrations)
+	}
+	// A camera that crashes and comes back brings new pools: once the
+	// leases on the dead camera's frames are gone, so are its pools'
+	// registrations (pinned memory is scarce; a crash loop must not leak it).
+	for r := 1; r <= cameraRestarts; r++ {
+		cam.Process.Kill()
+		cam.Wait()
+		cam = startCameraProc(t, socket)
+		lat = waitFrames(t, ln.Addr().String(), done, lat.Counters["frames_processed"]+3, 60*time.Second, nil)
+		deadline := time.Now().Add(10 * time.Second)
+		n := live(fakecuda.LiveRegistrations)
+		for n != registrations && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+			n = live(fakecuda.LiveRegistrations)
+		}
+		if n != registrations {
+			t.Fatalf("camera restart %d: %d host registrations, want %d (the dead camera's pools still registered)", r, n, registrations)
+		}
 	}
 	cancel()
 	if err := <-done; err != nil {
