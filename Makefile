@@ -36,12 +36,14 @@ test: deps vet fmt-check
 	$(GO) vet -tags cudaemu ./gpu/
 	@$(MAKE) --no-print-directory test-cuda-libs
 
-# The GPU binding against NVIDIA's real libcuda.so.1 (driver 535) and NVRTC
-# 11.8 from Debian 12 non-free, on a machine without a GPU: the kernels
-# compiled for sm_70…sm_90 and their cubins read back, every symbol, the
-# no-GPU start-up, the error names (gpu/reallibs_test.go,
-# agent/reallibs_test.go). Elsewhere than Debian 12 it says NOT RUN.
-CUDA_LIBS = $${ZEROHOP_CACHE:-$(CURDIR)/.cache}/cuda-debian/lib
+# The GPU binding against NVIDIA's real libcuda.so.1 and NVRTC from Debian
+# non-free (12: driver 535 + NVRTC 11.8; 13: driver 550 + NVRTC 12.4), on a
+# machine without a GPU: the kernels compiled for sm_70…sm_90 and their
+# cubins read back, every symbol, the no-GPU start-up, the error names
+# (gpu/reallibs_test.go, agent/reallibs_test.go). Elsewhere than Debian 12
+# it says NOT RUN.
+CUDA_DEBIAN = $${ZEROHOP_CACHE:-$(CURDIR)/.cache}/cuda-debian
+CUDA_LIBS = $(CUDA_DEBIAN)/bookworm/lib:$(CUDA_DEBIAN)/trixie/lib
 .PHONY: test-cuda-libs
 test-cuda-libs:
 	@rc=0; scripts/cuda-libs/fetch.sh || rc=$$?; \

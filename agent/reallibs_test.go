@@ -4,9 +4,10 @@ package agent
 
 // The agent's start-up against NVIDIA's REAL libcuda.so.1 and NVRTC on a
 // machine WITHOUT a GPU (make test-cuda-libs; scripts/cuda-libs/fetch.sh
-// unpacks Debian 12's driver 535 library and NVRTC 11.8 into
-// $ZEROHOP_CUDA_LIBS). A child test process finds them under their
-// sonames through LD_LIBRARY_PATH, as on a machine with the driver
+// unpacks Debian 12's driver 535 library with NVRTC 11.8, and Debian 13's
+// driver 550 with NVRTC 12.4, into the folders $ZEROHOP_CUDA_LIBS lists).
+// Per folder, a child test process finds them under their sonames through
+// LD_LIBRARY_PATH, as on a machine with the driver
 // installed: --gpu auto must run the CPU path and say why in one log line,
 // --gpu on must fail naming the step. Nothing here runs on a GPU.
 
@@ -32,14 +33,18 @@ func TestRealCUDALibsAgentWithoutAGPU(t *testing.T) {
 		return
 	}
 	requireORT(t)
-	dir := os.Getenv("ZEROHOP_CUDA_LIBS")
-	if dir == "" {
+	list := os.Getenv("ZEROHOP_CUDA_LIBS")
+	if list == "" {
 		t.Fatal("$ZEROHOP_CUDA_LIBS is not set: make test-cuda-libs fetches the libraries and sets it")
 	}
-	if _, err := os.Stat(filepath.Join(dir, "libcuda.so.1")); err != nil {
-		t.Fatal(err)
+	for _, dir := range filepath.SplitList(list) {
+		t.Run(filepath.Base(filepath.Dir(dir)), func(t *testing.T) {
+			if _, err := os.Stat(filepath.Join(dir, "libcuda.so.1")); err != nil {
+				t.Fatal(err)
+			}
+			runTestChild(t, "TestRealCUDALibsAgentWithoutAGPU", dir, envRealCUDAChild, 2*time.Minute)
+		})
 	}
-	runTestChild(t, "TestRealCUDALibsAgentWithoutAGPU", dir, envRealCUDAChild, 2*time.Minute)
 }
 
 func realCUDAChild(t *testing.T) {

@@ -4,10 +4,11 @@ package gpu
 
 // The binding against NVIDIA's REAL libraries on a machine WITHOUT a GPU
 // (make test-cuda-libs): Debian 12's libcuda.so.1 (driver 535, CUDA 12.2)
-// and NVRTC 11.8, which scripts/cuda-libs/fetch.sh unpacks into the folder
-// $ZEROHOP_CUDA_LIBS names. The libraries are loaded by path, as
-// $ZEROHOP_NVRTC and an NVRTC outside the linker's path are, not through
-// LD_LIBRARY_PATH.
+// with NVRTC 11.8, and Debian 13's (driver 550, CUDA 12.4) with NVRTC 12.4,
+// which scripts/cuda-libs/fetch.sh unpacks into the folders that
+// $ZEROHOP_CUDA_LIBS lists (colon-separated); every test runs once per
+// folder. The libraries are loaded by path, as $ZEROHOP_NVRTC and an NVRTC
+// outside the linker's path are, not through LD_LIBRARY_PATH.
 //
 // What this verifies that the fake driver cannot: that NVIDIA's compiler
 // accepts kernels/voxel.cu for every architecture from sm_70 to sm_90 and
@@ -33,33 +34,60 @@ import (
 
 const envCUDALibs = "ZEROHOP_CUDA_LIBS"
 
-// realCUDALibs is the folder of the real libraries; the tests fail (never
-// skip) without it.
-func realCUDALibs(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv(envCUDALibs)
-	if dir == "" {
-		t.Fatalf("$%s is not set: make test-cuda-libs fetches the libraries and sets it", envCUDALibs)
-	}
-	for _, f := range []string{"libcuda.so.1", "libnvrtc.so.11.2", "libnvrtc-builtins.so.11.8"} {
-		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
-			t.Fatalf("$%s=%s: %v (scripts/cuda-libs/fetch.sh puts it there)", envCUDALibs, dir, err)
-		}
-	}
-	if strings.Contains(os.Getenv("LD_LIBRARY_PATH"), dir) {
-		t.Fatalf("LD_LIBRARY_PATH holds %s: these tests load the libraries by path, so that NVRTC finds its builtins only through our preload", dir)
-	}
-	return dir
+// cudaLibSet is one folder of real libraries: a driver and an NVRTC.
+type cudaLibSet struct {
+	name   string // the Debian release, from the folder's path
+	dir    string
+	driver string // libcuda.so.1
+	nvrtc  string // libnvrtc.so.<soname version>
 }
 
-func openRealNVRTC(t *testing.T) *NVRTC {
+// realCUDALibs lists the folders of real libraries; the tests fail (never
+// skip) without them.
+func realCUDALibs(t *testing.T) []cudaLibSet {
 	t.Helper()
-	nv, err := OpenNVRTC(filepath.Join(realCUDALibs(t), "libnvrtc.so.11.2"))
+	list := os.Getenv(envCUDALibs)
+	if list == "" {
+		t.Fatalf("$%s is not set: make test-cuda-libs fetches the libraries and sets it", envCUDALibs)
+	}
+	var sets []cudaLibSet
+	for _, dir := range filepath.SplitList(list) {
+		set := cudaLibSet{name: filepath.Base(filepath.Dir(dir)), dir: dir, driver: filepath.Join(dir, "libcuda.so.1")}
+		// The soname is the shortest libnvrtc.so.* name (libnvrtc.so.12, not
+		// libnvrtc.so.12.4.127).
+		names, _ := filepath.Glob(filepath.Join(dir, "libnvrtc.so.*"))
+		for _, n := range names {
+			if set.nvrtc == "" || len(n) < len(set.nvrtc) {
+				set.nvrtc = n
+			}
+		}
+		builtins, _ := filepath.Glob(filepath.Join(dir, "libnvrtc-builtins.so.*"))
+		if _, err := os.Stat(set.driver); err != nil || set.nvrtc == "" || len(builtins) == 0 {
+			t.Fatalf("$%s: %s lacks libcuda.so.1, libnvrtc.so.* or libnvrtc-builtins.so.* (scripts/cuda-libs/fetch.sh puts them there)", envCUDALibs, dir)
+		}
+		if strings.Contains(os.Getenv("LD_LIBRARY_PATH"), dir) {
+			t.Fatalf("LD_LIBRARY_PATH holds %s: these tests load the libraries by path, so that NVRTC finds its builtins only through our preload", dir)
+		}
+		sets = append(sets, set)
+	}
+	return sets
+}
+
+// eachCUDALibSet runs f as a subtest per folder of real libraries.
+func eachCUDALibSet(t *testing.T, f func(t *testing.T, set cudaLibSet)) {
+	for _, set := range realCUDALibs(t) {
+		t.Run(set.name, func(t *testing.T) { f(t, set) })
+	}
+}
+
+func openRealNVRTC(t *testing.T, set cudaLibSet) *NVRTC {
+	t.Helper()
+	nv, err := OpenNVRTC(set.nvrtc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if major, minor := nv.Version(); major != 11 || minor != 8 {
-		t.Fatalf("NVRTC %d.%d, want Debian's 11.8", major, minor)
+	if major, minor := nv.Version(); major < 11 {
+		t.Fatalf("%s is NVRTC %d.%d, want 11.2 or newer", set.nvrtc, major, minor)
 	}
 	return nv
 }
@@ -69,18 +97,21 @@ var maxLaunchBlock = max(sortThreads, scanThreads, pointThreads)
 
 // TestRealNVRTCCompilesTheVoxelKernels compiles kernels/voxel.cu as the
 // filter does (cachedCubin, voxelCompileArgs) for each real architecture
-// NVRTC 11.8 supports from sm_70 on, and reads the cubin NVIDIA's compiler
+// NVRTC supports from sm_70 on, and reads the cubin NVIDIA's compiler
 // made: every kernel the Go side launches is in it, with the parameter
 // count and sizes its pack function produces, and fits a launch block.
-func TestRealNVRTCCompilesTheVoxelKernels(t *testing.T) {
-	nv := openRealNVRTC(t)
+func TestRealNVRTCCompilesTheVoxelKernels(t *testing.T) { eachCUDALibSet(t, realVoxelKernels) }
+
+func realVoxelKernels(t *testing.T, set cudaLibSet) {
+	nv := openRealNVRTC(t, set)
+	major, minor := nv.Version()
 	archs, err := nv.SupportedArchs()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []int{70, 75, 80, 86, 87, 89, 90} {
 		if !slices.Contains(archs, want) {
-			t.Errorf("NVRTC 11.8 supports %v, not sm_%d", archs, want)
+			t.Errorf("NVRTC %d.%d supports %v, not sm_%d", major, minor, archs, want)
 		}
 	}
 	packed := packedVoxelKernels()
@@ -92,7 +123,7 @@ func TestRealNVRTCCompilesTheVoxelKernels(t *testing.T) {
 		target := fmt.Sprintf("sm_%d", arch)
 		t.Run(target, func(t *testing.T) {
 			options := voxelCompileArgs(target)
-			key := cubinCacheKey(voxelSource, target, 11, 8, options)
+			key := cubinCacheKey(voxelSource, target, major, minor, options)
 			image, hit, err := cachedCubin(cache, key, nv.Compile, voxelSource, "voxel.cu", options)
 			if err != nil || hit {
 				t.Fatalf("compile: hit %t, %v", hit, err)
@@ -124,7 +155,7 @@ func TestRealNVRTCCompilesTheVoxelKernels(t *testing.T) {
 				checkLaunchFits(t, kern)
 				fmt.Fprintf(&table, "\n  %-16s %3d registers, %5d B shared, %3d B stack, %2d params", name, kern.Registers, kern.StaticShared, kern.Stack, len(kern.Params))
 			}
-			t.Logf("%s, %d-byte cubin:%s", target, len(image), table.String())
+			t.Logf("NVRTC %d.%d, %s, %d-byte cubin:%s", major, minor, target, len(image), table.String())
 		})
 	}
 }
@@ -153,18 +184,21 @@ func checkLaunchFits(t *testing.T, k *cubinKernel) {
 // TestRealNVRTCPTXForANewerGPU is the path of a GPU newer than the NVRTC
 // found: PTX for the newest architecture NVRTC knows, JIT-compiled by the
 // driver. The cache returns the PTX (no cubin), and it has every kernel.
-func TestRealNVRTCPTXForANewerGPU(t *testing.T) {
-	nv := openRealNVRTC(t)
+func TestRealNVRTCPTXForANewerGPU(t *testing.T) { eachCUDALibSet(t, realPTXForANewerGPU) }
+
+func realPTXForANewerGPU(t *testing.T, set cudaLibSet) {
+	nv := openRealNVRTC(t, set)
+	major, minor := nv.Version()
 	archs, err := nv.SupportedArchs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	target, err := compileTarget(120, archs) // an RTX 50 (sm_120) on CUDA 11.8's NVRTC
+	target, err := compileTarget(120, archs) // an RTX 50 (sm_120) on an NVRTC that predates it
 	if err != nil || target != "compute_90" {
 		t.Fatalf("compileTarget(sm_120, %v) = %q, %v; want compute_90", archs, target, err)
 	}
 	options := voxelCompileArgs(target)
-	image, _, err := cachedCubin(t.TempDir(), cubinCacheKey(voxelSource, "sm_120", 11, 8, options), nv.Compile, voxelSource, "voxel.cu", options)
+	image, _, err := cachedCubin(t.TempDir(), cubinCacheKey(voxelSource, "sm_120", major, minor, options), nv.Compile, voxelSource, "voxel.cu", options)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,8 +215,10 @@ func TestRealNVRTCPTXForANewerGPU(t *testing.T) {
 
 // TestRealNVRTCCompileErrors: a kernel that needs a newer architecture
 // and a syntax error both come back as ErrCompilation with NVIDIA's log.
-func TestRealNVRTCCompileErrors(t *testing.T) {
-	nv := openRealNVRTC(t)
+func TestRealNVRTCCompileErrors(t *testing.T) { eachCUDALibSet(t, realCompileErrors) }
+
+func realCompileErrors(t *testing.T, set cudaLibSet) {
+	nv := openRealNVRTC(t, set)
 	for _, tc := range []struct{ source, arch, inLog string }{
 		{voxelSource, "sm_60", "__match_any_sync"},
 		{`extern "C" __global__ void k(int* p) { p[0] = ; }`, "sm_90", "expected an expression"},
@@ -196,17 +232,20 @@ func TestRealNVRTCCompileErrors(t *testing.T) {
 }
 
 // TestRealNVRTCCompilesTheTestKernel compiles axpbSource as the GPU tests
-// do, and holds the result against testdata/axpb_sm90.cubin, which
+// do, and holds its parameters against testdata/axpb_sm90.cubin, which
 // TestCubinInfoDecodesAKnownKernel reads without NVRTC. With
-// ZEROHOP_UPDATE_TESTDATA=1 it rewrites that file.
-func TestRealNVRTCCompilesTheTestKernel(t *testing.T) {
-	nv := openRealNVRTC(t)
+// ZEROHOP_UPDATE_TESTDATA=1, NVRTC 11.8 rewrites that file.
+func TestRealNVRTCCompilesTheTestKernel(t *testing.T) { eachCUDALibSet(t, realTestKernel) }
+
+func realTestKernel(t *testing.T, set cudaLibSet) {
+	nv := openRealNVRTC(t, set)
+	major, minor := nv.Version()
 	out, err := nv.Compile(axpbSource, "axpb.cu", "--gpu-architecture=sm_90")
 	if err != nil {
 		t.Fatal(err)
 	}
 	const golden = "testdata/axpb_sm90.cubin"
-	if os.Getenv("ZEROHOP_UPDATE_TESTDATA") == "1" {
+	if os.Getenv("ZEROHOP_UPDATE_TESTDATA") == "1" && major == 11 && minor == 8 {
 		if err := os.WriteFile(golden, out.CUBIN, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -223,16 +262,18 @@ func TestRealNVRTCCompilesTheTestKernel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g, r := got["axpb"], ref["axpb"]; g == nil || r == nil || fmt.Sprint(*g) != fmt.Sprint(*r) {
-		t.Errorf("NVRTC 11.8 now gives %+v, %s has %+v", g, golden, r)
+	if g, r := got["axpb"], ref["axpb"]; g == nil || r == nil || !slices.Equal(g.Params, r.Params) {
+		t.Errorf("NVRTC %d.%d gives %+v, %s has %+v", major, minor, g, golden, r)
 	}
 }
 
 // TestRealNVRTCErrorNames holds our nvrtcResult names against the real
 // library's nvrtcGetErrorString.
-func TestRealNVRTCErrorNames(t *testing.T) {
-	path := filepath.Join(realCUDALibs(t), "libnvrtc.so.11.2")
-	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
+func TestRealNVRTCErrorNames(t *testing.T) { eachCUDALibSet(t, realNVRTCErrorNames) }
+
+func realNVRTCErrorNames(t *testing.T, set cudaLibSet) {
+	major, minor := openRealNVRTC(t, set).Version()
+	h, err := purego.Dlopen(set.nvrtc, purego.RTLD_NOW|purego.RTLD_LOCAL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,27 +284,29 @@ func TestRealNVRTCErrorNames(t *testing.T) {
 		real := errorString(code)
 		if real == "NVRTC_ERROR unknown" {
 			if ours, have := nvrtcNames[NVRTCResult(code)]; have {
-				t.Logf("%d %s: newer than NVRTC 11.8", code, ours)
+				t.Logf("%d %s: newer than NVRTC %d.%d", code, ours, major, minor)
 			}
 			continue
 		}
 		named++
 		if ours := NVRTCResult(code).Name(); ours != real {
-			t.Errorf("nvrtcResult %d: ours %q, NVRTC 11.8 %q", code, ours, real)
+			t.Errorf("nvrtcResult %d: ours %q, NVRTC %d.%d %q", code, ours, major, minor, real)
 		}
 	}
 	if named < 12 {
-		t.Errorf("NVRTC 11.8 named %d codes, want at least 0..11", named)
+		t.Errorf("NVRTC %d.%d named %d codes, want at least 0..11", major, minor, named)
 	}
-	t.Logf("NVRTC 11.8 names %d codes, all as ours do", named)
+	t.Logf("NVRTC %d.%d names %d codes, all as ours do", major, minor, named)
 }
 
 // TestRealDriverWithoutAGPU: the real libcuda.so.1 exports every symbol
 // the binding needs (Open would fail with ErrNoDriver naming the first
 // missing one), and on a machine without a GPU cuInit fails with
 // CUDA_ERROR_NO_DEVICE, which callers take as "use the CPU".
-func TestRealDriverWithoutAGPU(t *testing.T) {
-	path := filepath.Join(realCUDALibs(t), "libcuda.so.1")
+func TestRealDriverWithoutAGPU(t *testing.T) { eachCUDALibSet(t, realDriverWithoutAGPU) }
+
+func realDriverWithoutAGPU(t *testing.T, set cudaLibSet) {
+	path := set.driver
 	d, err := OpenLibrary(path)
 	if err == nil {
 		t.Fatalf("opened %s on a machine without a GPU: %v", path, d)
@@ -280,34 +323,40 @@ func TestRealDriverWithoutAGPU(t *testing.T) {
 }
 
 // TestRealDriverErrorNames holds our CUresult table against the real
-// driver's cuGetErrorName, code by code: every code the 535 driver names
-// must have the same name in ours. Codes newer than CUDA 12.2 are only
-// logged.
-func TestRealDriverErrorNames(t *testing.T) {
-	path := filepath.Join(realCUDALibs(t), "libcuda.so.1")
+// driver's cuGetErrorName, code by code: every code the driver names must
+// have the same name in ours. Codes newer than the driver are only logged.
+func TestRealDriverErrorNames(t *testing.T) { eachCUDALibSet(t, realDriverErrorNames) }
+
+func realDriverErrorNames(t *testing.T, set cudaLibSet) {
 	d := &dlDriver{}
-	if _, err := loadLibrary(path, d.symbols()); err != nil {
+	if _, err := loadLibrary(set.driver, d.symbols()); err != nil {
 		t.Fatal(err)
 	}
+	// cuDriverGetVersion needs no cuInit.
+	version, r := d.driverGetVersion()
+	if r != 0 || version < 12000 {
+		t.Fatalf("cuDriverGetVersion: %d, %v; want CUDA 12.x or newer", version, r)
+	}
+	driver := fmt.Sprintf("the CUDA %d.%d driver", version/1000, version%1000/10)
 	named := 0
 	for code := Result(0); code < 1100; code++ {
 		real, ok := d.errorName(code)
 		if !ok {
 			if ours, have := resultNames[code]; have {
-				t.Logf("%d %s: newer than driver 535", code, ours)
+				t.Logf("%d %s: newer than %s", code, ours, driver)
 			}
 			continue
 		}
 		named++
 		if ours := resultNames[code]; ours != real {
-			t.Errorf("CUresult %d: ours %q, driver 535 %q", code, ours, real)
+			t.Errorf("CUresult %d: ours %q, %s %q", code, ours, driver, real)
 		}
 		if s, ok := d.errorString(code); !ok || s == "" {
 			t.Errorf("CUresult %d (%s): no description", code, real)
 		}
 	}
 	if named < 80 {
-		t.Errorf("driver 535 named %d codes; is cuGetErrorName answering?", named)
+		t.Errorf("%s named %d codes; is cuGetErrorName answering?", driver, named)
 	}
-	t.Logf("driver 535 names %d codes, all as ours do", named)
+	t.Logf("%s names %d codes, all as ours do", driver, named)
 }
