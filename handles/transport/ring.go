@@ -51,7 +51,7 @@ const (
 	ringHandleOff = 64
 	// Ring sizes: a power of two above the hold limit, within these bounds.
 	minRingEntries = 8
-	maxRingEntries = 1024
+	maxRingEntries = 2048 // hold limits up to 2047, e.g. bench-handoff --slots 1024
 )
 
 // ringEntriesFor is the number of entries a ring needs for a subscriber

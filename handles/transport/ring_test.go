@@ -1,9 +1,12 @@
 package transport
 
 import (
+	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,8 +28,10 @@ func TestRingEntriesFor(t *testing.T) {
 		{limit: 8, want: 16},
 		{limit: 18, want: 32}, // MaxDepth + slack 2
 		{limit: 1023, want: 1024},
+		{limit: 1024, want: 2048}, // bench-handoff --slots 1024: slack slots-1, capped by the pool
+		{limit: 2047, want: 2048},
 		{limit: 0, wantErr: true},
-		{limit: 1024, wantErr: true},
+		{limit: 2048, wantErr: true},
 	} {
 		got, err := ringEntriesFor(tc.limit)
 		if (err != nil) != tc.wantErr || got != tc.want {
@@ -217,4 +222,76 @@ func TestForgedRingEntryDropsTheConnection(t *testing.T) {
 	}
 	l.Release()
 	f.waitInUse(0)
+}
+
+// TestRingsSizedForEachTopicsHoldLimit: the rings share one length, which
+// must exceed the hold limit of every topic, not only of the one with the
+// smallest pool. A subscriber of depth 16 (hold limit 18) on a 64-slot
+// "points" pool and a 4-slot "image" pool stalls on its first frame while
+// the camera publishes 18 "points" frames: all 18 must arrive, none
+// overwritten in the ring (sized for the 4-slot pool, the ring had 8
+// entries, and the subscriber saw an overrun and dropped the connection).
+func TestRingsSizedForEachTopicsHoldLimit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "camera.sock")
+	newPool := func(name string, id uint32, slots uint32) *pinned.Pool {
+		p, err := pinned.New(pinned.Geometry{SlotCount: slots, SlotSize: 4096}, pinned.Options{Name: name, ID: id, Shared: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		return p
+	}
+	points, image := newPool("points", 1, 64), newPool("image", 2, 4)
+	srv, err := NewServer(ServerConfig{Path: path, AllowGID: -1, Topics: []Topic{
+		{Name: "points", Kind: handles.KindPoints, Pool: points}, {Name: "image", Kind: handles.KindPoints, Pool: image}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	gate := make(chan struct{})
+	var first atomic.Bool
+	first.Store(true)
+	sub, _, _ := startSubscriber(t, SubscriberConfig{Path: path, Spin: true, Depth: 16,
+		Topics: []string{"points", "image"}, MinBackoff: time.Hour, MaxBackoff: time.Hour,
+		OnLease: func(l Lease) {
+			if first.Swap(false) { // the receive goroutine stalls once (GC pause, a slow callback)
+				<-gate
+			}
+			l.Release()
+		}})
+	waitFor(t, 5*time.Second, "the subscriber joins both topics", func() bool { return srv.Subscribers(0) == 1 && srv.Subscribers(1) == 1 })
+	const frames = 18 // depth 16 + slack 2: all may be in flight
+	for seq := uint64(1); seq <= frames; seq++ {
+		slot, err := points.Acquire()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := handles.Handle{Kind: handles.KindPoints, Seq: seq, Length: 32,
+			Points: handles.PointFormat{Count: 2, Step: 16, X: 0, Y: 4, Z: 8, Intensity: 12, Datatype: handles.DatatypeFloat32}}
+		h.Checksum = handles.PayloadChecksum(slot.Bytes()[:32])
+		if n, err := srv.Publish(0, slot, &h); err != nil || n != 1 {
+			t.Fatalf("publish %d: to %d subscribers, %v", seq, n, err)
+		}
+	}
+	close(gate)
+	waitFor(t, 5*time.Second, "18 frames received", func() bool { return sub.Stats().Received == frames })
+	if st := sub.Stats(); st.Invalid != 0 || st.Connects != 1 {
+		t.Fatalf("subscriber %+v: want no invalid handle and one connection", st)
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: not yet %s", timeout, what)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

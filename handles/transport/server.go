@@ -297,13 +297,17 @@ func (s *Server) admit(c *conn) error {
 }
 
 // makeRings gives c one handle ring per joined topic (in welcome order),
-// each longer than the subscriber's hold limit on that topic (a pool's
-// slot count bounds it too), and returns their entry count.
+// each longer than the subscriber's hold limit on that topic, and returns
+// their entry count. A topic's hold limit is limit capped by its pool's
+// slot count, so the rings, which share one length, are sized for the
+// largest of them: sized for the smallest, a topic with a bigger pool
+// could have more handles in flight than its ring has entries.
 func (s *Server) makeRings(c *conn, joined []int, limit int) (uint32, error) {
+	hold := 0
 	for _, ti := range joined {
-		limit = min(limit, int(s.topics[ti].Pool.Geometry().SlotCount))
+		hold = max(hold, min(limit, int(s.topics[ti].Pool.Geometry().SlotCount)))
 	}
-	entries, err := ringEntriesFor(limit)
+	entries, err := ringEntriesFor(hold)
 	if err != nil {
 		return 0, err
 	}
