@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/zerohop/zerohop/gpu"
 	"github.com/zerohop/zerohop/handles"
 	"github.com/zerohop/zerohop/handles/transport"
 	"github.com/zerohop/zerohop/infer"
@@ -86,6 +87,9 @@ type Pipeline struct {
 	// gpu is cfg.GPU until it first fails, then nil (the CPU path).
 	gpu         GPUFilter
 	gpuFailures atomic.Uint64
+	// gpuOversize counts clouds the GPU path could not take in
+	// (gpu.ErrInputTooLarge) and the CPU filtered instead.
+	gpuOversize atomic.Uint64
 
 	// The stall guard (guardStalls) reads these while the pipeline
 	// goroutine runs a frame. busySince is the UnixNano at which the
@@ -150,6 +154,10 @@ func (p *Pipeline) VoxelPath() string {
 // GPUFailures counts GPU filter failures (0 or 1: the first one ends the
 // GPU path). Safe for concurrent use.
 func (p *Pipeline) GPUFailures() uint64 { return p.gpuFailures.Load() }
+
+// GPUOversize counts clouds too large for the GPU input buffer, filtered
+// on the CPU while the GPU path stayed. Safe for concurrent use.
+func (p *Pipeline) GPUOversize() uint64 { return p.gpuOversize.Load() }
 
 // Run processes frames until ctx is done. On return it has published a
 // zero command and released every lease it held. While a frame's stages
@@ -388,7 +396,14 @@ func (p *Pipeline) cloudStages(in voxel.Cloud) (time.Time, error) {
 		p.cfg.Watchdog.Fail("voxel", err)
 		return t, err
 	}
-	if gpuErr != nil {
+	switch {
+	case errors.Is(gpuErr, gpu.ErrInputTooLarge):
+		// That cloud's size, not the GPU: this frame on the CPU, the
+		// GPU path stays for the next.
+		if p.gpuOversize.Add(1) == 1 {
+			p.log.Warn("a cloud too large for the GPU input buffer was filtered on the CPU (counted in gpu_voxel_oversize_total; raise --max-points to grow the buffer)", zap.Error(gpuErr))
+		}
+	case gpuErr != nil:
 		p.gpuFailed(gpuErr)
 	}
 	t = p.lap(telemetry.StageVoxel, t)

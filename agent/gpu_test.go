@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"sync"
@@ -33,8 +34,10 @@ type fakeGPUFilter struct {
 	bev    *voxel.BEV
 	raster []float32
 	calls  int
-	failAt int  // the call (1-based) that fails with errFakeCUDA; 0: none
-	broken bool // every call fails with errFakeCUDA after the CPU work
+	failAt int // the call (1-based) that fails with failErr; 0: none
+	// failErr is failAt's error; nil: errFakeCUDA.
+	failErr error
+	broken  bool // every call fails with errFakeCUDA after the CPU work
 	// during, if set, runs inside each call after the filtering, as the
 	// wait for the GPU would; its error is the call's.
 	during func() error
@@ -58,6 +61,9 @@ func (f *fakeGPUFilter) Run(in voxel.Cloud, out *voxel.Points, bev []byte) error
 	f.calls++
 	if f.calls == f.failAt {
 		out.P = out.P[:0]
+		if f.failErr != nil {
+			return f.failErr
+		}
 		return errFakeCUDA
 	}
 	if err := f.filter.Run(in, out); err != nil {
@@ -183,6 +189,38 @@ func TestGPUFailureMovesToTheCPUWithoutLosingTheFrame(t *testing.T) {
 	}
 	if g.cam.Pool(0).InUse() != 0 || g.cam.Pool(1).InUse() != 0 {
 		t.Fatal("the pipeline leaked slots")
+	}
+}
+
+// TestCloudTooLargeForTheGPUBufferKeepsTheGPUPath: a cloud the GPU path
+// cannot copy in (gpu.ErrInputTooLarge: a wide point step, staged or
+// --gpu-input copy) is filtered on the CPU, counted and logged once, and
+// the next frame is on the GPU again.
+func TestCloudTooLargeForTheGPUBufferKeepsTheGPUPath(t *testing.T) {
+	cpu := newComposed(t)
+	fake := newFakeGPUFilter(t, 0.2)
+	fake.failAt = 2
+	fake.failErr = fmt.Errorf("cloud of 4000000 bytes (125000 points × 32) exceeds the input copy buffer of 2000000 bytes: %w", gpu.ErrInputTooLarge)
+	g := gpuComposed(t, fake, 0.2, cpu.rt)
+	core, logs := observer.New(zap.InfoLevel)
+	g.pipe.log = zap.New(core)
+	var h handles.Handle
+	for seq := uint64(0); seq < 4; seq++ {
+		cpu.step(t, seq, &h)
+		g.step(t, seq, &h)
+		sameOutputs(t, seq, g, cpu)
+		if got := g.pipe.VoxelPath(); got != "gpu" {
+			t.Fatalf("after frame %d: voxel path %q, want gpu", seq, got)
+		}
+	}
+	if fake.calls != 4 || g.pipe.GPUFailures() != 0 || g.pipe.GPUOversize() != 1 {
+		t.Fatalf("GPU filter called %d times, %d failures, %d oversize; want 4, 0, 1", fake.calls, g.pipe.GPUFailures(), g.pipe.GPUOversize())
+	}
+	if n := stageCount(t, g.rec, "bev"); n != 1 {
+		t.Fatalf("bev stage recorded %d times, want 1 (the oversize frame, on the CPU)", n)
+	}
+	if lines := logs.FilterMessageSnippet("too large for the GPU input buffer").All(); len(lines) != 1 {
+		t.Fatalf("%d log lines about the oversize cloud, want 1", len(lines))
 	}
 }
 

@@ -355,6 +355,10 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		func() float64 { return float64(pipe.GPUFailures()) }); err != nil {
 		log.Warn("metrics: gpu failures", zap.Error(err))
 	}
+	if err := rec.AddCounterFunc("gpu_voxel_oversize_total", "Clouds too large for the GPU input buffer (a wide point step, copied or staged), filtered on the CPU; the GPU path stays.",
+		func() float64 { return float64(pipe.GPUOversize()) }); err != nil {
+		log.Warn("metrics: gpu oversize", zap.Error(err))
+	}
 
 	web, err := telemetry.NewServer(rec, telemetry.ServerOptions{Health: func() error {
 		if ok, reason := wd.Check(time.Now()); !ok {

@@ -453,6 +453,32 @@ func TestFakeCUDAStagesUnpinnedInput(t *testing.T) {
 	}
 }
 
+// TestFakeCUDAWideCloudsTooLargeToCopyIn: a cloud of 32-byte points that
+// the filter must stage, or copy with CopyInput, beyond MaxInputBytes
+// (default MaxPoints × 16) fails with ErrInputTooLarge, which the agent
+// takes as that cloud's property, not a GPU failure; read in place, the
+// same cloud is filtered.
+func TestFakeCUDAWideCloudsTooLargeToCopyIn(t *testing.T) {
+	f := openFakeCUDA(t)
+	src := ring(8, 600)
+	n := len(src) / 16
+	cfg := voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}
+	got := voxel.NewPoints(n)
+	vf, bev := newFilterAndBEV(t, f.c, f.nv, cfg, VoxelOptions{MaxPoints: n, StageUnpinned: true, CacheDir: t.TempDir()})
+	heap := layOut(make([]byte, 32*n), src, 32)
+	if err := vf.Run(heap, got, bev); !errors.Is(err, ErrInputTooLarge) {
+		t.Errorf("staging %d bytes into %d: %v, want ErrInputTooLarge", 32*n, 16*n, err)
+	}
+	mapped := layOut(f.pinnedBuffer(t, 32*n), src, 32)
+	if err := vf.Run(mapped, got, bev); err != nil {
+		t.Errorf("the same cloud read in place: %v", err)
+	}
+	vf.SetCopyInput(true)
+	if err := vf.Run(mapped, got, bev); !errors.Is(err, ErrInputTooLarge) || !strings.Contains(err.Error(), "× 32") {
+		t.Errorf("copying %d bytes into %d: %v, want ErrInputTooLarge naming the step", 32*n, 16*n, err)
+	}
+}
+
 // TestFakeCUDANVRTCFoundInTheToolkitFolder: OpenNVRTC() finds an NVRTC
 // that is only in $CUDA_HOME/lib64, off the dynamic linker's path.
 func TestFakeCUDANVRTCFoundInTheToolkitFolder(t *testing.T) {

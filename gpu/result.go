@@ -24,6 +24,11 @@ var (
 	// ErrNotPinned: host memory handed to an asynchronous copy is not
 	// memory this Context allocated or registered.
 	ErrNotPinned = errors.New("gpu: host memory is not pinned by this context")
+	// ErrInputTooLarge: a cloud that must be copied (staged or
+	// VoxelOptions.CopyInput) has more bytes than the buffer sized by
+	// VoxelOptions.MaxInputBytes. A property of that cloud (a wide point
+	// step), not a GPU failure.
+	ErrInputTooLarge = errors.New("gpu: cloud larger than the GPU input buffer")
 )
 
 // resultNames maps CUresult codes to their cuda.h names. It is kept in Go

@@ -74,8 +74,9 @@ type VoxelOptions struct {
 	// copy) before the kernels read them, instead of reading the mapped
 	// host memory in place. SetCopyInput changes it between runs.
 	CopyInput bool
-	// MaxInputBytes bounds Count*Step for CopyInput and StageUnpinned;
-	// default MaxPoints*16.
+	// MaxInputBytes bounds Count*Step for CopyInput and StageUnpinned
+	// (a larger cloud: ErrInputTooLarge); default MaxPoints*16. Clouds read
+	// in place have no byte bound.
 	MaxInputBytes int
 	// StageUnpinned makes Run accept input memory this Context has not
 	// pinned (a pool whose registration failed, a device without host
@@ -496,7 +497,7 @@ func (f *VoxelFilter) runOnThread() error {
 	f.timing.Staged = false
 	if !pinned && f.stage != nil {
 		if len(data) > len(f.stage) {
-			return fmt.Errorf("unpinned cloud of %d bytes exceeds the staging buffer of %d bytes", len(data), len(f.stage))
+			return fmt.Errorf("unpinned cloud of %d bytes (%d points × %d) exceeds the staging buffer of %d bytes: %w", len(data), n, in.Step, len(f.stage), ErrInputTooLarge)
 		}
 		data = f.stage[:copy(f.stage, data)]
 		inPtr, pinned = f.stageDev, true
@@ -508,7 +509,7 @@ func (f *VoxelFilter) runOnThread() error {
 	ca := cloudArgs{n: uint32(n), step: uint32(in.Step), ox: int32(in.OffX), oy: int32(in.OffY), oz: int32(in.OffZ), oi: int32(in.OffI)}
 	if f.opt.CopyInput {
 		if len(data) > f.opt.MaxInputBytes {
-			return fmt.Errorf("cloud of %d bytes exceeds the input copy buffer of %d bytes", len(data), f.opt.MaxInputBytes)
+			return fmt.Errorf("cloud of %d bytes (%d points × %d) exceeds the input copy buffer of %d bytes: %w", len(data), n, in.Step, f.opt.MaxInputBytes, ErrInputTooLarge)
 		}
 		if err := f.copyIn(f.inDev, data); err != nil {
 			return fmt.Errorf("copy input: %w", err)
