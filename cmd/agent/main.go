@@ -46,9 +46,10 @@ Flags:
 		fs.PrintDefaults()
 	}
 	var (
-		cfg      agent.NodeConfig
-		leaf     float64
-		logLevel string
+		cfg           agent.NodeConfig
+		leaf          float64
+		logLevel      string
+		shutdownGrace time.Duration
 	)
 	fs.StringVar(&cfg.Camera, "camera", "", `run a camera source in this process instead of subscribing: "synthetic" or "replay:DIR"`)
 	fs.Float64Var(&cfg.Rate, "rate", 30, "frame rate of the in-process camera (--camera)")
@@ -72,6 +73,7 @@ Flags:
 	fs.StringVar(&cfg.GPUInput, "gpu-input", agent.GPUInputMapped, `how the GPU kernels read a cloud: "mapped" (in place from the pinned slot, zero-copy) or "copy" (one async copy to device memory first)`)
 	fs.StringVar(&cfg.CubinCache, "cubin-cache", "", "folder for the compiled GPU kernels (default $XDG_CACHE_HOME/zerohop/cubin or ~/.cache/zerohop/cubin)")
 	fs.DurationVar(&cfg.Watchdog, "watchdog", 200*time.Millisecond, "zero cmd_vel when no fresh frame arrives within this period")
+	fs.DurationVar(&shutdownGrace, "shutdown-grace", agent.DefaultShutdownGrace, "after SIGINT/SIGTERM, exit with an error if shutdown has not finished within this long (a stage stuck in a call nothing can cancel, such as a hung GPU)")
 	fs.StringVar(&cfg.HTTP, "http", telemetry.DefaultAddr, "latency endpoint address (localhost by default; 0.0.0.0:PORT for all interfaces)")
 	fs.DurationVar(&cfg.Duration, "duration", 0, "stop after this long (0: until SIGINT/SIGTERM)")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
@@ -84,6 +86,9 @@ Flags:
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
+	}
+	if shutdownGrace <= 0 {
+		return fmt.Errorf("--shutdown-grace %v: want a positive duration", shutdownGrace)
 	}
 	cfg.Leaf = float32(leaf)
 	log, err := logging.New(logLevel)
@@ -100,5 +105,5 @@ Flags:
 	cfg.Sink = sink // nil: the log sink
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return agent.RunNode(ctx, cfg)
+	return agent.RunNodeBounded(ctx, cfg, shutdownGrace)
 }
