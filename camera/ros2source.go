@@ -489,6 +489,13 @@ func fieldNames(v *ros2.PointCloud2View) string {
 // holds Width × Height × PointStep bytes.
 func (l *cloudLayout) convert(dst []byte, v *ros2.PointCloud2View) {
 	w, step := int(v.Width), int(v.PointStep)
+	if w == 0 || v.Height == 0 {
+		// No points. parseCloudLayout checks no bounds then, so neither
+		// row_step nor data may be used: a zero-width cloud of height 2
+		// and row_step 100 with no data would slice past it, and one of
+		// height 2^31 would loop for seconds.
+		return
+	}
 	if l.fast {
 		copy(dst[:w*int(v.Height)*sensor.PointStep], v.Data)
 		return

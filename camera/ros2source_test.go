@@ -8,6 +8,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -207,6 +208,40 @@ func TestROS2PointCloud2ConvertsToPackedXYZI(t *testing.T) {
 				t.Errorf("handle header: capture %d frame %q kind %v", h.CaptureNs, h.FrameID.String(), h.Kind)
 			}
 			if st := r.src.Stats(TopicPoints); st.Received != 1 || st.Published != 1 || st.Delivered != 1 {
+				t.Errorf("stats %+v", st)
+			}
+		})
+	}
+}
+
+// TestROS2EmptyCloudIsPublishedEmpty: a cloud without points (width or
+// height 0) is published as an empty cloud, whatever its row_step and
+// height claim; it once sliced past its data (a panic on the DDS reader's
+// goroutine, from one sample any participant could send) or looped over
+// 2^31 empty rows.
+func TestROS2EmptyCloudIsPublishedEmpty(t *testing.T) {
+	xyz := []ros2.PointField{pf("x", 0, 7), pf("y", 4, 7), pf("z", 8, 7)}
+	for _, tc := range []struct {
+		name                  string
+		width, height, rowStp uint32
+	}{
+		{"zero width, two rows of row_step 100, no data", 0, 2, 100},
+		{"zero width, 2^31 rows", 0, 1 << 31, 0},
+		{"zero height", 10, 0, 160},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newROS2Rig(t, PoolSizes{Points: 100, ImageBytes: 64}, 4)
+			v := &ros2.PointCloud2View{Width: tc.width, Height: tc.height, Fields: xyz, PointStep: 20, RowStep: tc.rowStp}
+			start := time.Now()
+			r.src.OnPointCloud2(v)
+			if d := time.Since(start); d > time.Second {
+				t.Errorf("one empty cloud took %v", d)
+			}
+			h, _ := r.take(t, TopicPoints)
+			if h.Points.Count != 0 || h.Length != 0 {
+				t.Errorf("published %d points, %d bytes; want an empty cloud", h.Points.Count, h.Length)
+			}
+			if st := r.src.Stats(TopicPoints); st.Received != 1 || st.Published != 1 {
 				t.Errorf("stats %+v", st)
 			}
 		})
