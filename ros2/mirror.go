@@ -42,13 +42,11 @@ func (p *Participant) newMirror(t msgType, topic string, q QoS) (*MirrorWriter, 
 	if err != nil {
 		return nil, err
 	}
-	ep, err := p.newEndpoint(t, topic, true, q)
-	if err != nil {
+	w := &MirrorWriter{hdr: (*C.zh_mirror_hdr)(C.calloc(1, C.size_t(unsafe.Sizeof(C.zh_mirror_hdr{}))))}
+	if w.ep, err = p.newEndpoint(t, topic, true, q, func() { C.free(unsafe.Pointer(w.hdr)) }); err != nil {
 		return nil, err
 	}
-	w := &MirrorWriter{ep: ep, hdr: (*C.zh_mirror_hdr)(C.calloc(1, C.size_t(unsafe.Sizeof(C.zh_mirror_hdr{}))))}
-	ep.release = func() { C.free(unsafe.Pointer(w.hdr)) }
-	p.log.Info("ros2: mirror publisher (publishes only while a subscriber is matched)", zapTopic(ep), zapQoS(q))
+	p.log.Info("ros2: mirror publisher (publishes only while a subscriber is matched)", zapTopic(w.ep), zapQoS(q))
 	return w, nil
 }
 

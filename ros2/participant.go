@@ -194,8 +194,16 @@ type endpoint struct {
 }
 
 // newEndpoint creates a writer or reader and hands it to the status
-// goroutine.
-func (p *Participant) newEndpoint(t msgType, rosTopic string, writer bool, q QoS) (*endpoint, error) {
+// goroutine. release (may be nil) frees the owner's C memory when the
+// endpoint closes, or now when newEndpoint fails; it is set before the
+// endpoint becomes visible to Participant.Close, which may close it at
+// once.
+func (p *Participant) newEndpoint(t msgType, rosTopic string, writer bool, q QoS, release func()) (_ *endpoint, err error) {
+	defer func() {
+		if err != nil && release != nil {
+			release()
+		}
+	}()
 	ddsTopic, err := ddsTopicName(rosTopic)
 	if err != nil {
 		return nil, err
@@ -218,7 +226,7 @@ func (p *Participant) newEndpoint(t msgType, rosTopic string, writer bool, q QoS
 		deleteEndpoint(e)
 		return nil, &ddsError{op: "get GUID of " + sideName(writer) + " on " + ddsTopic, rc: rc}
 	}
-	ep := &endpoint{p: p, e: e, gid: g, writer: writer, typ: t, rosTopic: "/" + strings.TrimPrefix(rosTopic, "/"), ddsTopic: ddsTopic, qos: q}
+	ep := &endpoint{p: p, e: e, gid: g, writer: writer, typ: t, rosTopic: "/" + strings.TrimPrefix(rosTopic, "/"), ddsTopic: ddsTopic, qos: q, release: release}
 	p.endpoints[e] = ep
 	if rc := attach(p.ws, e); rc < 0 {
 		delete(p.endpoints, e)

@@ -43,15 +43,16 @@ func (p *Participant) NewTwistSink(opts TwistOptions) (*TwistSink, error) {
 	if opts.Stamped {
 		t = typeTwistStamped
 	}
-	ep, err := p.newEndpoint(t, opts.Topic, true, q)
-	if err != nil {
-		return nil, err
-	}
-	s := &TwistSink{ep: ep, stamped: opts.Stamped}
+	s := &TwistSink{stamped: opts.Stamped}
+	var release func()
 	if opts.Stamped {
 		s.frameID = newCString(opts.FrameID)
-		ep.release = s.frameID.free
+		release = s.frameID.free
 	}
+	if s.ep, err = p.newEndpoint(t, opts.Topic, true, q, release); err != nil {
+		return nil, err
+	}
+	ep := s.ep
 	p.log.Info("ros2: publishing cmd_vel", zapTopic(ep), zapQoS(q))
 	return s, nil
 }
@@ -112,13 +113,11 @@ func (p *Participant) NewHandleWriter(opts HandleWriterOptions) (*HandleWriter, 
 	if err != nil {
 		return nil, err
 	}
-	ep, err := p.newEndpoint(typeSlotHandle, opts.Topic, true, q)
-	if err != nil {
+	w := &HandleWriter{buf: newSlotHandleBuf()}
+	if w.ep, err = p.newEndpoint(typeSlotHandle, opts.Topic, true, q, w.buf.free); err != nil {
 		return nil, err
 	}
-	p.log.Info("ros2: publishing slot handles", zapTopic(ep), zapQoS(q))
-	w := &HandleWriter{ep: ep, buf: newSlotHandleBuf()}
-	ep.release = w.buf.free
+	p.log.Info("ros2: publishing slot handles", zapTopic(w.ep), zapQoS(q))
 	return w, nil
 }
 
