@@ -166,6 +166,15 @@ func New(cfg Config) (*Camera, error) {
 	c.log.Info("camera pools ready", zap.Uint32("slots", slots),
 		zap.Uint64("points_slot_bytes", sizes[0]), zap.Uint64("image_slot_bytes", sizes[1]),
 		zap.Bool("shared", cfg.Shared), zap.Float64("rate_hz", cfg.Rate))
+	if cfg.Shared {
+		for _, p := range c.pools {
+			if p != nil && !p.WriteSealed() {
+				c.log.Warn("this kernel cannot seal the shared pools against writes (F_SEAL_FUTURE_WRITE needs Linux 5.1): a subscriber could re-open its read-only fd for writing through /proc/self/fd",
+					zap.String("pool", p.Name()))
+				break
+			}
+		}
+	}
 	return c, nil
 }
 

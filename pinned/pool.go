@@ -261,6 +261,12 @@ func (p *Pool) ShareFd() (int, error) {
 	return fd, nil
 }
 
+// WriteSealed reports whether the pool's memfd is sealed against every
+// write but the owner's mapping (F_SEAL_FUTURE_WRITE, Linux ≥ 5.1). When it
+// is false (an older kernel, or a pool that is not Shared), a subscriber
+// could re-open its read-only fd for writing through /proc/self/fd.
+func (p *Pool) WriteSealed() bool { return p.seg.writeSealed }
+
 // Close unmaps the segment. Every Slot and every subscriber's view of it
 // becomes invalid; the caller must have stopped using the pool.
 func (p *Pool) Close() error {

@@ -10,6 +10,13 @@ package pinned
 //   - Subscribers get a file description opened O_RDONLY (re-opened through
 //     /proc/self/fd), so they cannot create a writable shared mapping of it
 //     even with mmap or mprotect of their own; the kernel answers EACCES.
+//   - That alone does not stop a subscriber from re-opening its fd O_RDWR
+//     through its own /proc/self/fd (a memfd's inode is mode 0777). So once
+//     the owner holds its writable mapping, the memfd also gets
+//     F_SEAL_FUTURE_WRITE (Linux ≥ 5.1): no new writable mapping, write(2)
+//     or hole punch by anyone, while the owner's mapping keeps working. On
+//     an older kernel the seal is not available (EINVAL) and the segment
+//     says so (writeSealed false), which the camera logs.
 //
 //	segment (memfd or anonymous), Stride = roundup(SlotSize, 4096)
 //	0        Stride     2*Stride          (N-1)*Stride     N*Stride
@@ -38,6 +45,9 @@ type segment struct {
 	alloc  HostAllocator
 	pinned PinnedRegion
 	locked bool
+	// writeSealed: the owner's memfd has F_SEAL_FUTURE_WRITE, so no one
+	// else can get write access to it.
+	writeSealed bool
 }
 
 // mmapAllocator is the default HostAllocator: private anonymous pages.
@@ -77,7 +87,7 @@ func newMemfdSegment(name string, size uint64) (*segment, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("size memfd %q to %d bytes: %w", name, size, err)
 	}
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, requiredSeals); err != nil {
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("seal memfd %q: %w", name, err)
 	}
@@ -86,7 +96,19 @@ func newMemfdSegment(name string, size uint64) (*segment, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("mmap memfd %q (%d bytes): %w", name, size, err)
 	}
-	return &segment{mem: mem, fd: fd}, nil
+	// After our writable mapping exists: from now on no one (a subscriber
+	// re-opening its fd O_RDWR included) can write the memfd but through it.
+	writeSealed := true
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_FUTURE_WRITE|unix.F_SEAL_SEAL); err != nil {
+		writeSealed = false // EINVAL before Linux 5.1
+		_, err = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SEAL)
+		if err != nil {
+			unix.Munmap(mem)
+			unix.Close(fd)
+			return nil, fmt.Errorf("seal memfd %q: %w", name, err)
+		}
+	}
+	return &segment{mem: mem, fd: fd, writeSealed: writeSealed}, nil
 }
 
 // openMemfdSegment maps a received memfd read-only after checking that it is

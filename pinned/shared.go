@@ -48,6 +48,9 @@ func (m *SharedMemory) Bytes() []byte { return m.seg.mem }
 // closes it after sending it.
 func (m *SharedMemory) ReadOnlyFd() (int, error) { return m.seg.readOnlyFd() }
 
+// WriteSealed is Pool.WriteSealed for this memory (false for a peer's).
+func (m *SharedMemory) WriteSealed() bool { return m.seg.writeSealed }
+
 // Close unmaps the memory and closes its fd. Nothing may use Bytes after.
 func (m *SharedMemory) Close() error {
 	if m == nil || m.seg == nil {

@@ -101,9 +101,39 @@ func runChild() int {
 		report("a write through the read-only mapping did not fault")
 		return 1
 	}
+	if msg := reopenForWriting(v.seg.fd); msg != "" {
+		report(msg)
+		return 1
+	}
 	report("ok")
 	time.Sleep(time.Minute) // killed by the parent long before
 	return 0
+}
+
+// reopenForWriting tries to get write access to the memfd behind a
+// read-only fd by re-opening it O_RDWR through /proc/self/fd (its inode is
+// mode 0777, so the open itself succeeds) and then mapping it writable,
+// writing and punching a hole; F_SEAL_FUTURE_WRITE must refuse each with
+// EPERM. It returns what went wrong, or "".
+func reopenForWriting(fd int) string {
+	rw, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", fd), unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "" // refused at open: no write access either
+	}
+	defer unix.Close(rw)
+	if m, err := unix.Mmap(rw, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); !errors.Is(err, unix.EPERM) {
+		if err == nil {
+			unix.Munmap(m)
+		}
+		return fmt.Sprintf("writable mmap of the fd re-opened O_RDWR: err = %v, want EPERM", err)
+	}
+	if _, err := unix.Pwrite(rw, []byte{1}, 0); !errors.Is(err, unix.EPERM) {
+		return fmt.Sprintf("pwrite to the fd re-opened O_RDWR: err = %v, want EPERM", err)
+	}
+	if err := unix.Fallocate(rw, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 0, 4096); !errors.Is(err, unix.EPERM) {
+		return fmt.Sprintf("hole punch in the fd re-opened O_RDWR: err = %v, want EPERM", err)
+	}
+	return ""
 }
 
 // writeFaults reports whether writing b[0] faults.

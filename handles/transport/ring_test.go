@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -140,6 +141,8 @@ func TestSpinRingsCarryTheHandles(t *testing.T) {
 				ringErr = errors.New("spinning subscriber's session has no handle rings")
 			} else if err := unix.Mprotect(ss.ringMem.Bytes(), unix.PROT_READ|unix.PROT_WRITE); !errors.Is(err, unix.EACCES) {
 				ringErr = errors.New("the subscriber could make its ring mapping writable: " + errString(err))
+			} else if err := reopenRingsWritable(ss.ringMem); err != nil {
+				ringErr = err
 			}
 		}
 		if l.Handle.Seq != lastSeq+1 {
@@ -294,4 +297,29 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// reopenRingsWritable tries what a hostile subscriber could: re-open its
+// read-only rings fd O_RDWR through /proc/self/fd and map that writable.
+// The camera's F_SEAL_FUTURE_WRITE must refuse the mapping (EPERM).
+func reopenRingsWritable(m *pinned.SharedMemory) error {
+	fd, err := m.ReadOnlyFd()
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	rw, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", fd), unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil // refused at open: no write access either
+	}
+	defer unix.Close(rw)
+	w, err := unix.Mmap(rw, 0, len(m.Bytes()), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err == nil {
+		unix.Munmap(w)
+		return errors.New("the subscriber mapped its rings writable through a re-opened fd")
+	}
+	if !errors.Is(err, unix.EPERM) {
+		return fmt.Errorf("writable mmap of the re-opened rings fd: %v, want EPERM", err)
+	}
+	return nil
 }
