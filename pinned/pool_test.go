@@ -2,6 +2,7 @@ package pinned
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -487,23 +488,42 @@ func TestPinnerHookPlumbing(t *testing.T) {
 	}
 }
 
-type fakeAllocator struct{ allocated, freed int }
+// fakeAllocator hands out extra bytes (a pinned allocator may round up)
+// and checks that Free gets exactly the slice Allocate returned.
+type fakeAllocator struct {
+	allocated, freed int
+	extra            int
+	last             []byte
+	freeErr          error
+}
 
 func (f *fakeAllocator) Allocate(size int) ([]byte, error) {
 	f.allocated++
-	return make([]byte, size), nil
+	f.last = make([]byte, size+f.extra)
+	return f.last, nil
 }
-func (f *fakeAllocator) Free([]byte) error { f.freed++; return nil }
+
+func (f *fakeAllocator) Free(mem []byte) error {
+	f.freed++
+	if len(mem) != len(f.last) || &mem[0] != &f.last[0] {
+		f.freeErr = fmt.Errorf("Free got %d bytes, Allocate returned %d", len(mem), len(f.last))
+	}
+	return f.freeErr
+}
 
 func TestHostAllocatorPlumbing(t *testing.T) {
-	fa := &fakeAllocator{}
-	p, err := New(Geometry{SlotCount: 2, SlotSize: 10}, Options{Allocator: fa})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Close()
-	if fa.allocated != 1 || fa.freed != 1 {
-		t.Fatalf("fake allocator: %+v", fa)
+	for _, extra := range []int{0, PageSize} {
+		fa := &fakeAllocator{extra: extra}
+		p, err := New(Geometry{SlotCount: 2, SlotSize: 10}, Options{Allocator: fa})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Close(); err != nil || fa.freeErr != nil {
+			t.Errorf("%d extra bytes: Close %v, %v", extra, err, fa.freeErr)
+		}
+		if fa.allocated != 1 || fa.freed != 1 {
+			t.Errorf("%d extra bytes: fake allocator %+v", extra, fa)
+		}
 	}
 }
 

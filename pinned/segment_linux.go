@@ -40,11 +40,14 @@ const requiredSeals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_SEAL
 
 // segment is one contiguous mapping holding every slot of a pool.
 type segment struct {
-	mem    []byte
-	fd     int // memfd, or -1 for anonymous memory
-	alloc  HostAllocator
-	pinned PinnedRegion
-	locked bool
+	mem   []byte
+	fd    int // memfd, or -1 for anonymous memory
+	alloc HostAllocator
+	// allocated is what alloc.Allocate returned (mem is its first size
+	// bytes): Free must get exactly that slice back.
+	allocated []byte
+	pinned    PinnedRegion
+	locked    bool
 	// writeSealed: the owner's memfd has F_SEAL_FUTURE_WRITE, so no one
 	// else can get write access to it.
 	writeSealed bool
@@ -75,7 +78,7 @@ func newAnonSegment(size uint64, alloc HostAllocator) (*segment, error) {
 		_ = alloc.Free(mem)
 		return nil, fmt.Errorf("host allocator returned %d bytes, want %d", len(mem), size)
 	}
-	return &segment{mem: mem[:size], fd: -1, alloc: alloc}, nil
+	return &segment{mem: mem[:size:size], fd: -1, alloc: alloc, allocated: mem}, nil
 }
 
 func newMemfdSegment(name string, size uint64) (*segment, error) {
@@ -182,7 +185,7 @@ func (s *segment) close() error {
 		}
 		var err error
 		if s.alloc != nil {
-			err = s.alloc.Free(s.mem)
+			err = s.alloc.Free(s.allocated)
 		} else {
 			err = unix.Munmap(s.mem)
 		}
