@@ -274,7 +274,14 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 		}
 		return
 	}
-	p.cfg.Watchdog.Fresh(stamp)
+	// A frame too old to act on (delivered late, stamp 0, a camera clock
+	// off by more than the watchdog period) is not planned at all; the
+	// watchdog's incident line names its age.
+	at, fresh := p.cfg.Watchdog.Fresh(stamp, time.Now())
+	if !fresh {
+		rec.Inc(telemetry.FramesDropped)
+		return
+	}
 	p.busySince.Store(time.Now().UnixNano())
 	defer p.busySince.Store(0)
 	if err := p.stages(&cloud); err != nil {
@@ -288,7 +295,10 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 	if err != nil {
 		p.cfg.Watchdog.Fail("plan", err)
 	}
-	out := p.cfg.Watchdog.Output(time.Now(), cmd, p.cfg.Planner)
+	// Zero, too, when this frame is older than the watchdog period by now
+	// (its stages stalled; the stall guard zeroed meanwhile): never a
+	// command from a stale frame, whatever newer frames arrived.
+	out := p.cfg.Watchdog.OutputFrame(time.Now(), at, cmd, p.cfg.Planner)
 	p.publishFrame(out, stamp)
 	rec.Record(telemetry.StageE2E, time.Duration(time.Now().UnixNano()-cloud.Handle.CaptureNs))
 	rec.Inc(telemetry.FramesProcessed)
@@ -484,8 +494,10 @@ func (p *Pipeline) Stalls() uint64 { return p.stalls.Load() }
 // watchdog timeout, until stop is closed, and logs the first stall of a
 // run of them. It touches only the sink (under
 // pubMu) and atomics: the planner and watchdog belong to the pipeline
-// goroutine, whose Output zeroes the late frame's command anyway (its
-// frame is stale by then) and resets the planner.
+// goroutine, whose OutputFrame zeroes the late frame's command anyway (the
+// frame is older than the watchdog period by then, counted from when it
+// was taken even if its stamp is ahead of our clock) and resets the
+// planner.
 func (p *Pipeline) guardStalls(stop <-chan struct{}) {
 	t := time.NewTicker(p.cfg.Tick)
 	defer t.Stop()

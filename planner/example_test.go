@@ -27,7 +27,7 @@ func Example() {
 
 	frame := func(i int, scores []float32) {
 		now := start.Add(time.Duration(i) * 100 * time.Millisecond)
-		w.Fresh(now) // capture stamp; here capture = now
+		w.Fresh(now, now) // capture stamp and the time the frame is taken; here the same
 		cmd, err := p.Plan(planner.Input{Scores: scores, Stamp: now}, now)
 		if err != nil {
 			w.Fail("plan", err)

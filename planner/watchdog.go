@@ -54,8 +54,9 @@ type IncidentCounts struct {
 
 // WatchdogConfig tunes a Watchdog; the zero value is the default.
 type WatchdogConfig struct {
-	// Timeout: the output is zeroed when the newest frame stamp is older
-	// than this (or further than this ahead of the clock). Default 200 ms.
+	// Timeout: the output is zeroed when the newest fresh frame is older
+	// than this, and a frame whose stamp is further than this from the
+	// clock (either way) is not fresh. Default 200 ms.
 	Timeout time.Duration
 	// IsNonFinite classifies a Fail error as a non-finite incident. Default:
 	// errors.Is(err, ErrNonFinite). The agent also matches infer.ErrNonFinite.
@@ -74,11 +75,17 @@ type WatchdogConfig struct {
 // clock is injected: every time comes from the caller. Safe for concurrent
 // use; Check, Fresh and Fail do not allocate except when an incident starts.
 //
-// Call order per frame: Fresh(stamp) when the frame is taken, Fail(stage,
-// err) when any stage fails, and Output (or Check) just before publishing,
-// after the frame's stages. A failure is cleared by the next frame with a
-// newer stamp; if that frame fails too, Fail must come before the next
-// Check, or the incident ends and a new one starts.
+// Call order per frame: at, fresh := Fresh(stamp, now) when the frame is
+// taken (drop it when !fresh), Fail(stage, err) when any stage fails, and
+// OutputFrame(now, at, …) just before publishing, after the frame's
+// stages; Check between frames. A failure is cleared by the next fresh
+// frame with a newer stamp; if that frame fails too, Fail must come before
+// the next Check, or the incident ends and a new one starts.
+//
+// Frame stamps come from another process's clock (the camera's, or a ROS
+// driver's header.stamp), which must agree with ours within Timeout.
+// A stamp ahead of our clock counts as the time the frame was taken, so a
+// camera clock ahead of ours cannot make a command outlive Timeout.
 type Watchdog struct {
 	timeout     time.Duration
 	isNonFinite func(error) bool
@@ -87,8 +94,10 @@ type Watchdog struct {
 
 	mu         sync.Mutex
 	haveFrame  bool
-	newest     time.Time // newest frame stamp seen; valid if haveFrame
-	failed     bool      // a stage failed since the newest frame
+	newest     time.Time // newest fresh frame's time (Fresh's at); valid if haveFrame
+	refused    bool      // a frame was not fresh since the newest fresh one
+	refusedAge time.Duration
+	failed     bool // a stage failed since the newest frame
 	failReason Reason
 	failStage  string
 	failErr    error
@@ -118,16 +127,32 @@ func NewWatchdog(cfg WatchdogConfig) (*Watchdog, error) {
 // Timeout returns the effective timeout.
 func (w *Watchdog) Timeout() time.Duration { return w.timeout }
 
-// Fresh reports a frame with capture time frameStamp. Stamps older than the
-// newest one seen change nothing; a newer one clears a pending stage failure.
-func (w *Watchdog) Fresh(frameStamp time.Time) {
+// Fresh reports a frame with capture time frameStamp, taken at now. It
+// returns at, the frame's time as the watchdog counts it (frameStamp, or
+// now when frameStamp is ahead of now), for OutputFrame; and whether the
+// frame is fresh: frameStamp within Timeout of now, either way. A frame
+// that is not fresh changes nothing but Check's reason (it names the
+// frame's age); the caller drops it. A fresh frame newer than the newest
+// one seen becomes the newest and clears a pending stage failure.
+func (w *Watchdog) Fresh(frameStamp, now time.Time) (at time.Time, fresh bool) {
+	at = frameStamp
+	if at.After(now) {
+		at = now
+	}
+	age := now.Sub(frameStamp)
+	fresh = age <= w.timeout && age >= -w.timeout
 	w.mu.Lock()
-	if !w.haveFrame || frameStamp.After(w.newest) {
-		w.haveFrame, w.newest = true, frameStamp
+	switch {
+	case !fresh:
+		w.refused, w.refusedAge = true, age
+	case !w.haveFrame || at.After(w.newest):
+		w.haveFrame, w.newest = true, at
+		w.refused = false
 		w.failed = false
 		w.failErr = nil
 	}
 	w.mu.Unlock()
+	return at, fresh
 }
 
 // Fail reports that a stage failed. The output stays zero until a frame
@@ -197,17 +222,28 @@ func (w *Watchdog) Check(now time.Time) (ok bool, reason string) {
 
 // describe builds an incident's Detail; called with w.mu held.
 func (w *Watchdog) describe(cause Reason, age time.Duration) string {
+	var why string
 	switch {
 	case cause == ReasonStageFailure:
 		return fmt.Sprintf("stage_failure: stage %q failed: %v", w.failStage, w.failErr)
 	case cause == ReasonNonFinite:
 		return fmt.Sprintf("non_finite: stage %q produced NaN/Inf: %v", w.failStage, w.failErr)
-	case !w.haveFrame:
+	case !w.haveFrame && !w.refused:
 		return "stale: no frame received yet"
+	case !w.haveFrame:
+		why = "stale: no fresh frame yet"
 	case age < 0:
-		return fmt.Sprintf("stale: newest frame stamp is %v ahead of the clock (tolerance %v)", -age, w.timeout)
+		why = fmt.Sprintf("stale: newest frame stamp is %v ahead of the clock (tolerance %v)", -age, w.timeout)
+	default:
+		why = fmt.Sprintf("stale: newest frame is %v old (timeout %v)", age, w.timeout)
 	}
-	return fmt.Sprintf("stale: newest frame is %v old (timeout %v)", age, w.timeout)
+	switch {
+	case !w.refused:
+		return why
+	case w.refusedAge < 0:
+		return fmt.Sprintf("%s; the last frame was dropped: its stamp is %v ahead of the clock (tolerance %v; are the camera's and this machine's clocks synchronised?)", why, -w.refusedAge, w.timeout)
+	}
+	return fmt.Sprintf("%s; the last frame was dropped: its stamp is %v old (timeout %v; a clock behind ours, or a frame delivered late)", why, w.refusedAge, w.timeout)
 }
 
 // Output is the agent's output path: it returns cmd when Check(now) passes
@@ -246,6 +282,22 @@ func (w *Watchdog) Output(now time.Time, cmd Twist, p *Planner) Twist {
 		return Twist{}
 	}
 	return cmd
+}
+
+// OutputFrame is Output for the command planned from one frame, whose time
+// at Fresh returned: it is zero also when that frame is older than
+// Timeout at now, whatever newer frames arrived meanwhile. So a frame
+// whose stages ran longer than Timeout (a stall, answered meanwhile by a
+// zero command) never publishes its late result, and p is reset.
+func (w *Watchdog) OutputFrame(now, at time.Time, cmd Twist, p *Planner) Twist {
+	if now.Sub(at) > w.timeout {
+		w.Output(now, Twist{}, p) // keeps Check's incident bookkeeping
+		if p != nil {
+			p.Reset()
+		}
+		return Twist{}
+	}
+	return w.Output(now, cmd, p)
 }
 
 // Counts returns how many incidents started, by reason.

@@ -28,29 +28,35 @@ func newLoggedWatchdog(t *testing.T, cfg WatchdogConfig) (*Watchdog, *incidentLo
 
 func TestWatchdogStaleness(t *testing.T) {
 	ms := time.Millisecond
+	type frame struct{ stamp, at time.Duration } // capture stamp and arrival, relative to t0
 	tests := []struct {
 		name    string
 		timeout time.Duration
-		frames  []time.Duration // stamps, relative to t0; nil = no frame at all
+		frames  []frame // nil = no frame at all
 		checkAt time.Duration
 		wantOK  bool
 		wantWhy string
 	}{
 		{"no frame yet", 0, nil, 0, false, "no frame received yet"},
-		{"fresh frame", 0, []time.Duration{0}, 50 * ms, true, ""},
-		{"exactly at the timeout", 0, []time.Duration{0}, 200 * ms, true, ""},
-		{"just past the default timeout", 0, []time.Duration{0}, 200*ms + 1, false, "is 200.000001ms old (timeout 200ms)"},
-		{"custom timeout", 50 * ms, []time.Duration{0}, 60 * ms, false, "timeout 50ms"},
-		{"newest stamp counts, not the last delivered", 0, []time.Duration{300 * ms, 100 * ms}, 450 * ms, true, ""},
-		{"old frame delivered late does not refresh", 0, []time.Duration{0, -time.Second}, 250 * ms, false, "250ms old"},
-		{"stamp slightly ahead of the clock is tolerated", 0, []time.Duration{100 * ms}, 0, true, ""},
-		{"stamp far ahead of the clock is stale", 0, []time.Duration{time.Hour}, 0, false, "ahead of the clock"},
+		{"fresh frame", 0, []frame{{0, 0}}, 50 * ms, true, ""},
+		{"exactly at the timeout", 0, []frame{{0, 0}}, 200 * ms, true, ""},
+		{"just past the default timeout", 0, []frame{{0, 0}}, 200*ms + 1, false, "is 200.000001ms old (timeout 200ms)"},
+		{"custom timeout", 50 * ms, []frame{{0, 0}}, 60 * ms, false, "timeout 50ms"},
+		{"newest stamp counts, not the last delivered", 0, []frame{{300 * ms, 300 * ms}, {100 * ms, 300 * ms}}, 450 * ms, true, ""},
+		{"old frame delivered late does not refresh", 0, []frame{{0, 0}, {-time.Second, 10 * ms}}, 250 * ms, false, "the last frame was dropped: its stamp is 1.01s old"},
+		{"frame taken late counts from its stamp", 0, []frame{{0, 150 * ms}}, 210 * ms, false, "210ms old"},
+		{"stamp slightly ahead of the clock is tolerated", 0, []frame{{100 * ms, 0}}, 0, true, ""},
+		// A camera clock 190 ms ahead: the frame counts from when it was
+		// taken, so the command dies Timeout after that, not 190 ms later.
+		{"stamp ahead counts from its arrival", 0, []frame{{190 * ms, 0}}, 250 * ms, false, "250ms old"},
+		{"stamp far ahead of the clock is stale", 0, []frame{{time.Hour, 0}}, 0, false, "no fresh frame yet; the last frame was dropped: its stamp is 1h0m0s ahead of the clock"},
+		{"stamp 0 (unset) is stale", 0, []frame{{-t0.Sub(time.Unix(0, 0)), 0}}, 0, false, "no fresh frame yet; the last frame was dropped"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w, log := newLoggedWatchdog(t, WatchdogConfig{Timeout: tt.timeout})
 			for _, f := range tt.frames {
-				w.Fresh(t0.Add(f))
+				w.Fresh(t0.Add(f.stamp), t0.Add(f.at))
 			}
 			ok, why := w.Check(t0.Add(tt.checkAt))
 			if ok != tt.wantOK || !strings.Contains(why, tt.wantWhy) {
@@ -80,7 +86,7 @@ func TestWatchdogZeroesStaleOutputWithinTimeout(t *testing.T) {
 	for now := t0; now.Before(t0.Add(2 * time.Second)); now = now.Add(10 * time.Millisecond) {
 		if now.Before(t0.Add(time.Second)) && now.Sub(lastFrame) >= 33*time.Millisecond || now == t0 {
 			lastFrame = now
-			w.Fresh(now)
+			w.Fresh(now, now)
 		}
 		out := w.Output(now, moving, nil)
 		late := now.Sub(lastFrame) > w.Timeout()
@@ -115,7 +121,7 @@ func TestWatchdogStageFailure(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w, log := newLoggedWatchdog(t, WatchdogConfig{IsNonFinite: tt.isNonFinite})
-			w.Fresh(t0)
+			w.Fresh(t0, t0)
 			if ok, _ := w.Check(t0); !ok {
 				t.Fatal("setup: fresh frame not ok")
 			}
@@ -135,12 +141,12 @@ func TestWatchdogStageFailure(t *testing.T) {
 				t.Fatalf("output during a stage failure %+v, want zero", out)
 			}
 			// The same frame's stamp again does not clear the failure…
-			w.Fresh(t0)
+			w.Fresh(t0, t0)
 			if ok, _ := w.Check(t0.Add(3 * time.Millisecond)); ok {
 				t.Fatal("re-announcing the failed frame cleared the failure")
 			}
 			// …a newer frame does.
-			w.Fresh(t0.Add(30 * time.Millisecond))
+			w.Fresh(t0.Add(30*time.Millisecond), t0.Add(30*time.Millisecond))
 			if ok, why := w.Check(t0.Add(31 * time.Millisecond)); !ok {
 				t.Fatalf("newer frame did not clear the failure: %q", why)
 			}
@@ -163,7 +169,7 @@ func TestWatchdogOneLogPerIncident(t *testing.T) {
 			t.Fatal("ok before any frame")
 		}
 	}
-	w.Fresh(now)
+	w.Fresh(now, now)
 	if !tick(0) {
 		t.Fatal("not ok with a fresh frame")
 	}
@@ -173,10 +179,10 @@ func TestWatchdogOneLogPerIncident(t *testing.T) {
 		if tick(10 * time.Millisecond) {
 			t.Fatal("ok after a failure")
 		}
-		w.Fresh(now)
+		w.Fresh(now, now)
 		w.Fail("infer", errX) // the new frame fails too, before the next check
 	}
-	w.Fresh(now.Add(time.Millisecond))
+	w.Fresh(now.Add(time.Millisecond), now.Add(time.Millisecond))
 	if !tick(time.Millisecond) {
 		t.Fatal("no recovery")
 	}
@@ -186,13 +192,13 @@ func TestWatchdogOneLogPerIncident(t *testing.T) {
 	}
 	w.Fail("plan", ErrNonFinite)
 	tick(10 * time.Millisecond)
-	w.Fresh(now)
+	w.Fresh(now, now)
 	tick(0)
 	// Non-finite on a fresh frame — incident 4.
-	w.Fresh(now.Add(time.Millisecond))
+	w.Fresh(now.Add(time.Millisecond), now.Add(time.Millisecond))
 	w.Fail("plan", ErrNonFinite)
 	tick(time.Millisecond)
-	w.Fresh(now.Add(time.Millisecond))
+	w.Fresh(now.Add(time.Millisecond), now.Add(time.Millisecond))
 	tick(time.Millisecond)
 
 	want := IncidentCounts{Stale: 2, StageFailure: 1, NonFinite: 1}
@@ -222,7 +228,7 @@ func TestWatchdogResumeRampsFromRest(t *testing.T) {
 	now := t0
 	frame := func() Twist {
 		now = now.Add(100 * time.Millisecond)
-		w.Fresh(now)
+		w.Fresh(now, now)
 		cmd, err := p.Plan(in, now)
 		if err != nil {
 			w.Fail("plan", err)
@@ -274,7 +280,7 @@ func TestWatchdogResumeAfterIncidentSeenOnlyByCheck(t *testing.T) {
 	now := t0
 	frame := func() Twist {
 		now = now.Add(100 * time.Millisecond)
-		w.Fresh(now)
+		w.Fresh(now, now)
 		cmd, err := p.Plan(in, now)
 		if err != nil {
 			t.Fatal(err)
@@ -297,7 +303,7 @@ func TestWatchdogResumeAfterIncidentSeenOnlyByCheck(t *testing.T) {
 func TestWatchdogOutputRejectsInvalidCommand(t *testing.T) {
 	p := mustNew(t, Config{})
 	w, log := newLoggedWatchdog(t, WatchdogConfig{})
-	w.Fresh(t0)
+	w.Fresh(t0, t0)
 	if out := w.Output(t0, Twist{5, 0}, p); !out.IsZero() {
 		t.Fatalf("over-limit command passed: %+v", out)
 	}
@@ -321,7 +327,7 @@ func TestWatchdogCheckDoesNotAllocate(t *testing.T) {
 	now := t0
 	healthy := testing.AllocsPerRun(1000, func() {
 		now = now.Add(time.Millisecond)
-		w.Fresh(now)
+		w.Fresh(now, now)
 		if out := w.Output(now, Twist{0.5, 0}, nil); out.IsZero() {
 			t.Fatal("healthy output zeroed")
 		}
@@ -357,7 +363,7 @@ func TestWatchdogConcurrent(t *testing.T) {
 	const n = 2000
 	wg.Go(func() {
 		for i := range n {
-			w.Fresh(t0.Add(time.Duration(i) * time.Millisecond))
+			w.Fresh(t0.Add(time.Duration(i)*time.Millisecond), t0.Add(time.Duration(i)*time.Millisecond))
 		}
 	})
 	wg.Go(func() {
@@ -387,5 +393,45 @@ func TestWatchdogConcurrent(t *testing.T) {
 		}
 	} else if ends != want {
 		t.Fatalf("%d starts, %d ends", starts, ends)
+	}
+}
+
+// TestWatchdogOutputFrameJudgesTheFramesOwnAge: a command is never
+// published from a frame older than Timeout, even while newer frames keep
+// the stream fresh (a frame whose stages stalled, answered meanwhile by the
+// agent's stall guard), and a camera clock ahead of ours does not stretch
+// that: the frame counts from when it was taken.
+func TestWatchdogOutputFrameJudgesTheFramesOwnAge(t *testing.T) {
+	ms := time.Millisecond
+	moving := Twist{0.5, 0.1}
+	for _, tc := range []struct {
+		name                string
+		stamp, taken, outAt time.Duration // relative to t0
+		newerAt             time.Duration // a newer fresh frame arrives here (0: none)
+		want                Twist
+	}{
+		{"on time", 0, 0, 50 * ms, 0, moving},
+		{"stages took longer than the timeout", 0, 0, 250 * ms, 0, Twist{}},
+		{"stalled while newer frames flowed", 0, 0, 250 * ms, 240 * ms, Twist{}},
+		{"camera clock 180 ms ahead, stalled", 180 * ms, 0, 250 * ms, 0, Twist{}},
+		{"camera clock 180 ms ahead, on time", 180 * ms, 0, 50 * ms, 0, moving},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := mustNew(t, Config{})
+			w, _ := newLoggedWatchdog(t, WatchdogConfig{})
+			at, fresh := w.Fresh(t0.Add(tc.stamp), t0.Add(tc.taken))
+			if !fresh || at.After(t0.Add(tc.taken)) {
+				t.Fatalf("Fresh = %v, %v; want fresh, at most the time it was taken", at, fresh)
+			}
+			if tc.newerAt != 0 {
+				w.Fresh(t0.Add(tc.newerAt), t0.Add(tc.newerAt))
+			}
+			if _, err := p.Plan(Input{Scores: scores(0, 0, 0, 0, 1, 0, 0, 0, 0)}, t0); err != nil {
+				t.Fatal(err)
+			}
+			if got := w.OutputFrame(t0.Add(tc.outAt), at, moving, p); got != tc.want {
+				t.Fatalf("OutputFrame = %+v, want %+v", got, tc.want)
+			}
+		})
 	}
 }

@@ -1,0 +1,129 @@
+package agent
+
+// Frame stamps come from the camera's clock (or a ROS driver's): a frame
+// delivered late, and a camera clock ahead of ours, must never yield a
+// command from a frame older than the watchdog period.
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zerohop/zerohop/handles"
+	"github.com/zerohop/zerohop/pinned"
+	"github.com/zerohop/zerohop/telemetry"
+)
+
+// skewedPublisher shifts each frame's capture stamp, as a camera whose
+// clock is off by skew would stamp it.
+type skewedPublisher struct {
+	next interface {
+		Publish(int, pinned.Slot, *handles.Handle) (int, error)
+	}
+	skew time.Duration
+}
+
+func (s skewedPublisher) Publish(topic int, slot pinned.Slot, h *handles.Handle) (int, error) {
+	h.CaptureNs += int64(s.skew)
+	return s.next.Publish(topic, slot, h)
+}
+
+// TestOldFrameDeliveredLateIsNotPlanned: after a fresh frame, one captured
+// 1 s ago (or stamped 0, a driver that never sets header.stamp) arrives;
+// it is dropped, not planned, and no command comes from it.
+func TestOldFrameDeliveredLateIsNotPlanned(t *testing.T) {
+	t.Run("captured 1 s ago", func(t *testing.T) { oldFrameDeliveredLate(t, -time.Second) })
+	t.Run("stamp 0", func(t *testing.T) { oldFrameDeliveredLate(t, -time.Duration(time.Now().UnixNano())) })
+}
+
+func oldFrameDeliveredLate(t *testing.T, skew time.Duration) {
+	c := newComposed(t)
+	var h handles.Handle
+	c.step(t, 0, &h) // a fresh frame
+	before := len(c.sink.since(time.Time{}))
+	dropped := c.rec.Count(telemetry.FramesDropped)
+	if err := c.cam.Frame(1, skewedPublisher{c.inproc, skew}, &h); err != nil {
+		t.Fatal(err)
+	}
+	c.pipe.frame(<-c.inproc.C(TopicPoints))
+	if n := len(c.sink.since(time.Time{})); n != before {
+		t.Errorf("stamp shifted by %v: %d commands published for it, want none", skew, n-before)
+	}
+	if got := c.rec.Count(telemetry.FramesDropped); got != dropped+1 {
+		t.Errorf("stamp shifted by %v: frames_dropped %d → %d, want one more", skew, dropped, got)
+	}
+}
+
+// TestCameraClockAheadDoesNotStretchTheWatchdog: with the camera's clock
+// 190 ms ahead, the command of the only frame must still be zeroed about
+// one watchdog period after the frame arrived, not 190 ms later.
+func TestCameraClockAheadDoesNotStretchTheWatchdog(t *testing.T) {
+	c := newComposed(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.pipe.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	var h handles.Handle
+	sent := time.Now()
+	if err := c.cam.Frame(0, skewedPublisher{c.inproc, 190 * time.Millisecond}, &h); err != nil {
+		t.Fatal(err)
+	}
+	// The first zero after a moving command ends it.
+	var moving, zeroAt time.Time
+	for deadline := time.Now().Add(3 * time.Second); zeroAt.IsZero() && time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		for _, cmd := range c.sink.since(sent) {
+			if !cmd.cmd.IsZero() && moving.IsZero() {
+				moving = cmd.at
+			} else if cmd.cmd.IsZero() && !moving.IsZero() {
+				zeroAt = cmd.at
+				break
+			}
+		}
+	}
+	if moving.IsZero() || zeroAt.IsZero() {
+		t.Fatalf("commands since the frame: %+v; want a moving one, then zero", c.sink.since(sent))
+	}
+	// Watchdog period, one tick, and 100 ms for scheduling on a busy
+	// machine; counted from the stamp it was 190 ms more.
+	wd, tick := c.pipe.cfg.Watchdog.Timeout(), c.pipe.cfg.Tick
+	if d := zeroAt.Sub(sent); d > wd+tick+100*time.Millisecond {
+		t.Fatalf("cmd_vel zeroed %v after the only frame (watchdog %v, tick %v)", d, wd, tick)
+	}
+}
+
+// TestStalledFrameCannotOverwriteTheGuardsZero: the camera's clock is
+// 180 ms ahead and the voxel stage hangs past the watchdog period; the
+// stall guard publishes zero, and when the stage returns, its frame's
+// command must not follow.
+func TestStalledFrameCannotOverwriteTheGuardsZero(t *testing.T) {
+	fake := newFakeGPUFilter(t, 0.2)
+	hang := &hangingGPUFilter{fakeGPUFilter: fake, entered: make(chan struct{}), release: make(chan struct{})}
+	g := newComposedWith(t, composedOptions{gpu: hang, gpuBEV: make([]byte, 4*fake.bev.Len())})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.pipe.Run(ctx) }()
+	var once sync.Once
+	defer func() { once.Do(func() { close(hang.release) }); cancel(); <-done }()
+	var h handles.Handle
+	if err := g.cam.Frame(0, skewedPublisher{g.inproc, 180 * time.Millisecond}, &h); err != nil {
+		t.Fatal(err)
+	}
+	<-hang.entered
+	for deadline := time.Now().Add(5 * time.Second); g.pipe.Stalls() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the stall guard did not answer the hung stage")
+		}
+	}
+	zeroAt := time.Now()
+	once.Do(func() { close(hang.release) })
+	// The stalled frame finishes and publishes what it publishes.
+	for deadline := time.Now().Add(2 * time.Second); len(g.sink.since(zeroAt)) == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	for _, cmd := range g.sink.since(zeroAt) {
+		if !cmd.cmd.IsZero() {
+			t.Fatalf("after the stall guard's zero, the stalled frame published %+v", cmd.cmd)
+		}
+	}
+}
