@@ -164,11 +164,17 @@ func (c ModelConfig) Validate() error {
 			if in.Color != "" && in.Color != "rgb" && in.Color != "bgr" {
 				bad("%s: color %q: want \"rgb\" or \"bgr\"", where, in.Color)
 			}
-			if err := checkTriple(in.Mean, false); err != nil {
-				bad("%s: mean %v: %v", where, in.Mean, err)
+			meanErr, stdErr := checkTriple(in.Mean, false), checkTriple(in.Std, true)
+			if meanErr != nil {
+				bad("%s: mean %v: %v", where, in.Mean, meanErr)
 			}
-			if err := checkTriple(in.Std, true); err != nil {
-				bad("%s: std %v: %v", where, in.Std, err)
+			if stdErr != nil {
+				bad("%s: std %v: %v", where, in.Std, stdErr)
+			}
+			if meanErr == nil && stdErr == nil {
+				if err := checkNormalization(in.Mean, in.Std); err != nil {
+					bad("%s: mean %v, std %v: %v", where, in.Mean, in.Std, err)
+				}
 			}
 		}
 	}
@@ -223,8 +229,31 @@ func checkShapeNCHW(shape []int64) error {
 	if shape[2] <= 0 || shape[3] <= 0 {
 		return errors.New("H and W must be positive")
 	}
-	if shape[2]*shape[3]*3 > maxTensorElements {
+	// Each side first: their product could overflow int64 and pass.
+	if shape[2] > maxTensorElements || shape[3] > maxTensorElements || shape[2]*shape[3]*3 > maxTensorElements {
 		return fmt.Errorf("more than %d elements", maxTensorElements)
+	}
+	return nil
+}
+
+// checkNormalization checks that preprocessing with mean and std (as
+// Preprocess computes it: pixel/255 - mean, over std) keeps every input
+// value finite: a denormal std or a huge mean would feed the model Inf.
+func checkNormalization(mean, std []float32) error {
+	for c := range 3 {
+		m, sd := float32(0), float32(1)
+		if mean != nil {
+			m = mean[c]
+		}
+		if std != nil {
+			sd = std[c]
+		}
+		scale, bias := 1/(255*sd), -m/sd
+		for _, v := range []float32{0, 255} {
+			if x := float64(v*scale + bias); math.IsInf(x, 0) || math.IsNaN(x) || math.IsInf(float64(scale), 0) {
+				return fmt.Errorf("channel %d: pixel %v normalizes to %v, not a finite float32", c, v, float32(x))
+			}
+		}
 	}
 	return nil
 }

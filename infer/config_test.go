@@ -70,6 +70,12 @@ func TestParseConfigRejects(t *testing.T) {
 		{"a 3-dim shape", strings.Replace(ref, `[1, 3, 128, 128]`, `[3, 128, 128]`, 1), `inputs[0] "bev": shape [3 128 128]`},
 		{"batch 2", strings.Replace(ref, `[1, 3, 128, 128]`, `[2, 3, 128, 128]`, 1), `want [1, 3, H, W]`},
 		{"a huge shape", strings.Replace(ref, `[1, 3, 128, 128]`, `[1, 3, 100000, 100000]`, 1), "more than"},
+		// H × W × 3 wraps int64 to a negative number (it once passed, and
+		// the session then panicked in make).
+		{"a shape whose size overflows", strings.Replace(ref, `[1, 3, 144, 256]`, `[1, 3, 4611686018427387904, 2]`, 1), "more than"},
+		{"a shape whose size wraps to 0", strings.Replace(ref, `[1, 3, 144, 256]`, `[1, 3, 4294967296, 4294967296]`, 1), "more than"},
+		{"a denormal std (Inf input)", strings.Replace(ref, `"std": [1, 1, 1]`, `"std": [1e-39, 1, 1]`, 1), "not a finite float32"},
+		{"a huge mean (Inf input)", strings.Replace(strings.Replace(ref, `"mean": [0, 0, 0]`, `"mean": [0, 1e38, 0]`, 1), `"std": [1, 1, 1]`, `"std": [1, 0.01, 1]`, 1), "not a finite float32"},
 		{"a negative cell size", strings.Replace(ref, `"cell_m": 0.2`, `"cell_m": -1`, 1), "cell_m -1"},
 		{"colour on a bev input", strings.Replace(ref, `"cell_m": 0.2`, `"color": "rgb"`, 1), "image inputs only"},
 		{"an unknown colour order", strings.Replace(ref, `"color": "rgb"`, `"color": "yuv"`, 1), `color "yuv"`},

@@ -136,6 +136,15 @@ func (p PreprocessParams) validate() error {
 			return fmt.Errorf("infer: %w: channel %d mean %v std %v: want finite, std >= 0", ErrImage, c, m, s)
 		}
 	}
+	std := p.Std
+	for c := range std {
+		if std[c] == 0 {
+			std[c] = 1
+		}
+	}
+	if err := checkNormalization(p.Mean[:], std[:]); err != nil {
+		return fmt.Errorf("infer: %w: mean %v std %v: %v", ErrImage, p.Mean, p.Std, err)
+	}
 	return nil
 }
 
@@ -348,13 +357,15 @@ func (pl *prepPlan) areaRGB(i0, i1 int) {
 		for j := range out {
 			next := (j + 1) * srcW / dstW // footprint(j+1)'s start
 			x1 := max(next, x0+1)
-			var s0, s1, s2 uint32
+			// 64-bit sums: a footprint of more than 2^24 pixels (a huge
+			// image to a tiny input) would overflow 32 bits.
+			var s0, s1, s2 uint64
 			for y := y0; y < y1; y++ {
 				row := pix[y*step+x0*3 : y*step+x1*3]
 				for k := 0; k+2 < len(row); k += 3 {
-					s0 += uint32(row[k])
-					s1 += uint32(row[k+1])
-					s2 += uint32(row[k+2])
+					s0 += uint64(row[k])
+					s1 += uint64(row[k+1])
+					s2 += uint64(row[k+2])
 				}
 			}
 			inv := 1 / float32((y1-y0)*(x1-x0))
@@ -381,10 +392,10 @@ func (pl *prepPlan) areaMono(i0, i1 int) {
 		for j := range out {
 			next := (j + 1) * srcW / dstW
 			x1 := max(next, x0+1)
-			var sum uint32
+			var sum uint64 // 64 bits: see areaRGB
 			for y := y0; y < y1; y++ {
 				for _, v := range pix[y*step+x0 : y*step+x1] {
-					sum += uint32(v)
+					sum += uint64(v)
 				}
 			}
 			g := float32(sum) / float32((y1-y0)*(x1-x0))

@@ -179,6 +179,7 @@ func TestPreprocessRejects(t *testing.T) {
 		{"a zero model size", dst, good, PreprocessParams{Width: 0, Height: 8}, "model input size 0x8"},
 		{"a negative std", dst, good, PreprocessParams{Width: 16, Height: 8, Std: [3]float32{1, -1, 1}}, "std -1"},
 		{"a NaN mean", dst, good, PreprocessParams{Width: 16, Height: 8, Mean: [3]float32{float32(math.NaN())}}, "mean NaN"},
+		{"a std that makes Inf", dst, good, PreprocessParams{Width: 16, Height: 8, Std: [3]float32{1e-39, 1, 1}}, "not a finite float32"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -194,6 +195,24 @@ func TestPreprocessRejects(t *testing.T) {
 	for _, f := range []PixelFormat{PixelRGB8, PixelBGR8, PixelMono8} {
 		if got, err := PixelFormatFromEncoding(f.String()); got != f || err != nil {
 			t.Fatalf("%v round trip: %v, %v", f, got, err)
+		}
+	}
+}
+
+// TestPreprocessAreaHugeFootprint: a footprint of more than 2^24 pixels
+// (a 17.6-megapixel image to one pixel) once overflowed the 32-bit sums.
+func TestPreprocessAreaHugeFootprint(t *testing.T) {
+	for _, f := range []PixelFormat{PixelMono8, PixelRGB8} {
+		const side = 4200
+		src := testImage(side, side, side*f.BytesPerPixel(), f, func(x, y, k int) byte { return 255 })
+		dst := make([]float32, 3)
+		if err := Preprocess(dst, src, PreprocessParams{Width: 1, Height: 1}); err != nil {
+			t.Fatal(err)
+		}
+		for c, v := range dst {
+			if v != 1 {
+				t.Errorf("%v, channel %d: %v, want 1 (all pixels 255)", f, c, v)
+			}
 		}
 	}
 }
