@@ -104,8 +104,10 @@ func New(cfg Config) (*Camera, error) {
 	if cfg.Rate == 0 {
 		cfg.Rate = 30
 	}
-	if cfg.Rate < 0 || cfg.Rate > 10000 {
-		return nil, fmt.Errorf("camera: rate %g Hz, want (0, 10000]", cfg.Rate)
+	// !(in range) rather than (out of range): NaN fails every comparison.
+	// At least 0.001 Hz, so that the period fits a time.Duration.
+	if !(cfg.Rate >= 0.001 && cfg.Rate <= 10000) {
+		return nil, fmt.Errorf("camera: rate %g Hz, want 0.001 to 10000", cfg.Rate)
 	}
 	if cfg.ConsumerTime == 0 {
 		cfg.ConsumerTime = 50 * time.Millisecond

@@ -543,3 +543,18 @@ func (p abortPublisher) Publish(topic int, slot pinned.Slot, _ *handles.Handle) 
 	_, err := p.cam.Pool(topic).Publish(slot, 0)
 	return 0, err
 }
+
+// TestNewRejectsRatesWithoutAPeriod: NaN passed a range check written as
+// "out of range" and a tiny rate overflowed the period; Run then panicked
+// in NewTicker (with --slots set, which skips the sizing that caught it).
+func TestNewRejectsRatesWithoutAPeriod(t *testing.T) {
+	for _, rate := range []float64{math.NaN(), 1e-10, -1, math.Inf(1), 10001} {
+		cam, err := New(Config{Source: PoolSizes{Points: 16, ImageBytes: 16}, Slots: 4, Rate: rate})
+		if err == nil {
+			cam.Close()
+			t.Errorf("rate %v accepted", rate)
+		} else if !strings.Contains(err.Error(), "want 0.001 to 10000") {
+			t.Errorf("rate %v: %v", rate, err)
+		}
+	}
+}

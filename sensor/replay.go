@@ -85,6 +85,10 @@ type imageFile struct {
 // readBufferSize bounds one PCD header or ascii data line.
 const readBufferSize = 64 << 10
 
+// maxImagePixels bounds a replayed image (8192 × 8192): its slots and
+// decode buffers are sized from the header before any pixel is read.
+const maxImagePixels = 1 << 26
+
 // NewReplay scans dir (and cfg.ImageDir) and reads every file's header.
 func NewReplay(dir string, cfg ReplayConfig) (*Replay, error) {
 	if cfg.Encoding != 0 && !cfg.Encoding.Valid() {
@@ -210,6 +214,17 @@ func readPCDHeader(br *bufio.Reader, fileSize int64) (pcd.Header, pcd.XYZI, erro
 		return h, l, fmt.Errorf("binary data is %d bytes, but POINTS %d × %d-byte records need %d",
 			fileSize-int64(h.Len), h.Points, h.RecordSize, data)
 	}
+	// ASCII: each point takes at least two bytes (a digit and a line end,
+	// but for the file's last). Checked here, before any buffer is sized
+	// from POINTS: a 99-byte file can declare 2^30 points. Loose on purpose:
+	// a file with fewer values than its header declares is diagnosed line
+	// by line when it is read.
+	if h.Data == pcd.DataASCII {
+		if most := (fileSize - int64(h.Len) + 1) / 2; int64(h.Points) > most {
+			return h, l, fmt.Errorf("ascii data is %d bytes, too short for POINTS %d (at most %d points fit)",
+				fileSize-int64(h.Len), h.Points, most)
+		}
+	}
 	return h, l, nil
 }
 
@@ -272,8 +287,10 @@ func (r *Replay) openImage(path string) (imageFile, int, error) {
 	if format != "png" && format != "jpeg" {
 		return im, 0, fmt.Errorf("replay: %q: %s image: only PNG and JPEG are read", path, format)
 	}
-	if c.Width <= 0 || c.Height <= 0 || c.Width > 1<<15 || c.Height > 1<<15 {
-		return im, 0, fmt.Errorf("replay: %q: image size %d×%d is out of range", path, c.Width, c.Height)
+	// Both sides and their product: a 59-byte PNG can declare 32768×32768,
+	// and the slots and decoder would be sized from it before any pixel.
+	if c.Width <= 0 || c.Height <= 0 || c.Width > 1<<15 || c.Height > 1<<15 || c.Width*c.Height > maxImagePixels {
+		return im, 0, fmt.Errorf("replay: %q: image size %d×%d is out of range (at most %d pixels, %d per side)", path, c.Width, c.Height, maxImagePixels, 1<<15)
 	}
 	im.enc = encodingFor(c.ColorModel, r.cfg.Encoding)
 	size := c.Width * c.Height * im.enc.BytesPerPixel()

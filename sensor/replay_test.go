@@ -341,6 +341,10 @@ func TestReplayMalformedFiles(t *testing.T) {
 		{"few_values.pcd", true, "has 3 values, the header declares 4"},
 		{"not_image.png", false, "not a PNG or JPEG image"},
 		{"truncated.png", true, "decode image"},
+		// Headers that would size buffers from nothing: 2^30 points in 99
+		// bytes, 32768×32768 pixels in 59 (no buffer may be sized first).
+		{"huge_ascii.pcd", false, "ascii data is 6 bytes, too short for POINTS 1073741824 (at most 3 points fit)"},
+		{"huge.png", false, "image size 32768×32768 is out of range"},
 	}
 	for _, tc := range tests {
 		for _, preload := range []bool{false, true} {
