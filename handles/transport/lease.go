@@ -65,8 +65,11 @@ type holdTable [MaxTopics][]atomic.Uint64
 
 func (t *holdTable) init(topic int, slots uint32) { t[topic] = make([]atomic.Uint64, slots) }
 
+// take records a hold of (slot, gen); false when one is recorded already,
+// or for generation 0, which means "none" here (and no pool issues it: a
+// hold of it could be given back any number of times).
 func (t *holdTable) take(topic int, slot uint32, gen uint64) bool {
-	return t[topic][slot].CompareAndSwap(0, gen)
+	return gen != 0 && t[topic][slot].CompareAndSwap(0, gen)
 }
 
 func (t *holdTable) give(topic int, slot uint32, gen uint64) bool {

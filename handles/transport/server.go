@@ -8,6 +8,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
@@ -144,6 +145,7 @@ func (s *Server) Path() string { return s.cfg.Path }
 func (s *Server) Serve(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { shutdown(s.lfd) })
 	defer stop()
+	var pause time.Duration // while out of fds: the connection stays queued, so retrying at once would spin
 	for {
 		fd, err := accept(s.lfd)
 		if err != nil {
@@ -151,12 +153,20 @@ func (s *Server) Serve(ctx context.Context) error {
 				break
 			}
 			if errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) {
-				s.log.Warn("accept: out of file descriptors", zap.Error(err))
+				if pause == 0 {
+					s.log.Warn("accept: out of file descriptors; retrying with backoff", zap.Error(err))
+				}
+				pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+				select {
+				case <-time.After(pause):
+				case <-ctx.Done():
+				}
 				continue
 			}
 			s.closeAll()
 			return fmt.Errorf("accept on %q: %w", s.cfg.Path, err)
 		}
+		pause = 0
 		c := &conn{fd: fd}
 		s.mu.Lock()
 		s.conns[c] = struct{}{}
@@ -441,14 +451,24 @@ func (s *Server) Publish(topic int, slot pinned.Slot, h *handles.Handle) (int, e
 	h.Generation = slot.Generation()
 	var rec [handles.Size]byte
 	h.MarshalTo(&rec)
-	held, err := t.Pool.Publish(slot, pinned.SubscriberSet(t.wanted.Load()))
+	// The connections are looked up before the holds are taken: a
+	// subscriber that leaves in between frees its holds, and a newcomer
+	// admitted under its id must not get a handle for a slot it does not
+	// hold. A connection that changed is treated as not sent.
+	wanted := t.wanted.Load()
+	var conns [pinned.MaxSubscribers]*conn
+	for m := wanted; m != 0; m &= m - 1 {
+		id := bits.TrailingZeros32(m)
+		conns[id] = t.subs[id].Load()
+	}
+	held, err := t.Pool.Publish(slot, pinned.SubscriberSet(wanted))
 	if err != nil {
 		return 0, err
 	}
 	sent := 0
 	for m := uint32(held); m != 0; m &= m - 1 {
 		id := pinned.SubscriberID(bits.TrailingZeros32(m))
-		if c := t.subs[id].Load(); c != nil && c.send(topic, &rec) {
+		if c := conns[id]; c != nil && c == t.subs[id].Load() && c.send(topic, &rec) {
 			sent++
 			continue
 		}

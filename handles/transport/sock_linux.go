@@ -81,6 +81,13 @@ func dialSeqpacket(path string) (int, error) {
 	if err != nil {
 		return -1, fmt.Errorf("socket: %w", err)
 	}
+	// Bounded: a unix connect waits for room in the listener's backlog up
+	// to the send timeout, and forever without one (a camera that has
+	// stopped accepting, with its backlog full, would hang Run past ctx).
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &unix.Timeval{Sec: 1}); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("set send timeout: %w", err)
+	}
 	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: path}); err != nil {
 		unix.Close(fd)
 		return -1, fmt.Errorf("connect %q: %w", path, err)

@@ -147,7 +147,7 @@ func (s *Subscriber) Run(ctx context.Context) error {
 			continue
 		}
 		failing = false
-		backoff = s.cfg.MinBackoff
+		started := time.Now()
 		s.connects.Add(1)
 		s.connected.Store(true)
 		select {
@@ -170,9 +170,27 @@ func (s *Subscriber) Run(ctx context.Context) error {
 		} else if ctx.Err() == nil {
 			s.log.Info("camera went away; reconnecting")
 		}
+		// A camera that drops us right after the welcome (or at the first
+		// handle) must not get a reconnect loop without pause: backoff
+		// grows across short sessions and resets only after a long one,
+		// so a camera restart after a normal session is still joined at
+		// once.
+		if time.Since(started) < shortSession {
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+			}
+			backoff = min(2*backoff, s.cfg.MaxBackoff)
+		} else {
+			backoff = s.cfg.MinBackoff
+		}
 	}
 	return ctx.Err()
 }
+
+// shortSession: a connection that ended sooner than this counts as a
+// failed attempt for the reconnect backoff.
+const shortSession = time.Second
 
 // WaitConnected waits until Run has connected (at least once since the last
 // call) or ctx is done.
@@ -452,6 +470,9 @@ func (s *Subscriber) take(ss *session, b []byte, now int64) error {
 	}
 	if ti < 0 || !ss.holds.take(ti, h.Slot, h.Generation) {
 		s.invalid.Add(1)
+		if h.Generation == 0 {
+			return fmt.Errorf("%w: handle for pool %d slot %d with generation 0, which no pool issues", ErrProtocol, h.PoolID, h.Slot)
+		}
 		return fmt.Errorf("%w: handle for pool %d slot %d generation %d, which we already hold", ErrProtocol, h.PoolID, h.Slot, h.Generation)
 	}
 	ss.refs.Add(1)

@@ -1,0 +1,199 @@
+package transport
+
+// Peers that misbehave: a camera that sends generation 0, one that drops
+// every subscriber at once, one that stops accepting; and a camera out of
+// file descriptors. Each test fails on the code before its fix.
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+	"golang.org/x/sys/unix"
+
+	"github.com/zerohop/zerohop/handles"
+	"github.com/zerohop/zerohop/pinned"
+)
+
+// fakeCamera accepts one connection at a time, reads the hello, sends a
+// welcome with one points pool's memfd and then runs after(fd), which owns
+// fd. It is a fake camera for testing subscribers, not a server.
+func fakeCamera(t *testing.T, after func(fd int)) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "s", "camera.sock")
+	pool, err := pinned.New(pinned.Geometry{SlotCount: 4, SlotSize: 4096}, pinned.Options{Name: "points", ID: 1, Shared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lfd, err := listenSeqpacket(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			fd, err := accept(lfd)
+			if err != nil {
+				return
+			}
+			buf := make([]byte, helloSize)
+			recv(fd, buf, false)
+			mfd, err := pool.ShareFd()
+			if err != nil {
+				closeFd(fd)
+				return
+			}
+			g := pool.Geometry()
+			sendBlocking(fd, marshalWelcome([]poolInfo{{topic: "points", geom: handles.Geometry{PoolID: 1, SlotCount: g.SlotCount, SlotCapacity: g.SlotSize, Kind: handles.KindPoints}}}, 0), []int{mfd})
+			closeFd(mfd)
+			after(fd)
+		}
+	}()
+	t.Cleanup(func() { shutdown(lfd); <-done; closeFd(lfd); pool.Close() })
+	return path
+}
+
+func pointsRecord(slot uint32, gen uint64) []byte {
+	h := handles.Handle{Kind: handles.KindPoints, PoolID: 1, Slot: slot, Generation: gen, Length: 32,
+		Points: handles.PointFormat{Count: 2, Step: 16, X: 0, Y: 4, Z: 8, Intensity: 12, Datatype: handles.DatatypeFloat32}}
+	var rec [handles.Size]byte
+	h.MarshalTo(&rec)
+	return rec[:]
+}
+
+// TestGenerationZeroHandleIsRefused: generation 0 is the hold table's
+// "nothing held"; a lease of it could be released any number of times,
+// each dropping a session reference, until the pools were unmapped under
+// live leases. It is a protocol violation now.
+func TestGenerationZeroHandleIsRefused(t *testing.T) {
+	var mu sync.Mutex
+	var fds []int
+	path := fakeCamera(t, func(fd int) {
+		sendBlocking(fd, pointsRecord(0, 0), nil)
+		mu.Lock()
+		fds = append(fds, fd) // kept open: the subscriber must hang up itself
+		mu.Unlock()
+	})
+	t.Cleanup(func() { mu.Lock(); closeFds(fds); mu.Unlock() })
+	got := make(chan Lease, 16)
+	sub, cancel, wait := startSubscriber(t, SubscriberConfig{Path: path, Name: "victim", Topics: []string{"points"},
+		OnLease: func(l Lease) { got <- l }})
+	waitFor(t, 5*time.Second, "the generation-0 handle refused", func() bool { return sub.Stats().Invalid >= 1 })
+	cancel()
+	wait()
+	close(got)
+	for l := range got {
+		t.Errorf("a lease of generation %d was delivered", l.Handle.Generation)
+	}
+}
+
+// TestReconnectBacksOffAfterShortSessions: a camera that welcomes and
+// hangs up at once got a reconnect loop with no pause (7,755 connects in
+// 500 ms), because the backoff reset on every successful connect.
+func TestReconnectBacksOffAfterShortSessions(t *testing.T) {
+	path := fakeCamera(t, func(fd int) { closeFd(fd) })
+	sub, cancel, wait := startSubscriber(t, SubscriberConfig{Path: path, Name: "victim", Topics: []string{"points"},
+		MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Second})
+	time.Sleep(500 * time.Millisecond)
+	cancel()
+	wait()
+	// 100 + 200 ms of backoff fit in 500 ms: 3 connects, 4 on a slow start.
+	if n := sub.Stats().Connects; n < 1 || n > 5 {
+		t.Errorf("%d connects in 500 ms with MinBackoff 100 ms, want 1 to 5", n)
+	}
+}
+
+// TestRunReturnsWhileTheCameraDoesNotAccept: a camera that stopped
+// accepting, with its backlog full, made connect(2) block forever and Run
+// ignore its context.
+func TestRunReturnsWhileTheCameraDoesNotAccept(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s", "camera.sock")
+	lfd, err := listenSeqpacket(path) // nobody accepts
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fill []int
+	defer func() { closeFd(lfd); closeFds(fill) }()
+	for len(fill) < 1000 {
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Connect(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+			unix.Close(fd)
+			break // EAGAIN: the backlog is full
+		}
+		fill = append(fill, fd)
+	}
+	s, err := NewSubscriber(SubscriberConfig{Path: path, Name: "victim", Topics: []string{"points"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second): // connect gives up after its 1 s send timeout
+		t.Fatal("Run still blocked 2.8 s after its context ended (connect(2) on a full backlog)")
+	}
+}
+
+// TestAcceptBacksOffWhenOutOfFds: out of file descriptors, accept(2)
+// fails at once while the connection stays queued; Serve retried with no
+// pause (40,449 warnings in 200 ms).
+func TestAcceptBacksOffWhenOutOfFds(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	path := filepath.Join(t.TempDir(), "s", "camera.sock")
+	pool, err := pinned.New(pinned.Geometry{SlotCount: 4, SlotSize: 4096}, pinned.Options{Name: "points", ID: 1, Shared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	srv, err := NewServer(ServerConfig{Path: path, AllowGID: -1, Topics: []Topic{{Name: "points", Kind: handles.KindPoints, Pool: pool}}, Log: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := dialSeqpacket(path) // queued, waiting for accept
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeFd(c)
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	lim := old
+	lim.Cur = 64
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	var hog []int
+	for len(hog) < 64 {
+		fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			break
+		}
+		hog = append(hog, fd)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	time.Sleep(200 * time.Millisecond)
+	n := logs.FilterMessageSnippet("out of file descriptors").Len()
+	closeFds(hog)
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Error(err)
+	}
+	cancel()
+	<-done
+	if n != 1 {
+		t.Errorf("%d warnings about running out of fds in 200 ms, want 1 (then backoff)", n)
+	}
+}
