@@ -192,7 +192,15 @@ func (s *Server) closeAll() {
 // serveConn admits one subscriber, then receives its releases until it goes.
 func (s *Server) serveConn(ctx context.Context, c *conn) {
 	defer s.wg.Done()
-	stop := context.AfterFunc(ctx, func() { shutdown(c.fd) })
+	// Under c.mu and only while open: drop sets closed before it closes the
+	// fd, whose number a later connection may then reuse.
+	stop := context.AfterFunc(ctx, func() {
+		c.mu.Lock()
+		if !c.closed {
+			shutdown(c.fd)
+		}
+		c.mu.Unlock()
+	})
 	defer stop()
 	log := s.log.With(zap.Int("fd", c.fd))
 	if err := s.admit(c); err != nil {
