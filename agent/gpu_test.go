@@ -151,13 +151,21 @@ func TestGPUPathFeedsTheModelWhatTheFilterWrote(t *testing.T) {
 	}
 }
 
-func TestGPUFailureMovesToTheCPUWithoutLosingTheFrame(t *testing.T) {
-	cpu := newComposed(t)
-	fake := newFakeGPUFilter(t, 0.2)
-	fake.failAt = 3
-	g := gpuComposed(t, fake, 0.2, cpu.rt)
+// gpuFailingOnce is a CPU pipeline and one whose fake GPU filter fails its
+// failAt-th call with failErr (nil: errFakeCUDA), logging to logs.
+func gpuFailingOnce(t *testing.T, failAt int, failErr error) (cpu, g *composed, fake *fakeGPUFilter, logs *observer.ObservedLogs) {
+	t.Helper()
+	cpu = newComposed(t)
+	fake = newFakeGPUFilter(t, 0.2)
+	fake.failAt, fake.failErr = failAt, failErr
+	g = gpuComposed(t, fake, 0.2, cpu.rt)
 	core, logs := observer.New(zap.InfoLevel)
 	g.pipe.log = zap.New(core)
+	return cpu, g, fake, logs
+}
+
+func TestGPUFailureMovesToTheCPUWithoutLosingTheFrame(t *testing.T) {
+	cpu, g, fake, logs := gpuFailingOnce(t, 3, nil)
 	var h handles.Handle
 	for seq := uint64(0); seq < 6; seq++ {
 		cpu.step(t, seq, &h)
@@ -197,13 +205,8 @@ func TestGPUFailureMovesToTheCPUWithoutLosingTheFrame(t *testing.T) {
 // --gpu-input copy) is filtered on the CPU, counted and logged once, and
 // the next frame is on the GPU again.
 func TestCloudTooLargeForTheGPUBufferKeepsTheGPUPath(t *testing.T) {
-	cpu := newComposed(t)
-	fake := newFakeGPUFilter(t, 0.2)
-	fake.failAt = 2
-	fake.failErr = fmt.Errorf("cloud of 4000000 bytes (125000 points × 32) exceeds the input copy buffer of 2000000 bytes: %w", gpu.ErrInputTooLarge)
-	g := gpuComposed(t, fake, 0.2, cpu.rt)
-	core, logs := observer.New(zap.InfoLevel)
-	g.pipe.log = zap.New(core)
+	cpu, g, fake, logs := gpuFailingOnce(t, 2,
+		fmt.Errorf("cloud of 4000000 bytes (125000 points × 32) exceeds the input copy buffer of 2000000 bytes: %w", gpu.ErrInputTooLarge))
 	var h handles.Handle
 	for seq := uint64(0); seq < 4; seq++ {
 		cpu.step(t, seq, &h)
