@@ -711,7 +711,7 @@ type voxelGrid struct {
 
 func (g voxelGrid) keyBits() int { return bits.Len64(g.dim[0]*g.dim[1]*g.dim[2] - 1) }
 
-// indexLimitGPU is voxel's indexLimit: indices within ±2^62.
+// indexLimitGPU is voxel's indexLimit: indices strictly within ±2^62.
 const indexLimitGPU = 1 << 62
 
 // gridFor mirrors voxel's gridOf on the accepted points' bounds lo..hi:
@@ -721,8 +721,8 @@ func gridFor(lo, hi [3]float32, inv, leaf [3]float32) (voxelGrid, error) {
 	for a := range 3 {
 		first := math.Floor(float64(float32(lo[a] * inv[a])))
 		last := math.Floor(float64(float32(hi[a] * inv[a])))
-		if !(first >= -indexLimitGPU && last <= indexLimitGPU && first <= last) {
-			return voxelGrid{}, fmt.Errorf("%w: leaf %s = %g m over %s from %g to %g m gives voxel indices %g to %g, beyond ±2^62; use a larger leaf or a crop box",
+		if !(first > -indexLimitGPU && last < indexLimitGPU && first <= last) {
+			return voxelGrid{}, fmt.Errorf("%w: leaf %s = %g m over %s from %g to %g m gives voxel indices %g to %g, not within ±2^62; use a larger leaf or a crop box",
 				voxel.ErrGridTooLarge, axisName(a), leaf[a], axisName(a), lo[a], hi[a], first, last)
 		}
 		g.min[a] = int64(first)

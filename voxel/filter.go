@@ -456,7 +456,8 @@ var indexLimitBits = math.Float32bits(indexLimit)
 func newGrid(lo, hi [3]float64) (grid, bool) {
 	g := grid{valid: true}
 	for a := range 3 {
-		if !(lo[a] >= -indexLimit && hi[a] <= indexLimit && lo[a] <= hi[a]) {
+		// Strict: the keys pass refuses an index of exactly ±2^62 too.
+		if !(lo[a] > -indexLimit && hi[a] < indexLimit && lo[a] <= hi[a]) {
 			return grid{}, false
 		}
 		g.min[a] = int64(lo[a])
@@ -479,8 +480,8 @@ func (f *Filter) gridOf(lo, hi [3]float32) (grid, error) {
 	for a := range 3 {
 		first[a] = voxelIndex(lo[a], f.inv[a])
 		last[a] = voxelIndex(hi[a], f.inv[a])
-		if !(first[a] >= -indexLimit && last[a] <= indexLimit) {
-			return grid{}, fmt.Errorf("%w: leaf %s = %g m over %s from %g to %g m gives voxel indices %g to %g, beyond ±2^62; use a larger leaf or a crop box",
+		if !(first[a] > -indexLimit && last[a] < indexLimit) {
+			return grid{}, fmt.Errorf("%w: leaf %s = %g m over %s from %g to %g m gives voxel indices %g to %g, not within ±2^62; use a larger leaf or a crop box",
 				ErrGridTooLarge, axisNames[a], f.cfg.Leaf[a], axisNames[a], lo[a], hi[a], first[a], last[a])
 		}
 	}

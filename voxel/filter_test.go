@@ -637,3 +637,19 @@ func TestCropGridNeverMisses(t *testing.T) {
 		})
 	}
 }
+
+// TestVoxelIndexAtTheLimitIsRefused: a point whose voxel index is exactly
+// ±2^62 passed the grid check and then missed every key, so Run reported
+// the cloud as changed while it was filtered (pointing at the transport)
+// instead of ErrGridTooLarge.
+func TestVoxelIndexAtTheLimitIsRefused(t *testing.T) {
+	for _, x := range []float32{1 << 62, -(1 << 62)} {
+		for _, v := range variants {
+			cloud := kittiCloud([][4]float32{{x, 0, 0, 1}})
+			f := newVariantFilter(t, Config{Leaf: cube(1)}, 1, v)
+			if err := f.Run(cloud, NewPoints(1)); !errors.Is(err, ErrGridTooLarge) {
+				t.Errorf("x=%g %s: Run: %v, want ErrGridTooLarge", x, v.name, err)
+			}
+		}
+	}
+}
