@@ -287,6 +287,12 @@ func TestGridFor(t *testing.T) {
 	if !errors.Is(err, voxel.ErrGridTooLarge) {
 		t.Errorf("more than 2^63 voxels: err %v, want ErrGridTooLarge", err)
 	}
+	// Exactly ±2^62, as the CPU filter refuses it (its keys pass would miss).
+	for _, x := range []float32{1 << 62, -(1 << 62)} {
+		if _, err := gridFor([3]float32{x, 0, 0}, [3]float32{x, 0, 0}, [3]float32{1, 1, 1}, [3]float32{1, 1, 1}); !errors.Is(err, voxel.ErrGridTooLarge) {
+			t.Errorf("index %g: err %v, want ErrGridTooLarge", x, err)
+		}
+	}
 }
 
 func TestCubinCacheKey(t *testing.T) {
