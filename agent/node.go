@@ -51,6 +51,9 @@ type NodeConfig struct {
 	// gpu.DefaultCubinCacheDir().
 	CubinCache string
 	HTTP       string
+	// Pprof serves /debug/pprof/ on an HTTP address other machines can
+	// reach too; on loopback it is always served.
+	Pprof bool
 	// Listener, if set, is used instead of listening on HTTP (tests).
 	Listener net.Listener
 	// Duration stops the agent after this long (0: until ctx is done).
@@ -360,7 +363,8 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		log.Warn("metrics: gpu oversize", zap.Error(err))
 	}
 
-	web, err := telemetry.NewServer(rec, telemetry.ServerOptions{Health: func() error {
+	noPprof := !cfg.Pprof && !telemetry.Loopback(ln.Addr())
+	web, err := telemetry.NewServer(rec, telemetry.ServerOptions{NoPprof: noPprof, Health: func() error {
 		if ok, reason := wd.Check(time.Now()); !ok {
 			return errors.New(reason)
 		}
@@ -368,6 +372,9 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	}})
 	if err != nil {
 		return err
+	}
+	if noPprof {
+		log.Info("/debug/pprof/ is not served on an address other machines can reach (--pprof serves it)", zap.String("http", ln.Addr().String()))
 	}
 	log.Info("latency endpoint", zap.String("url", "http://"+ln.Addr().String()+"/"))
 	goRun(func() error { return web.ServeListener(ctx, ln) })

@@ -18,9 +18,19 @@ import (
 // DefaultAddr is where Serve listens when given "": loopback only.
 const DefaultAddr = "127.0.0.1:9090"
 
-// shutdownGrace bounds how long Serve waits for open requests (a pprof
-// profile can run for its "seconds") after ctx is done.
-const shutdownGrace = 5 * time.Second
+// shutdownGrace bounds how long Serve waits for open requests after ctx is
+// done; then it closes them (a pprof profile can run for its "seconds").
+// Well under the agent's shutdown grace (agent.DefaultShutdownGrace, 5 s),
+// so an open profile does not look like a hung stage at exit.
+const shutdownGrace = time.Second
+
+// Connection limits: an idle keep-alive connection, or one that sends its
+// request slowly, must not hold a goroutine and an fd forever. No write
+// timeout: a pprof profile or trace answers after its "seconds".
+const (
+	readTimeout = 10 * time.Second
+	idleTimeout = 60 * time.Second
+)
 
 // pageSource is the / page, an html/template; parsed per Server, never
 // written.
@@ -34,6 +44,10 @@ type ServerOptions struct {
 	// 200 "ok", an error → 503 with the error's text. Called per request,
 	// concurrently. Default: always healthy.
 	Health func() error
+	// NoPprof leaves /debug/pprof/ out (404): for a listener reachable from
+	// other machines, where anyone could read the command line and run CPU
+	// profiles and traces.
+	NoPprof bool
 }
 
 // Server serves a Recorder over HTTP:
@@ -61,11 +75,13 @@ func NewServer(rec *Recorder, opts ServerOptions) (*Server, error) {
 	s.mux.HandleFunc("GET /latency", s.serveLatency)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(rec.Registry(), promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("GET /healthz", s.serveHealth)
-	s.mux.HandleFunc("/debug/pprof/", pprof.Index) // also serves the named profiles (heap, goroutine, …)
-	s.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	s.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	s.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	s.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if !opts.NoPprof {
+		s.mux.HandleFunc("/debug/pprof/", pprof.Index) // also serves the named profiles (heap, goroutine, …)
+		s.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		s.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		s.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		s.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	return s, nil
 }
 
@@ -137,12 +153,21 @@ func Listen(ctx context.Context, addr string) (net.Listener, error) {
 	return ln, nil
 }
 
+// Loopback reports whether addr (a listener's) is reachable from this
+// machine only.
+func Loopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
+}
+
 // ServeListener is Serve on a listener the caller opened (it is closed on
 // return).
 func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       readTimeout,
+		IdleTimeout:       idleTimeout,
 	}
 	runCtx, stopRun := context.WithCancel(ctx)
 	flushDone := make(chan struct{})
@@ -163,7 +188,12 @@ func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
 	defer cancel()
 	err := hs.Shutdown(shutCtx)
-	if err != nil {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		// Requests still open after the grace (a running profile) are cut
+		// off: that is the stop the caller asked for, not an error.
+		err = hs.Close()
+	case err != nil:
 		err = errors.Join(fmt.Errorf("telemetry: shut down %s: %w", ln.Addr(), err), hs.Close())
 	}
 	if serr := <-serveErr; !errors.Is(serr, http.ErrServerClosed) {

@@ -288,3 +288,80 @@ func TestServeReportsListenError(t *testing.T) {
 		t.Fatalf("Serve on a busy port = %v, want an error naming it", err)
 	}
 }
+
+func TestNoPprof(t *testing.T) {
+	r, _ := newRecorder(t, Options{})
+	s, err := NewServer(r, ServerOptions{NoPprof: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/profile?seconds=1"} {
+		if code, _, _ := get(t, ts.URL+path); code != http.StatusNotFound {
+			t.Errorf("%s with NoPprof: %d, want 404", path, code)
+		}
+	}
+	if code, _, _ := get(t, ts.URL+"/latency"); code != 200 {
+		t.Errorf("/latency with NoPprof: %d", code)
+	}
+}
+
+func TestLoopback(t *testing.T) {
+	for _, tc := range []struct {
+		addr net.Addr
+		want bool
+	}{
+		{&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9090}, true},
+		{&net.TCPAddr{IP: net.IPv6loopback, Port: 9090}, true},
+		{&net.TCPAddr{IP: net.IPv4zero, Port: 9090}, false},
+		{&net.TCPAddr{IP: net.IPv4(192, 168, 1, 5), Port: 9090}, false},
+		{&net.UnixAddr{Name: "/x"}, false},
+	} {
+		if got := Loopback(tc.addr); got != tc.want {
+			t.Errorf("Loopback(%v) = %v, want %v", tc.addr, got, tc.want)
+		}
+	}
+}
+
+// TestShutdownCutsOffALongRequest: a running CPU profile held the stop for
+// 5 s, as long as the agent's whole shutdown grace, which then reported a
+// stuck stage. The server now cuts it off after shutdownGrace, cleanly.
+func TestShutdownCutsOffALongRequest(t *testing.T) {
+	r, _ := newRecorder(t, Options{})
+	s, err := NewServer(r, ServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.ServeListener(ctx, ln) }()
+	started := make(chan struct{})
+	go func() {
+		req, _ := http.NewRequest("GET", "http://"+ln.Addr().String()+"/debug/pprof/profile?seconds=30", nil)
+		close(started)
+		if res, err := http.DefaultClient.Do(req); err == nil {
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+		}
+	}()
+	<-started
+	time.Sleep(200 * time.Millisecond) // the profile is running
+	stopped := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("ServeListener: %v, want nil", err)
+		}
+		if d := time.Since(stopped); d > shutdownGrace+time.Second {
+			t.Errorf("stopped %v after cancel, want about %v", d, shutdownGrace)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("ServeListener still waiting for the profile 10 s after cancel")
+	}
+}

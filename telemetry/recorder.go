@@ -375,11 +375,15 @@ func (r *Recorder) Run(ctx context.Context) {
 	}
 }
 
+// sliceOf numbers slices from the recorder's start, not from the epoch:
+// t.Sub(r.start) reads the monotonic clock, so a wall clock stepped back
+// (NTP) neither reopens old slices (counting samples twice in the window)
+// nor skips new ones.
 func (r *Recorder) sliceOf(t time.Time) int64 {
-	n, s := t.UnixNano(), int64(r.slice)
+	n, s := int64(t.Sub(r.start)), int64(r.slice)
 	q := n / s
 	if n%s < 0 {
-		q-- // floor for times before 1970
+		q-- // floor for times before start
 	}
 	return q
 }

@@ -75,6 +75,7 @@ Flags:
 	fs.DurationVar(&cfg.Watchdog, "watchdog", 200*time.Millisecond, "zero cmd_vel when no fresh frame arrives within this period")
 	fs.DurationVar(&shutdownGrace, "shutdown-grace", agent.DefaultShutdownGrace, "after SIGINT/SIGTERM, exit with an error if shutdown has not finished within this long (a stage stuck in a call nothing can cancel, such as a hung GPU)")
 	fs.StringVar(&cfg.HTTP, "http", telemetry.DefaultAddr, "latency endpoint address (localhost by default; 0.0.0.0:PORT for all interfaces)")
+	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve /debug/pprof/ on an --http address other machines can reach too (always served on loopback)")
 	fs.DurationVar(&cfg.Duration, "duration", 0, "stop after this long (0: until SIGINT/SIGTERM)")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	openSink := ros2Flags(fs)
