@@ -67,6 +67,13 @@ type NodeConfig struct {
 	Log                 *zap.Logger
 }
 
+// Bounds of NodeConfig fields that size memory or threads: a typo must be
+// an error at start-up, not 1,500 threads or a 16 GiB pool.
+const (
+	maxMaxPoints  = 1 << 24 // 16 M points; a 128-beam LiDAR sweep is about 0.3 M
+	maxORTThreads = 256
+)
+
 // RunNode builds the agent (model, filter, planner, watchdog, latency
 // endpoint, frame source) and runs it until ctx is done. Any configuration
 // or start-up error is returned before anything is served: no half-started
@@ -76,12 +83,20 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if log == nil {
 		log = zap.NewNop()
 	}
+	switch {
+	case cfg.Duration < 0:
+		return fmt.Errorf("--duration %v: want 0 (until SIGINT/SIGTERM) or a positive duration", cfg.Duration)
+	case cfg.MaxPoints < 0 || cfg.MaxPoints > maxMaxPoints:
+		return fmt.Errorf("--max-points %d: want 1 to %d (0: the default, 500000)", cfg.MaxPoints, maxMaxPoints)
+	case cfg.Threads < 0 || cfg.Threads > maxORTThreads:
+		return fmt.Errorf("--ort-threads %d: want 1 to %d (0: ONNX Runtime's default)", cfg.Threads, maxORTThreads)
+	}
 	if cfg.Duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, cfg.Duration)
 		defer cancel()
 	}
-	if cfg.MaxPoints <= 0 {
+	if cfg.MaxPoints == 0 {
 		cfg.MaxPoints = 500_000
 	}
 	if cfg.Leaf == 0 {
@@ -306,7 +321,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 			}
 		}()
 	default:
-		source, err := camera.OpenSource(cfg.Camera, camera.NodeConfig{Rate: cfg.Rate, Loop: true,
+		source, err := camera.OpenSource(ctx, "--camera", cfg.Camera, camera.NodeConfig{Rate: cfg.Rate, Loop: true,
 			Beams: cfg.Beams, AzimuthSteps: cfg.AzimuthSteps})
 		if err != nil {
 			return err

@@ -339,6 +339,10 @@ func TestStartupErrorsNameTheProblem(t *testing.T) {
 		{"unknown GPU mode", NodeConfig{GPU: "maybe"}, []string{"--gpu", "maybe"}},
 		{"unknown GPU input", NodeConfig{GPUInput: "teleport"}, []string{"--gpu-input", "teleport"}},
 		{"negative preprocessing threads", NodeConfig{PrepThreads: -3}, []string{"--prep-threads", "-3"}},
+		{"negative duration", NodeConfig{Duration: -time.Second}, []string{"--duration", "-1s"}},
+		{"negative max points", NodeConfig{MaxPoints: -1}, []string{"--max-points", "-1"}},
+		{"absurd ONNX Runtime threads", NodeConfig{Threads: 5000}, []string{"--ort-threads", "5000"}},
+		{"unknown in-process camera", NodeConfig{Camera: "bogus"}, []string{`--camera "bogus"`}},
 	}
 	if _, err := gpu.Open(); err != nil {
 		// Only where no CUDA driver is installed (here, CI).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	"github.com/zerohop/zerohop/handles/transport"
 	"github.com/zerohop/zerohop/pinned"
 	"github.com/zerohop/zerohop/sensor"
+	"github.com/zerohop/zerohop/telemetry"
 )
 
 // NodeConfig is everything the camera process is configured with.
@@ -43,8 +43,10 @@ type NodeConfig struct {
 	Log       *zap.Logger
 }
 
-// OpenSource builds the source named by spec: "synthetic" or "replay:DIR".
-func OpenSource(spec string, cfg NodeConfig) (sensor.Source, error) {
+// OpenSource builds the source named by spec: "synthetic" or "replay:DIR"
+// (read into memory, until ctx is done). flag names the flag spec came
+// from, for errors ("--source", or the agent's "--camera").
+func OpenSource(ctx context.Context, flag, spec string, cfg NodeConfig) (sensor.Source, error) {
 	switch {
 	case spec == "" || spec == "synthetic":
 		return sensor.NewSynthetic(sensor.SyntheticConfig{
@@ -54,11 +56,11 @@ func OpenSource(spec string, cfg NodeConfig) (sensor.Source, error) {
 	case strings.HasPrefix(spec, "replay:"):
 		dir := strings.TrimPrefix(spec, "replay:")
 		if dir == "" {
-			return nil, errors.New(`--source replay:DIR needs a directory, e.g. replay:/data/kitti/seq00`)
+			return nil, fmt.Errorf(`%s replay:DIR needs a directory, e.g. replay:/data/kitti/seq00`, flag)
 		}
-		return sensor.NewReplay(dir, sensor.ReplayConfig{Loop: cfg.Loop, Preload: true})
+		return sensor.NewReplayContext(ctx, dir, sensor.ReplayConfig{Loop: cfg.Loop, Preload: true})
 	}
-	return nil, fmt.Errorf(`--source %q: want "synthetic" or "replay:DIR"`, spec)
+	return nil, fmt.Errorf(`%s %q: want "synthetic" or "replay:DIR"`, flag, spec)
 }
 
 // RunNode runs a camera process: source, shared pools, the unix socket
@@ -68,7 +70,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	src, err := OpenSource(cfg.Source, cfg)
+	src, err := OpenSource(ctx, "--source", cfg.Source, cfg)
 	if err != nil {
 		return err
 	}
@@ -180,7 +182,7 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, ca
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	ln, err := net.Listen("tcp", addr)
+	ln, err := telemetry.Listen(context.Background(), addr) // refuses ":PORT", as the agent's --http does
 	if err != nil {
 		return nil, fmt.Errorf("--metrics %q: %w", addr, err)
 	}

@@ -330,3 +330,31 @@ func TestCameraRestartSubscriberResumes(t *testing.T) {
 		t.Fatalf("connects = %d, want ≥ 2", c)
 	}
 }
+
+// TestRunNodeRefusesBadStartupValues: each names its flag.
+func TestRunNodeRefusesBadStartupValues(t *testing.T) {
+	dir := t.TempDir()
+	long := filepath.Join(dir, strings.Repeat("s", 120), "camera.sock")
+	for _, tc := range []struct {
+		name string
+		cfg  NodeConfig
+		want []string
+	}{
+		// ":PORT" listened on every interface, unlike the agent's --http.
+		{"metrics address without a host", NodeConfig{Socket: filepath.Join(dir, "a.sock"), MetricsAddr: ":0"}, []string{"--metrics", "all interfaces"}},
+		{"socket path longer than sun_path", NodeConfig{Socket: long}, []string{"at most 108"}},
+		{"unknown source", NodeConfig{Source: "bogus", Socket: filepath.Join(dir, "b.sock")}, []string{`--source "bogus"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			tc.cfg.Beams, tc.cfg.AzimuthSteps, tc.cfg.ImageWidth, tc.cfg.ImageHeight = 4, 36, 32, 16
+			err := RunNode(ctx, tc.cfg)
+			for _, w := range tc.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("RunNode: %v, want an error saying %q", err, w)
+				}
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package sensor
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"image"
 	_ "image/jpeg" // register the decoders Replay reads
@@ -91,6 +92,13 @@ const maxImagePixels = 1 << 26
 
 // NewReplay scans dir (and cfg.ImageDir) and reads every file's header.
 func NewReplay(dir string, cfg ReplayConfig) (*Replay, error) {
+	return NewReplayContext(context.Background(), dir, cfg)
+}
+
+// NewReplayContext is NewReplay that gives up, with ctx's error, once ctx
+// is done: reading a whole recording (Preload) can take minutes, and a
+// SIGINT meanwhile must stop it.
+func NewReplayContext(ctx context.Context, dir string, cfg ReplayConfig) (*Replay, error) {
 	if cfg.Encoding != 0 && !cfg.Encoding.Valid() {
 		return nil, fmt.Errorf("replay: config Encoding %v is not valid", cfg.Encoding)
 	}
@@ -115,6 +123,9 @@ func NewReplay(dir string, cfg ReplayConfig) (*Replay, error) {
 	}
 	r.frames = max(len(pointNames), len(imageNames))
 	for _, name := range pointNames {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("replay: reading %q stopped: %w", dir, err)
+		}
 		pf, err := r.openPoints(filepath.Join(dir, name))
 		if err != nil {
 			return nil, err
@@ -123,6 +134,9 @@ func NewReplay(dir string, cfg ReplayConfig) (*Replay, error) {
 		r.maxPoints = max(r.maxPoints, pf.count)
 	}
 	for _, name := range imageNames {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("replay: reading %q stopped: %w", imageDir, err)
+		}
 		im, size, err := r.openImage(filepath.Join(imageDir, name))
 		if err != nil {
 			return nil, err

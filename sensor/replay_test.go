@@ -2,6 +2,7 @@ package sensor
 
 import (
 	"encoding/binary"
+	"context"
 	"errors"
 	"math"
 	"os"
@@ -393,5 +394,18 @@ func TestReplayPreloadedFillDoesNotAllocate(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("preloaded FillPoints+FillImage: %v allocations per frame, want 0", allocs)
+	}
+}
+
+// TestReplayPreloadStopsWithItsContext: reading a recording into memory
+// ignored SIGINT until it had read every file.
+func TestReplayPreloadStopsWithItsContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if r, err := NewReplayContext(ctx, mixedDir, ReplayConfig{Preload: true}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("NewReplayContext with a cancelled context: %v, %v; want context.Canceled", r, err)
+	}
+	if _, err := NewReplayContext(context.Background(), mixedDir, ReplayConfig{Preload: true}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/zerohop/zerohop/camera"
 	"github.com/zerohop/zerohop/handles/transport"
 	"github.com/zerohop/zerohop/logging"
+	"github.com/zerohop/zerohop/pinned"
 )
 
 func main() {
@@ -73,6 +74,9 @@ Flags:
 	w, h, err := parseSize(imageSize)
 	if err != nil {
 		return err
+	}
+	if slots > pinned.MaxSlots {
+		return fmt.Errorf("--slots %d: at most %d", slots, pinned.MaxSlots)
 	}
 	cfg.ImageWidth, cfg.ImageHeight, cfg.Slots = w, h, uint32(slots)
 	log, err := logging.New(logLevel)

@@ -22,7 +22,21 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// maxSocketPath is sun_path's size: a longer path cannot be bound or
+// dialled (the kernel's answer, EINVAL, would not say why).
+const maxSocketPath = len(unix.RawSockaddrUnix{}.Path)
+
+func checkSocketPath(path string) error {
+	if len(path) > maxSocketPath {
+		return fmt.Errorf("socket path %q is %d bytes; a unix socket path holds at most %d (choose a shorter --socket)", path, len(path), maxSocketPath)
+	}
+	return nil
+}
+
 func listenSeqpacket(path string) (int, error) {
+	if err := checkSocketPath(path); err != nil {
+		return -1, err
+	}
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return -1, fmt.Errorf("create socket directory %q: %w", dir, err)
@@ -77,6 +91,9 @@ func removeStaleSocket(path string) error {
 }
 
 func dialSeqpacket(path string) (int, error) {
+	if err := checkSocketPath(path); err != nil {
+		return -1, err
+	}
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return -1, fmt.Errorf("socket: %w", err)
