@@ -14,12 +14,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -27,7 +30,17 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	// SIGINT/SIGTERM cancel the run: measure stops the camera and agent
+	// and removes its temp dir before run returns. A second signal gets the
+	// default action (exit at once); the children then die by Pdeathsig.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	err := run(ctx, os.Args[1:])
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-e2e:", err)
 		os.Exit(1)
 	}
@@ -41,8 +54,24 @@ type options struct {
 	transports []string
 }
 
-func run(args []string) error {
+// transportNames are the valid --transports values.
+var transportNames = []string{"unix", "copy", "unix+spin"}
+
+const (
+	maxSeconds = 24 * 60 * 60
+	// The camera accepts up to 10 kHz. The agent is healthy only within
+	// its 200 ms watchdog after a fresh frame, which healthTimeout must see
+	// at least once: below 0.1 Hz a frame may take longer than that to
+	// come, and a run measures next to nothing anyway.
+	minRate, maxRate float64 = 0.1, 10000
+	healthTimeout            = 30 * time.Second
+)
+
+// parseOptions parses and checks the flags; usage and flag errors go to
+// output. For -h it returns flag.ErrHelp.
+func parseOptions(args []string, output io.Writer) (options, error) {
 	fs := flag.NewFlagSet("bench-e2e", flag.ContinueOnError)
+	fs.SetOutput(output)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: bench-e2e [flags]
 
@@ -66,18 +95,44 @@ Flags:
 	fs.StringVar(&o.out, "out", "docs/bench-e2e.md", `markdown output file ("" for stdout only)`)
 	fs.StringVar(&transports, "transports", "unix,copy", `transports to measure, in order: unix, copy, or unix+spin (the agent spinning on its handle rings, --spin)`)
 	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
+	}
+	if long {
+		o.seconds = 180
+	}
+	if o.seconds < 5 || o.seconds > maxSeconds {
+		return o, fmt.Errorf("--seconds %d: want 5 to %d", o.seconds, maxSeconds)
+	}
+	if !(o.rate >= minRate && o.rate <= maxRate) { // NaN fails too
+		return o, fmt.Errorf("--rate %g: want %g to %g Hz", o.rate, minRate, maxRate)
+	}
+	if o.bin == "" {
+		return o, errors.New(`--bin "": want the directory holding the camera and agent binaries`)
+	}
+	for _, t := range strings.Split(transports, ",") {
+		t = strings.TrimSpace(t)
+		switch {
+		case !slices.Contains(transportNames, t):
+			return o, fmt.Errorf("--transports %q: unknown transport %q, want %s", transports, t, strings.Join(transportNames, ", "))
+		case slices.Contains(o.transports, t):
+			return o, fmt.Errorf("--transports %q: %s given twice", transports, t)
+		}
+		o.transports = append(o.transports, t)
+	}
+	return o, nil
+}
+
+func run(ctx context.Context, args []string) error {
+	o, err := parseOptions(args, os.Stderr)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return err
 	}
-	if long {
-		o.seconds = 180
-	}
-	if o.seconds < 5 {
-		return fmt.Errorf("--seconds %d: want at least 5", o.seconds)
-	}
-	o.transports = strings.Split(transports, ",")
 	for _, b := range []string{"camera", "agent"} {
 		if _, err := os.Stat(filepath.Join(o.bin, b)); err != nil {
 			return fmt.Errorf("%s: %w (run make build first)", filepath.Join(o.bin, b), err)
@@ -86,7 +141,10 @@ Flags:
 	var results []result
 	for _, t := range o.transports {
 		fmt.Fprintf(os.Stderr, "bench-e2e: %s transport, %d s ...\n", t, o.seconds)
-		r, err := measure(o, t)
+		r, err := measure(ctx, o, t)
+		if ctx.Err() != nil {
+			return interrupted(ctx)
+		}
 		if err != nil {
 			return fmt.Errorf("%s transport: %w", t, err)
 		}
@@ -109,6 +167,12 @@ Flags:
 		md += fmt.Sprintf("![%s end-to-end latency](%s)\n", r.transport, filepath.Base(name))
 	}
 	return os.WriteFile(o.out, []byte(md), 0o644)
+}
+
+// interrupted is run's error once ctx was cancelled (by a signal in main):
+// by then measure has stopped the children and removed its temp dir.
+func interrupted(ctx context.Context) error {
+	return fmt.Errorf("interrupted (%v): camera and agent stopped, temp dir removed", context.Cause(ctx))
 }
 
 type percentiles struct {
@@ -147,7 +211,12 @@ func freePort() (string, error) {
 	return ln.Addr().String(), nil
 }
 
-func measure(o options, transport string) (result, error) {
+func measure(ctx context.Context, o options, transport string) (result, error) {
+	// The children's Pdeathsig is bound to the thread that forks them (see
+	// startProc): keep this goroutine, and no other, on that thread until
+	// they are stopped. The deferred unlock runs after their deferred stops.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	dir, err := os.MkdirTemp("", "zerohop-bench")
 	if err != nil {
 		return result{}, err
@@ -165,41 +234,42 @@ func measure(o options, transport string) (result, error) {
 	// "unix+spin": the unix transport with the agent spinning on its
 	// handle rings (--spin).
 	base, spin := strings.CutSuffix(transport, "+spin")
-	cam := exec.Command(filepath.Join(o.bin, "camera"), "--socket", sock, "--transport", base,
+	cam, err := startProc("camera", filepath.Join(o.bin, "camera"), "--socket", sock, "--transport", base,
 		"--rate", strconv.FormatFloat(o.rate, 'f', -1, 64), "--metrics", camAddr, "--log-level", "warn")
-	cam.Stderr = os.Stderr
-	if err := cam.Start(); err != nil {
+	if err != nil {
 		return result{}, err
 	}
-	defer stop(cam)
+	defer cam.stop()
 	agentArgs := []string{"--socket", sock, "--transport", base, "--http", agentAddr, "--providers", "cpu", "--log-level", "warn"}
 	if spin {
 		agentArgs = append(agentArgs, "--spin")
 	}
-	agent := exec.Command(filepath.Join(o.bin, "agent"), agentArgs...)
-	agent.Stderr = os.Stderr
-	if err := agent.Start(); err != nil {
+	agent, err := startProc("agent", filepath.Join(o.bin, "agent"), agentArgs...)
+	if err != nil {
 		return result{}, err
 	}
-	defer stop(agent)
+	defer agent.stop()
 
 	// Warm up, then measure: CPU from /proc, latencies since the agent's
-	// start (the first seconds include connecting and warm-up).
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := waitHTTP(ctx, "http://"+agentAddr+"/healthz"); err != nil {
-		return result{}, fmt.Errorf("agent never became healthy: %w", err)
+	// start (the first seconds include connecting and warm-up). A child
+	// that exits meanwhile ends the run with its exit status and stderr.
+	if err := waitHealthy(ctx, "http://"+agentAddr+"/healthz", cam, agent); err != nil {
+		return result{}, err
 	}
-	time.Sleep(2 * time.Second)
-	c0, a0 := cpuTicks(cam.Process.Pid), cpuTicks(agent.Process.Pid)
-	p0, _ := metric("http://"+camAddr+"/metrics", `zerohop_camera_published_total{topic="points"}`)
+	if err := hold(ctx, 2*time.Second, "during warm-up", cam, agent); err != nil {
+		return result{}, err
+	}
+	c0, a0 := cpuTicks(cam.cmd.Process.Pid), cpuTicks(agent.cmd.Process.Pid)
+	p0, _ := metric(ctx, "http://"+camAddr+"/metrics", `zerohop_camera_published_total{topic="points"}`)
 	start := time.Now()
-	time.Sleep(time.Duration(o.seconds) * time.Second)
+	if err := hold(ctx, time.Duration(o.seconds)*time.Second, "while measuring", cam, agent); err != nil {
+		return result{}, err
+	}
 	el := time.Since(start).Seconds()
-	c1, a1 := cpuTicks(cam.Process.Pid), cpuTicks(agent.Process.Pid)
-	p1, _ := metric("http://"+camAddr+"/metrics", `zerohop_camera_published_total{topic="points"}`)
+	c1, a1 := cpuTicks(cam.cmd.Process.Pid), cpuTicks(agent.cmd.Process.Pid)
+	p1, _ := metric(ctx, "http://"+camAddr+"/metrics", `zerohop_camera_published_total{topic="points"}`)
 	var snap snapshot
-	if err := getJSON("http://"+agentAddr+"/latency", &snap); err != nil {
+	if err := getJSON(ctx, "http://"+agentAddr+"/latency", &snap); err != nil {
 		return result{}, err
 	}
 	const hz = 100 // USER_HZ on Linux
@@ -214,40 +284,54 @@ func svgName(out, transport string) string {
 	return strings.TrimSuffix(out, filepath.Ext(out)) + "-" + transport + ".svg"
 }
 
-func stop(cmd *exec.Cmd) {
-	if cmd.Process == nil || cmd.ProcessState != nil {
-		return
+// httpClient bounds every request, so that a wedged child cannot hang
+// the benchmark.
+var httpClient = &http.Client{Timeout: 5 * time.Second}
+
+func get(ctx context.Context, url string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		cmd.Process.Kill()
-		<-done
-	}
+	return httpClient.Do(req)
 }
 
-func waitHTTP(ctx context.Context, url string) error {
+// waitHealthy polls url until it answers 200, for at most healthTimeout;
+// it gives up early when ctx is done or one of procs exits.
+func waitHealthy(ctx context.Context, url string, procs ...*proc) error {
+	deadline := time.NewTimer(healthTimeout)
+	defer deadline.Stop()
+	exited := anyExited(procs...)
+	var last string
 	for {
-		resp, err := http.Get(url)
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		resp, err := get(pctx, url)
 		if err == nil {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
+				cancel()
 				return nil
 			}
+			last = fmt.Sprintf("%s: %s %s", url, resp.Status, strings.TrimSpace(string(body)))
+		} else {
+			last = err.Error()
 		}
+		cancel()
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-exited:
+			return errExited("before the agent became healthy", procs...)
+		case <-deadline.C:
+			return fmt.Errorf("agent never became healthy within %v (last: %s)", healthTimeout, last)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
 
-func getJSON(url string, v any) error {
-	resp, err := http.Get(url)
+func getJSON(ctx context.Context, url string, v any) error {
+	resp, err := get(ctx, url)
 	if err != nil {
 		return err
 	}
@@ -256,8 +340,8 @@ func getJSON(url string, v any) error {
 }
 
 // metric returns the value of the metric line starting with name.
-func metric(url, name string) (float64, error) {
-	resp, err := http.Get(url)
+func metric(ctx context.Context, url, name string) (float64, error) {
+	resp, err := get(ctx, url)
 	if err != nil {
 		return 0, err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"runtime"
@@ -24,10 +25,18 @@ type benchConfig struct {
 	Dir    string // socket directory
 }
 
-// waitUntil polls cond during setup (never while measuring).
-func waitUntil(what string, cond func() bool) error {
+// waitUntil polls cond during setup (never while measuring), for at most
+// 10 s; it gives up early when ctx is done or check fails (a subscriber
+// process exited).
+func waitUntil(ctx context.Context, what string, cond func() bool, check func() error) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := check(); err != nil {
+			return fmt.Errorf("waiting for %s: %w", what, err)
+		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("timed out waiting for %s", what)
 		}
@@ -67,8 +76,15 @@ func publishRange(cfg benchConfig, l *lane, from, to int) error {
 // the measured messages go out in chunks of cfg.Chunk, lane after lane, so
 // that every lane samples the same stretch of machine noise. Each process
 // counts CPU only over its lane's measured chunks. wantCPUs, if not empty,
-// is the CPU list every subscriber process must be confined to.
-func runGroup(cfg benchConfig, lanes []*lane, wantCPUs string) ([]summary, error) {
+// is the CPU list every subscriber process must be confined to. When ctx
+// is done the subscribers are killed, which ends the wait for their acks.
+func runGroup(ctx context.Context, cfg benchConfig, lanes []*lane, wantCPUs string) ([]summary, error) {
+	// Like the subscribers' receive goroutines: wake-ups land on one thread.
+	// Locked from before the children start until they are reaped (the
+	// deferred unlock runs after the deferred abort): the thread that forks
+	// them must outlive them for their Pdeathsig (see startChild).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	defer func() {
 		for _, l := range lanes {
 			if l.child != nil {
@@ -80,24 +96,29 @@ func runGroup(cfg benchConfig, lanes []*lane, wantCPUs string) ([]summary, error
 	for _, l := range lanes {
 		spec := l.spec
 		spec.Warmup, spec.Count, spec.Chunk = cfg.Warmup, cfg.Count, cfg.Chunk
-		c, err := startChild(spec, l.extra...)
+		c, err := startChild(ctx, spec, l.extra...)
 		l.extra = nil // closed by startChild
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", l.name, err)
 		}
 		l.child = c
 	}
+	anyExited := func() error {
+		for _, l := range lanes {
+			if l.child.hasExited() {
+				return fmt.Errorf("%s %s", l.name, l.child.exitReport())
+			}
+		}
+		return nil
+	}
 	for _, l := range lanes {
-		if err := waitUntil(l.name+" subscriber to connect", l.connected); err != nil {
+		if err := waitUntil(ctx, l.name+" subscriber to connect", l.connected, anyExited); err != nil {
 			return nil, err
 		}
 	}
-	// Like the subscribers' receive goroutines: wake-ups land on one thread.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	for _, l := range lanes {
 		if err := publishRange(cfg, l, 0, cfg.Warmup); err != nil {
-			return nil, fmt.Errorf("%s warm-up: %w", l.name, err)
+			return nil, fmt.Errorf("%s warm-up: %w", l.name, l.child.explain(err))
 		}
 		l.next = cfg.Warmup
 	}
@@ -107,7 +128,7 @@ func runGroup(cfg benchConfig, lanes []*lane, wantCPUs string) ([]summary, error
 			to := min(l.next+cfg.Chunk, total)
 			start := cpuNs()
 			if err := publishRange(cfg, l, l.next, to); err != nil {
-				return nil, fmt.Errorf("%s: %w", l.name, err)
+				return nil, fmt.Errorf("%s: %w", l.name, l.child.explain(err))
 			}
 			l.cpuNs += cpuNs() - start
 			l.next = to
@@ -142,7 +163,7 @@ func runGroup(cfg benchConfig, lanes []*lane, wantCPUs string) ([]summary, error
 // core would slow the others; its two variants (rings, socket) in passes
 // back to back. One CPU (--pin-cpu): the event-driven groups
 // again with every thread of both processes confined to that CPU.
-func runAll(cfg benchConfig, progress func(string)) ([]caseResult, error) {
+func runAll(ctx context.Context, cfg benchConfig, progress func(string)) ([]caseResult, error) {
 	type pass struct {
 		mode  string
 		lanes func(size int) []func() (*lane, error)
@@ -174,7 +195,7 @@ func runAll(cfg benchConfig, progress func(string)) ([]caseResult, error) {
 			if err != nil {
 				return nil, err
 			}
-			res, err := runPass(cfg, p.mode, p.lanes, progress)
+			res, err := runPass(ctx, cfg, p.mode, p.lanes, progress)
 			if rerr := restore(); err == nil && rerr != nil {
 				err = rerr
 			}
@@ -184,7 +205,7 @@ func runAll(cfg benchConfig, progress func(string)) ([]caseResult, error) {
 			out = append(out, res...)
 			continue
 		}
-		res, err := runPass(cfg, p.mode, p.lanes, progress)
+		res, err := runPass(ctx, cfg, p.mode, p.lanes, progress)
 		if err != nil {
 			return nil, err
 		}
@@ -194,9 +215,12 @@ func runAll(cfg benchConfig, progress func(string)) ([]caseResult, error) {
 }
 
 // runPass measures the lane groups of one mode for every size.
-func runPass(cfg benchConfig, mode string, group func(size int) []func() (*lane, error), progress func(string)) ([]caseResult, error) {
+func runPass(ctx context.Context, cfg benchConfig, mode string, group func(size int) []func() (*lane, error), progress func(string)) ([]caseResult, error) {
 	var out []caseResult
 	for _, size := range cfg.Sizes {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		start := time.Now()
 		var lanes []*lane
 		for _, mk := range group(size) {
@@ -213,7 +237,7 @@ func runPass(cfg benchConfig, mode string, group func(size int) []func() (*lane,
 		if mode == modeOneCPU {
 			wantCPUs = strconv.Itoa(cfg.PinCPU)
 		}
-		sums, err := runGroup(cfg, lanes, wantCPUs)
+		sums, err := runGroup(ctx, cfg, lanes, wantCPUs)
 		if err != nil {
 			return nil, fmt.Errorf("%s, %s: %w", mode, formatSize(size), err)
 		}

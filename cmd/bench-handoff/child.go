@@ -125,6 +125,10 @@ func runChild(specJSON string) error {
 	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
 		return fmt.Errorf("%s: %w", childEnv, err)
 	}
+	// The parent checks its flags; this guards the allocation below anyway.
+	if spec.Warmup < 0 || spec.Count < 1 || spec.Warmup > maxMessages || spec.Count > maxMessages || spec.Size < 1 {
+		return fmt.Errorf("%s: warm-up %d, count %d, size %d: out of range", childEnv, spec.Warmup, spec.Count, spec.Size)
+	}
 	st := newSubscriberState(spec)
 	var err error
 	switch spec.Transport {

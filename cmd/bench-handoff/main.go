@@ -6,11 +6,16 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
+	"syscall"
 	"time"
 )
 
@@ -22,14 +27,37 @@ func main() {
 		}
 		return
 	}
-	if err := run(os.Args[1:]); err != nil {
+	// SIGINT/SIGTERM cancel the run: the subscriber processes are killed
+	// and reaped and the socket directory removed before run returns. A
+	// second signal gets the default action (exit at once); the
+	// subscribers then die by Pdeathsig.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	err := run(ctx, os.Args[1:])
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-handoff:", err)
 		os.Exit(1)
 	}
 }
 
-func run(args []string) error {
+// Limits on the flags that size allocations: every subscriber holds
+// --warmup + --count latencies (and sends them back as JSON), and every
+// zero-copy pool is --slots × the size, written through before measuring.
+const (
+	maxMessages  = 10_000_000
+	maxPoolBytes = 4 << 30
+	maxGap       = time.Second
+)
+
+// parseConfig parses and checks the flags; usage and flag errors go to
+// output. For -h it returns flag.ErrHelp.
+func parseConfig(args []string, output io.Writer) (cfg benchConfig, out string, err error) {
 	fs := flag.NewFlagSet("bench-handoff", flag.ContinueOnError)
+	fs.SetOutput(output)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: bench-handoff [flags]
 
@@ -61,11 +89,7 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	var (
-		cfg   benchConfig
-		sizes string
-		out   string
-	)
+	var sizes string
 	fs.StringVar(&sizes, "sizes", "1KiB,64KiB,1MiB,3MiB,16MiB", "payload sizes, comma-separated (units B, KiB, MiB; K and M are binary too)")
 	fs.IntVar(&cfg.Count, "count", 5000, "measured messages per case")
 	fs.IntVar(&cfg.Warmup, "warmup", 200, "messages sent before measuring, per case")
@@ -77,34 +101,62 @@ Flags:
 	fs.IntVar(&cfg.Runs, "runs", 1, "repeat every case this many times and report the median of each figure")
 	fs.StringVar(&out, "out", "docs/bench-handoff.md", `also write the report to this file ("" to skip)`)
 	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
+		return cfg, out, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, out, fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
+	}
+	if cfg.Sizes, err = parseSizes(sizes); err != nil {
+		return cfg, out, err
+	}
+	largest := 0
+	for _, size := range cfg.Sizes {
+		largest = max(largest, size)
+	}
+	switch {
+	case cfg.Count < 1 || cfg.Count > maxMessages:
+		return cfg, out, fmt.Errorf("--count %d: want 1 to %d", cfg.Count, maxMessages)
+	case cfg.Warmup < 0 || cfg.Warmup > maxMessages:
+		return cfg, out, fmt.Errorf("--warmup %d: want 0 to %d", cfg.Warmup, maxMessages)
+	case cfg.Gap < 0 || cfg.Gap > maxGap:
+		return cfg, out, fmt.Errorf("--gap %v: want 0 to %v", cfg.Gap, maxGap)
+	case cfg.Chunk < 1:
+		return cfg, out, fmt.Errorf("--chunk %d: want ≥ 1", cfg.Chunk)
+	case cfg.Slots < 2 || cfg.Slots > 1024:
+		return cfg, out, fmt.Errorf("--slots %d: want 2..1024", cfg.Slots)
+	case int64(cfg.Slots)*int64(largest) > maxPoolBytes:
+		return cfg, out, fmt.Errorf("--slots %d × --sizes %s: a zero-copy pool of %s, want at most %s", cfg.Slots, formatSize(largest), formatSize(cfg.Slots*largest), formatSize(maxPoolBytes))
+	case cfg.PinCPU < -1:
+		return cfg, out, fmt.Errorf("--pin-cpu %d: want a CPU number, or -1 for none", cfg.PinCPU)
+	case cfg.PinCPU >= runtime.NumCPU():
+		return cfg, out, fmt.Errorf("--pin-cpu %d: this machine has CPUs 0..%d", cfg.PinCPU, runtime.NumCPU()-1)
+	case cfg.Runs < 1:
+		return cfg, out, fmt.Errorf("--runs %d: want ≥ 1", cfg.Runs)
+	}
+	return cfg, out, nil
+}
+
+func run(ctx context.Context, args []string) error {
+	cfg, out, err := parseConfig(args, os.Stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
-	}
-	var err error
-	if cfg.Sizes, err = parseSizes(sizes); err != nil {
+	if err := runBench(ctx, cfg, args, out); err != nil {
+		if ctx.Err() != nil {
+			// By now the subscribers are reaped and the directory is gone.
+			return fmt.Errorf("interrupted (%v): subscriber processes stopped, temp dir removed", context.Cause(ctx))
+		}
 		return err
 	}
-	switch {
-	case cfg.Count < 1:
-		return fmt.Errorf("--count %d: want ≥ 1", cfg.Count)
-	case cfg.Warmup < 0:
-		return fmt.Errorf("--warmup %d: want ≥ 0", cfg.Warmup)
-	case cfg.Gap < 0:
-		return fmt.Errorf("--gap %v: want ≥ 0", cfg.Gap)
-	case cfg.Chunk < 1:
-		return fmt.Errorf("--chunk %d: want ≥ 1", cfg.Chunk)
-	case cfg.Slots < 2 || cfg.Slots > 1024:
-		return fmt.Errorf("--slots %d: want 2..1024", cfg.Slots)
-	case cfg.PinCPU >= runtime.NumCPU():
-		return fmt.Errorf("--pin-cpu %d: this machine has CPUs 0..%d", cfg.PinCPU, runtime.NumCPU()-1)
-	case cfg.Runs < 1:
-		return fmt.Errorf("--runs %d: want ≥ 1", cfg.Runs)
-	}
+	return nil
+}
+
+// runBench measures cfg.Runs runs and writes the report.
+func runBench(ctx context.Context, cfg benchConfig, args []string, out string) error {
+	var err error
 	if cfg.Dir, err = os.MkdirTemp("", "bench-handoff-"); err != nil {
 		return err
 	}
@@ -114,11 +166,14 @@ Flags:
 	var runs [][]caseResult
 	for r := range cfg.Runs {
 		fmt.Fprintf(os.Stderr, "run %d of %d\n", r+1, cfg.Runs)
-		res, err := runAll(cfg, func(line string) { fmt.Fprintln(os.Stderr, "  "+line) })
+		res, err := runAll(ctx, cfg, func(line string) { fmt.Fprintln(os.Stderr, "  "+line) })
 		if err != nil {
 			return err
 		}
 		runs = append(runs, res)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	doc := report(m, cfg, args, runs)
 	fmt.Print(doc)

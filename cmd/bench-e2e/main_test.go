@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseOptions(t *testing.T) {
+	tests := []struct {
+		args       []string
+		seconds    int
+		rate       float64
+		transports []string
+		err        string // substring of the error; "" for none
+	}{
+		{args: nil, seconds: 60, rate: 30, transports: []string{"unix", "copy"}},
+		{args: []string{"--long"}, seconds: 180, rate: 30, transports: []string{"unix", "copy"}},
+		{args: []string{"--seconds", "5", "--rate", "0.1", "--transports", "copy, unix+spin"}, seconds: 5, rate: 0.1, transports: []string{"copy", "unix+spin"}},
+		{args: []string{"--rate", "10000", "--transports", "unix"}, seconds: 60, rate: 10000, transports: []string{"unix"}},
+		{args: []string{"--transports", "bogus"}, err: `--transports "bogus": unknown transport "bogus"`},
+		{args: []string{"--transports", "unix,"}, err: `unknown transport ""`},
+		{args: []string{"--transports", ""}, err: `--transports ""`},
+		{args: []string{"--transports", "copy+spin"}, err: `unknown transport "copy+spin"`},
+		{args: []string{"--transports", "unix,copy,unix"}, err: "unix given twice"},
+		{args: []string{"--rate", "0.0001"}, err: "--rate 0.0001: want 0.1 to 10000 Hz"},
+		{args: []string{"--rate", "0"}, err: "--rate 0:"},
+		{args: []string{"--rate", "-30"}, err: "--rate -30:"},
+		{args: []string{"--rate", "NaN"}, err: "--rate NaN:"},
+		{args: []string{"--rate", "+Inf"}, err: "--rate +Inf:"},
+		{args: []string{"--rate", "20000"}, err: "--rate 20000:"},
+		{args: []string{"--seconds", "4"}, err: "--seconds 4: want 5 to 86400"},
+		{args: []string{"--seconds", "-1"}, err: "--seconds -1:"},
+		{args: []string{"--seconds", "9223372036854775807"}, err: "--seconds 9223372036854775807:"},
+		{args: []string{"--bin", ""}, err: `--bin ""`},
+		{args: []string{"10"}, err: "unexpected arguments"},
+		{args: []string{"--nope"}, err: "flag provided but not defined: -nope"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			o, err := parseOptions(tt.args, io.Discard)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("parseOptions(%q) = %+v, %v; want an error containing %q", tt.args, o, err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("parseOptions(%q): %v", tt.args, err)
+			}
+			if o.seconds != tt.seconds || o.rate != tt.rate || !slices.Equal(o.transports, tt.transports) {
+				t.Fatalf("parseOptions(%q) = %+v, want seconds %d, rate %g, transports %q", tt.args, o, tt.seconds, tt.rate, tt.transports)
+			}
+		})
+	}
+	if _, err := parseOptions([]string{"-h"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("parseOptions(-h) = %v, want flag.ErrHelp", err)
+	}
+}
+
+// fakeBin writes camera and agent shell scripts into a new directory.
+func fakeBin(t *testing.T, camera, agent string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, body := range map[string]string{"camera": camera, "agent": agent} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// emptyTemp points os.TempDir at a new directory and returns a check that
+// it is empty again.
+func emptyTemp(t *testing.T) func() {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	return func() {
+		t.Helper()
+		if left, _ := os.ReadDir(tmp); len(left) != 0 {
+			t.Errorf("left behind in the temp dir: %v", left)
+		}
+	}
+}
+
+func TestChildExitingBeforeHealthyIsReported(t *testing.T) {
+	checkTemp := emptyTemp(t)
+	bin := fakeBin(t,
+		`echo "camera: something is wrong" >&2; exit 3`,
+		`sleep 0.1; echo "agent: no camera" >&2; exit 4`)
+	start := time.Now()
+	err := run(context.Background(), []string{"--bin", bin, "--seconds", "5", "--out", "", "--transports", "copy"})
+	if err == nil {
+		t.Fatal("run succeeded with children that exit at once")
+	}
+	for _, want := range []string{"copy transport: before the agent became healthy", "camera exited (exit status 3)", "camera: something is wrong", "agent exited (exit status 4)", "agent: no camera"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not contain %q", err, want)
+		}
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("run took %v to notice the exits", d)
+	}
+	checkTemp()
+}
+
+func TestCancelStopsChildren(t *testing.T) {
+	checkTemp := emptyTemp(t)
+	pids := filepath.Join(t.TempDir(), "pids")
+	// Children that never become healthy; each records
+	// its pid and then execs sleep, which SIGTERM ends.
+	body := `echo $$ >>` + pids + `; exec sleep 60`
+	bin := fakeBin(t, body, body)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(500*time.Millisecond, cancel)
+	start := time.Now()
+	err := run(ctx, []string{"--bin", bin, "--seconds", "5", "--out", ""})
+	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("run after cancel = %v, want an interrupted error", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("run took %v to stop after cancel", d)
+	}
+	b, _ := os.ReadFile(pids)
+	ps := strings.Fields(string(b))
+	if len(ps) != 2 {
+		t.Fatalf("pids recorded: %q, want 2", ps)
+	}
+	for _, pid := range ps {
+		if _, err := os.Stat("/proc/" + pid); err == nil {
+			t.Errorf("child %s still exists", pid)
+		}
+	}
+	checkTemp()
+}

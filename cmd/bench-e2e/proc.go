@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/zerohop/zerohop/internal/childproc"
+)
+
+// proc is a running child process (camera or agent) whose exit is noticed
+// as it happens: a goroutine waits for it from the start.
+type proc struct {
+	name   string
+	cmd    *exec.Cmd
+	stderr *childproc.TailWriter
+	exited chan struct{} // closed once Wait returned
+	err    error         // Wait's result, set before exited is closed
+}
+
+// startProc starts path with args. Its stderr goes to ours and into a tail
+// buffer, so that an early exit can be reported with its last words.
+//
+// Pdeathsig makes the kernel SIGKILL the child when its parent dies, even
+// by SIGKILL, which no handler here can catch. The kernel ties it to the
+// thread that forked the child, not to the process: should that thread
+// exit, the child is killed early. The Go runtime ends a thread only when
+// a goroutine locked to it exits without unlocking, which nothing in this
+// program does; besides, measure holds its goroutine locked to its thread
+// for as long as its children live, so that thread cannot go away (see
+// measure).
+func startProc(name, path string, args ...string) (*proc, error) {
+	p := &proc{name: name, stderr: childproc.NewTailWriter(8 << 10), exited: make(chan struct{})}
+	p.cmd = exec.Command(path, args...)
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	p.cmd.Stderr = io.MultiWriter(os.Stderr, p.stderr)
+	p.cmd.WaitDelay = 2 * time.Second // don't hang on a stderr pipe a grandchild kept open
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// done reports whether the process has exited (and been reaped).
+func (p *proc) done() bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop asks the process to exit (SIGTERM), kills it after 5 s and waits
+// for it either way.
+func (p *proc) stop() {
+	if p.done() {
+		return
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(5 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// exitReport describes how an exited process ended: its exit status and
+// the tail of its stderr. Call it only once done reports true.
+func (p *proc) exitReport() string { return childproc.ExitReport(p.name, p.err, p.stderr) }
+
+// errExited reports children that exited early: once one has, it gives the
+// others a moment to follow (the agent exits when its camera does), then
+// describes every one that is gone, in order.
+func errExited(when string, procs ...*proc) error {
+	deadline := time.Now().Add(500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		all := true
+		for _, p := range procs {
+			all = all && p.done()
+		}
+		if all {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var msgs []string
+	for _, p := range procs {
+		if p.done() {
+			msgs = append(msgs, p.exitReport())
+		}
+	}
+	return fmt.Errorf("%s: %s", when, strings.Join(msgs, "\n"))
+}
+
+// anyExited returns a channel that receives once any of procs has exited.
+func anyExited(procs ...*proc) <-chan struct{} {
+	ch := make(chan struct{}, len(procs))
+	for _, p := range procs {
+		go func() {
+			<-p.exited
+			ch <- struct{}{}
+		}()
+	}
+	return ch
+}
+
+// hold waits d unless ctx is done first (ctx.Err()) or a child exits
+// (reported with errExited).
+func hold(ctx context.Context, d time.Duration, when string, procs ...*proc) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-anyExited(procs...):
+		return errExited(when, procs...)
+	}
+}
