@@ -57,6 +57,7 @@ func openGPU(t *testing.T) gpuFixture {
 		t.Fatalf("this test needs NVRTC: %v", err)
 	}
 	major, minor := nv.Version()
+	t.Logf("NVRTC %d.%d loaded from %s", major, minor, nv.Soname())
 	out, err := nv.Compile(axpbSource, "axpb.cu", "--gpu-architecture="+caps.Arch())
 	if err != nil {
 		t.Fatal(err)

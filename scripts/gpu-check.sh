@@ -19,7 +19,7 @@
 #
 # The run phase exits non-zero when any step fails; a missing GPU makes the
 # tests fail (they never skip). Every step runs under timeout, and the whole
-# run phase under a budget (GPU_CHECK_BUDGET_S, default 450 s): a step that
+# run phase under a budget (GPU_CHECK_BUDGET_S, default 360 s): a step that
 # would start past it is not run and counts as failed. Expected on an H200:
 # about 4 minutes.
 set -uo pipefail
@@ -65,10 +65,14 @@ run)
 	if [ -n "$results" ] && [ "${results#/}" = "$results" ]; then results="$PWD/$results"; fi
 	cd "$(dirname "$0")" || exit 1
 	results="${results:-$PWD/gpu-check-results.txt}"
-	budget="${GPU_CHECK_BUDGET_S:-450}"
-	tmp="$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX")" || exit 1
-	trap 'rm -rf "$tmp"' EXIT
+	budget="${GPU_CHECK_BUDGET_S:-360}"
 	{
+		# Inside the group, so that even this failure reaches the results file.
+		tmp="$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX")" || {
+			echo "gpu-check: cannot create a temporary folder in ${TMPDIR:-/tmp}: FAIL"
+			exit 1
+		}
+		trap 'rm -rf "$tmp"' EXIT
 		status=0
 		names=() verdicts=() notes=()
 		have_timeout=0
@@ -239,9 +243,17 @@ run)
 			agent_step "$name" "$(limit 120)" 9394 "${GPU_CHECK_ORT_SECONDS:-10}" "$tmp/ort-gpu.log" \
 				--gpu on --ort-lib "$lib" --providers tensorrt,cuda,cpu --trt-cache "$tmp/trt" --log-level info
 			if [ -f "$tmp/ort-gpu.log" ]; then
-				local used
+				local used last=$((${#verdicts[@]} - 1))
 				used="$(grep '"model ready"' "$tmp/ort-gpu.log" | grep -o '"provider":"[^"]*"' | head -n 1 | tr -d '"' | tr : =)"
-				notes[${#notes[@]} - 1]+="; model ready with ${used:-no provider (no \"model ready\" line)}"
+				notes[last]+="; model ready with ${used:-no provider (no \"model ready\" line)}"
+				# The agent falls back to the CPU when the GPU providers do not
+				# start (a wheel built for another CUDA major, say), and its run
+				# passes: that is not a pass of this step.
+				if [ "${verdicts[last]}" = PASS ] && [ "$used" != provider=tensorrt ] && [ "$used" != provider=cuda ]; then
+					verdicts[last]=N/A
+					notes[last]+="; neither GPU provider started (see the \"execution provider skipped\" lines above)"
+					grep '"execution provider skipped"' "$tmp/ort-gpu.log" | head -n 4
+				fi
 			fi
 		}
 
@@ -274,6 +286,15 @@ run)
 			echo "NVRTC: \$ZEROHOP_NVRTC=$ZEROHOP_NVRTC"
 		elif [ -n "$sys_nvrtc" ]; then
 			echo "NVRTC: $sys_nvrtc"
+			# The loader looks for sonames (libnvrtc.so.13, .12, .11.2…): a
+			# folder with only libnvrtc.so.13.0.48, say, needs the path.
+			case "$(basename "$sys_nvrtc")" in
+			libnvrtc.so.1[0-9] | libnvrtc.so.11.[0-2]) ;;
+			*)
+				export ZEROHOP_NVRTC="$sys_nvrtc"
+				echo "NVRTC: no soname link beside it; \$ZEROHOP_NVRTC=$sys_nvrtc"
+				;;
+			esac
 		else
 			pip_site="$(bounded 30 python3 -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null)"
 			pip_nvrtc="$(find "${pip_site:-/nonexistent}/nvidia" -maxdepth 3 -name 'libnvrtc.so.1[0-9]*' ! -name '*builtins*' 2>/dev/null | sort -V | tail -n 1)"
