@@ -1,8 +1,8 @@
 package sensor
 
 import (
-	"encoding/binary"
 	"context"
+	"encoding/binary"
 	"errors"
 	"math"
 	"os"
