@@ -6,6 +6,7 @@ package transport
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -195,5 +196,44 @@ func TestAcceptBacksOffWhenOutOfFds(t *testing.T) {
 	<-done
 	if n != 1 {
 		t.Errorf("%d warnings about running out of fds in 200 ms, want 1 (then backoff)", n)
+	}
+}
+
+// TestHoardingSubscriberLeavesTheCameraASlot: a subscriber that keeps
+// every lease it gets (depth 16, hold limit 18) on a pool of 4 slots held
+// all 4, so the camera could acquire none and every other subscriber
+// missed every frame. It may hold at most 3 now.
+func TestHoardingSubscriberLeavesTheCameraASlot(t *testing.T) {
+	f := newFixture(t, 4)
+	var hoard []Lease
+	var mu sync.Mutex
+	startSubscriber(t, SubscriberConfig{Path: f.path, Name: "hoarder", Depth: 16,
+		OnLease: func(l Lease) { mu.Lock(); hoard = append(hoard, l); mu.Unlock() }})
+	t.Cleanup(func() {
+		mu.Lock()
+		for _, l := range hoard {
+			l.Release()
+		}
+		mu.Unlock()
+	})
+	fair, _, _ := startSubscriber(t, SubscriberConfig{Path: f.path, Name: "fair", OnLease: func(l Lease) { l.Release() }})
+	f.waitSubscribers(2)
+	for seq := uint64(1); seq <= 20; seq++ {
+		if f.pool.Stats().InUse == int64(f.pool.Geometry().SlotCount) {
+			t.Fatalf("frame %d: all %d slots held; the camera has none to write", seq, f.pool.Geometry().SlotCount)
+		}
+		f.publish(seq)
+		waitFor(t, 5*time.Second, fmt.Sprintf("frame %d at the fair subscriber", seq), func() bool { return fair.Stats().Received >= seq })
+		// Until the fair subscriber's release lands, the slot stays in use.
+		waitFor(t, 5*time.Second, "the fair subscriber's release", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return f.pool.Stats().InUse <= int64(len(hoard))
+		})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(hoard) != 3 {
+		t.Errorf("the hoarder holds %d slots of 4, want 3", len(hoard))
 	}
 }

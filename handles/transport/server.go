@@ -274,7 +274,7 @@ func (s *Server) admit(c *conn) error {
 			return fmt.Errorf("topic %q asked for twice", name)
 		}
 		t := s.topics[ti]
-		id, err := t.Pool.Subscribe(limit)
+		id, err := t.Pool.Subscribe(holdLimit(limit, t.Pool.Geometry().SlotCount))
 		if err != nil {
 			return err
 		}
@@ -314,16 +314,24 @@ func (s *Server) admit(c *conn) error {
 	return nil
 }
 
+// holdLimit is how many slots of a pool of slots one subscriber asking for
+// limit (depth + slack) may hold at once: never all of them (but for a
+// one-slot pool), so that a subscriber that keeps what it gets cannot
+// leave the camera without a slot to write, and every other subscriber
+// without frames.
+func holdLimit(limit int, slots uint32) int {
+	return min(limit, max(1, int(slots)-1))
+}
+
 // makeRings gives c one handle ring per joined topic (in welcome order),
 // each longer than the subscriber's hold limit on that topic, and returns
-// their entry count. A topic's hold limit is limit capped by its pool's
-// slot count, so the rings, which share one length, are sized for the
-// largest of them: sized for the smallest, a topic with a bigger pool
+// their entry count. The rings share one length, so it is sized for the
+// largest hold limit: sized for the smallest, a topic with a bigger pool
 // could have more handles in flight than its ring has entries.
 func (s *Server) makeRings(c *conn, joined []int, limit int) (uint32, error) {
 	hold := 0
 	for _, ti := range joined {
-		hold = max(hold, min(limit, int(s.topics[ti].Pool.Geometry().SlotCount)))
+		hold = max(hold, holdLimit(limit, s.topics[ti].Pool.Geometry().SlotCount))
 	}
 	entries, err := ringEntriesFor(hold)
 	if err != nil {
