@@ -102,6 +102,11 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if cfg.Leaf == 0 {
 		cfg.Leaf = 0.2
 	}
+	// A leaf below a millimetre overflows the voxel grid of any real cloud:
+	// every frame would fail and cmd_vel stay zero. NaN fails the test too.
+	if !(cfg.Leaf >= 0.001 && cfg.Leaf <= 100) {
+		return fmt.Errorf("--leaf %g: want 0.001 to 100 metres", cfg.Leaf)
+	}
 	if cfg.PrepThreads < 0 {
 		return fmt.Errorf("--prep-threads %d: want 0 (one per core, at most %d) or more", cfg.PrepThreads, infer.DefaultPreprocessParallelism)
 	}

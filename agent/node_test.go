@@ -343,6 +343,7 @@ func TestStartupErrorsNameTheProblem(t *testing.T) {
 		{"negative max points", NodeConfig{MaxPoints: -1}, []string{"--max-points", "-1"}},
 		{"absurd ONNX Runtime threads", NodeConfig{Threads: 5000}, []string{"--ort-threads", "5000"}},
 		{"unknown in-process camera", NodeConfig{Camera: "bogus"}, []string{`--camera "bogus"`}},
+		{"a leaf too small for any grid", NodeConfig{Leaf: 1e-30}, []string{"--leaf 1e-30"}},
 	}
 	if _, err := gpu.Open(); err != nil {
 		// Only where no CUDA driver is installed (here, CI).
