@@ -87,6 +87,9 @@ type Pipeline struct {
 	// gpu is cfg.GPU until it first fails, then nil (the CPU path).
 	gpu         GPUFilter
 	gpuFailures atomic.Uint64
+	// staleLogged: a frame was dropped as stale and logged; no more lines
+	// until a fresh one arrives.
+	staleLogged bool
 	// gpuOversize counts clouds the GPU path could not take in
 	// (gpu.ErrInputTooLarge) and the CPU filtered instead.
 	gpuOversize atomic.Uint64
@@ -277,11 +280,18 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 	// A frame too old to act on (delivered late, stamp 0, a camera clock
 	// off by more than the watchdog period) is not planned at all; the
 	// watchdog's incident line names its age.
-	at, fresh := p.cfg.Watchdog.Fresh(stamp, time.Now())
+	now := time.Now()
+	at, fresh := p.cfg.Watchdog.Fresh(stamp, now)
 	if !fresh {
 		rec.Inc(telemetry.FramesDropped)
+		if !p.staleLogged { // once per run of such frames: it is usually every frame
+			p.staleLogged = true
+			p.log.Warn("frames dropped: capture stamp too far from this machine's clock (are the camera's and this machine's clocks synchronised?)",
+				zap.Duration("age", now.Sub(stamp)), zap.Duration("watchdog", p.cfg.Watchdog.Timeout()), zap.Uint64("seq", cloud.Handle.Seq))
+		}
 		return
 	}
+	p.staleLogged = false
 	p.busySince.Store(time.Now().UnixNano())
 	defer p.busySince.Store(0)
 	if err := p.stages(&cloud); err != nil {
@@ -289,7 +299,7 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 		return
 	}
 	p.stage.Store(int32(telemetry.StagePlan))
-	now := time.Now()
+	now = time.Now()
 	cmd, err := p.cfg.Planner.Plan(planner.Input{Scores: p.cfg.Session.Scores(), Clearance: p.cfg.Session.Clearance(), Stamp: stamp}, now)
 	rec.RecordSince(telemetry.StagePlan, now)
 	if err != nil {

@@ -53,6 +53,9 @@ func oldFrameDeliveredLate(t *testing.T, skew time.Duration) {
 	if got := c.rec.Count(telemetry.FramesDropped); got != dropped+1 {
 		t.Errorf("stamp shifted by %v: frames_dropped %d → %d, want one more", skew, dropped, got)
 	}
+	if !c.pipe.staleLogged {
+		t.Errorf("stamp shifted by %v: the dropped frame was not logged", skew)
+	}
 }
 
 // TestCameraClockAheadDoesNotStretchTheWatchdog: with the camera's clock

@@ -97,6 +97,7 @@ type Watchdog struct {
 	newest     time.Time // newest fresh frame's time (Fresh's at); valid if haveFrame
 	refused    bool      // a frame was not fresh since the newest fresh one
 	refusedAge time.Duration
+	refusedNew bool // refused since the incident's Detail was written
 	failed     bool // a stage failed since the newest frame
 	failReason Reason
 	failStage  string
@@ -144,7 +145,7 @@ func (w *Watchdog) Fresh(frameStamp, now time.Time) (at time.Time, fresh bool) {
 	w.mu.Lock()
 	switch {
 	case !fresh:
-		w.refused, w.refusedAge = true, age
+		w.refused, w.refusedAge, w.refusedNew = true, age, true
 	case !w.haveFrame || at.After(w.newest):
 		w.haveFrame, w.newest = true, at
 		w.refused = false
@@ -203,6 +204,12 @@ func (w *Watchdog) Check(now time.Time) (ok bool, reason string) {
 	}
 
 	started := !w.active
+	if !started && cause == ReasonStale && w.refusedNew {
+		// Frames arrive but are dropped: say so from now on (/healthz),
+		// although the incident began before ("no frame received yet").
+		w.incident.Detail = w.describe(cause, age)
+	}
+	w.refusedNew = false
 	if started {
 		w.active = true
 		w.incident = Incident{Reason: cause, Start: now, Detail: w.describe(cause, age)}

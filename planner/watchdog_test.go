@@ -435,3 +435,25 @@ func TestWatchdogOutputFrameJudgesTheFramesOwnAge(t *testing.T) {
 		})
 	}
 }
+
+// TestWatchdogReasonNamesDroppedFramesMidIncident: a stale incident that
+// began before any frame ("no frame received yet") went on saying so while
+// frames arrived and were dropped for a clock 1 s ahead; Check's reason
+// (the agent's /healthz) now names the dropped frames.
+func TestWatchdogReasonNamesDroppedFramesMidIncident(t *testing.T) {
+	w, log := newLoggedWatchdog(t, WatchdogConfig{})
+	w.Check(t0) // the agent's tick before the camera is up
+	for i := 1; i <= 30; i++ {
+		now := t0.Add(time.Duration(i) * 33 * time.Millisecond)
+		if _, fresh := w.Fresh(now.Add(time.Second), now); fresh {
+			t.Fatal("a frame stamped 1 s ahead was fresh")
+		}
+		w.Check(now)
+	}
+	if ok, why := w.Check(t0.Add(time.Second)); ok || !strings.Contains(why, "its stamp is 1s ahead of the clock") {
+		t.Fatalf("Check = %v %q; want it to name the dropped frames", ok, why)
+	}
+	if len(log.started) != 1 {
+		t.Fatalf("%d incidents, want 1", len(log.started))
+	}
+}

@@ -237,3 +237,33 @@ func TestHoardingSubscriberLeavesTheCameraASlot(t *testing.T) {
 		t.Errorf("the hoarder holds %d slots of 4, want 3", len(hoard))
 	}
 }
+
+// TestRunReturnsWhileWaitingForTheWelcome: a camera that has queued the
+// connection but not accepted it yet: the subscriber waited up to 5 s for
+// the welcome whatever its context said, as long as the agent's whole
+// shutdown grace.
+func TestRunReturnsWhileWaitingForTheWelcome(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s", "camera.sock")
+	lfd, err := listenSeqpacket(path) // nobody accepts; the backlog has room
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeFd(lfd)
+	s, err := NewSubscriber(SubscriberConfig{Path: path, Name: "patient", Topics: []string{"points"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	select {
+	case <-done:
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("Run returned %v after start, its context ended at 200 ms", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return")
+	}
+}

@@ -315,12 +315,14 @@ func (s *Server) admit(c *conn) error {
 }
 
 // holdLimit is how many slots of a pool of slots one subscriber asking for
-// limit (depth + slack) may hold at once: never all of them (but for a
-// one-slot pool), so that a subscriber that keeps what it gets cannot
-// leave the camera without a slot to write, and every other subscriber
-// without frames.
+// limit (depth + slack) may hold at once: never all of them from 3 slots
+// up, so that a subscriber that keeps what it gets cannot leave the camera
+// without a slot to write, and every other subscriber without frames. But
+// at least 2: a subscriber holding its current frame must be able to get
+// the next (the agent keeps an image until a newer one arrives; at a limit
+// of 1 it never would, and stopped pairing for good).
 func holdLimit(limit int, slots uint32) int {
-	return min(limit, max(1, int(slots)-1))
+	return min(limit, max(2, int(slots)-1))
 }
 
 // makeRings gives c one handle ring per joined topic (in welcome order),

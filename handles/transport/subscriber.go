@@ -130,7 +130,7 @@ func (s *Subscriber) Run(ctx context.Context) error {
 	backoff := s.cfg.MinBackoff
 	failing := false
 	for ctx.Err() == nil {
-		sess, err := s.connect()
+		sess, err := s.connect(ctx)
 		if err != nil {
 			if errors.Is(err, ErrRefused) {
 				return err
@@ -261,7 +261,7 @@ func (ss *session) release(topic int, pool, slot uint32, gen uint64) error {
 	return nil
 }
 
-func (s *Subscriber) connect() (*session, error) {
+func (s *Subscriber) connect(ctx context.Context) (*session, error) {
 	fd, err := dialSeqpacket(s.cfg.Path)
 	if err != nil {
 		return nil, err
@@ -272,6 +272,17 @@ func (s *Subscriber) connect() (*session, error) {
 	defer func() {
 		if !ok {
 			ss.unref()
+		}
+	}()
+	// ctx ends the wait for the welcome (up to 5 s from a camera that has
+	// queued us but not yet accepted): shutdown wakes the recv. Deferred
+	// after unref's defer, so it runs first: the fd is still open while a
+	// started shutdown finishes.
+	shut := make(chan struct{})
+	stopShut := context.AfterFunc(ctx, func() { shutdown(fd); close(shut) })
+	defer func() {
+		if !stopShut() {
+			<-shut
 		}
 	}()
 	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &unix.Timeval{Sec: 1}); err != nil {
