@@ -236,18 +236,7 @@ func TestServeRefusesAmbiguousAddress(t *testing.T) {
 }
 
 func TestServeShutsDownOnCancel(t *testing.T) {
-	r, _ := newRecorder(t, Options{})
-	s, err := NewServer(r, ServerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- s.ServeListener(ctx, ln) }()
+	s, ln, cancel, done := serveOnLoopback(t)
 	url := "http://" + ln.Addr().String()
 	if code, _, body := get(t, url+"/healthz"); code != 200 || body != "ok\n" {
 		t.Fatalf("healthz %d %q", code, body)
@@ -328,18 +317,7 @@ func TestLoopback(t *testing.T) {
 // 5 s, as long as the agent's whole shutdown grace, which then reported a
 // stuck stage. The server now cuts it off after shutdownGrace, cleanly.
 func TestShutdownCutsOffALongRequest(t *testing.T) {
-	r, _ := newRecorder(t, Options{})
-	s, err := NewServer(r, ServerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- s.ServeListener(ctx, ln) }()
+	_, ln, cancel, done := serveOnLoopback(t)
 	started := make(chan struct{})
 	go func() {
 		req, _ := http.NewRequest("GET", "http://"+ln.Addr().String()+"/debug/pprof/profile?seconds=30", nil)
@@ -364,4 +342,24 @@ func TestShutdownCutsOffALongRequest(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("ServeListener still waiting for the profile 10 s after cancel")
 	}
+}
+
+// serveOnLoopback runs a Server on a loopback port until cancel; done gets
+// ServeListener's result.
+func serveOnLoopback(t *testing.T) (*Server, net.Listener, context.CancelFunc, <-chan error) {
+	t.Helper()
+	r, _ := newRecorder(t, Options{})
+	s, err := NewServer(r, ServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	done := make(chan error, 1)
+	go func() { done <- s.ServeListener(ctx, ln) }()
+	return s, ln, cancel, done
 }
