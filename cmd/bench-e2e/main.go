@@ -19,31 +19,19 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/zerohop/zerohop/internal/childproc"
 )
 
 func main() {
-	// SIGINT/SIGTERM cancel the run: measure stops the camera and agent
-	// and removes its temp dir before run returns. A second signal gets the
-	// default action (exit at once); the children then die by Pdeathsig.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-ctx.Done()
-		stop()
-	}()
-	err := run(ctx, os.Args[1:])
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench-e2e:", err)
-		os.Exit(1)
-	}
+	// SIGINT/SIGTERM cancel the run: measure stops the camera and agent and removes its temp dir before run returns.
+	childproc.RunMain("bench-e2e", run)
 }
 
 type options struct {

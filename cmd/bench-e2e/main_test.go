@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zerohop/zerohop/internal/childproc/childproctest"
 )
 
 func TestParseOptions(t *testing.T) {
@@ -77,21 +79,8 @@ func fakeBin(t *testing.T, camera, agent string) string {
 	return dir
 }
 
-// emptyTemp points os.TempDir at a new directory and returns a check that
-// it is empty again.
-func emptyTemp(t *testing.T) func() {
-	tmp := t.TempDir()
-	t.Setenv("TMPDIR", tmp)
-	return func() {
-		t.Helper()
-		if left, _ := os.ReadDir(tmp); len(left) != 0 {
-			t.Errorf("left behind in the temp dir: %v", left)
-		}
-	}
-}
-
 func TestChildExitingBeforeHealthyIsReported(t *testing.T) {
-	checkTemp := emptyTemp(t)
+	checkTemp := childproctest.EmptyTempDir(t)
 	bin := fakeBin(t,
 		`echo "camera: something is wrong" >&2; exit 3`,
 		`sleep 0.1; echo "agent: no camera" >&2; exit 4`)
@@ -112,7 +101,7 @@ func TestChildExitingBeforeHealthyIsReported(t *testing.T) {
 }
 
 func TestCancelStopsChildren(t *testing.T) {
-	checkTemp := emptyTemp(t)
+	checkTemp := childproctest.EmptyTempDir(t)
 	pids := filepath.Join(t.TempDir(), "pids")
 	// Children that never become healthy; each records
 	// its pid and then execs sleep, which SIGTERM ends.

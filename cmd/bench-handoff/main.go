@@ -12,11 +12,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
-	"syscall"
 	"time"
+
+	"github.com/zerohop/zerohop/internal/childproc"
 )
 
 func main() {
@@ -27,21 +27,8 @@ func main() {
 		}
 		return
 	}
-	// SIGINT/SIGTERM cancel the run: the subscriber processes are killed
-	// and reaped and the socket directory removed before run returns. A
-	// second signal gets the default action (exit at once); the
-	// subscribers then die by Pdeathsig.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-ctx.Done()
-		stop()
-	}()
-	err := run(ctx, os.Args[1:])
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench-handoff:", err)
-		os.Exit(1)
-	}
+	// SIGINT/SIGTERM cancel the run: the subscriber processes are killed and reaped and the socket directory removed before run returns.
+	childproc.RunMain("bench-handoff", run)
 }
 
 // Limits on the flags that size allocations: every subscriber holds

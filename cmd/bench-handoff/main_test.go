@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zerohop/zerohop/internal/childproc/childproctest"
 )
 
 // failChildEnv makes a re-executed subscriber (this test binary, see
@@ -82,19 +84,6 @@ func TestParseConfig(t *testing.T) {
 	}
 }
 
-// tempDir points os.TempDir at a new directory and returns a check that
-// it is empty again.
-func tempDir(t *testing.T) func() {
-	tmp := t.TempDir()
-	t.Setenv("TMPDIR", tmp)
-	return func() {
-		t.Helper()
-		if left, _ := os.ReadDir(tmp); len(left) != 0 {
-			t.Errorf("left behind in the temp dir: %v", left)
-		}
-	}
-}
-
 // children lists the pids of this process's living children.
 func children(t *testing.T) []string {
 	t.Helper()
@@ -109,7 +98,7 @@ func children(t *testing.T) []string {
 }
 
 func TestRunSmall(t *testing.T) {
-	checkTemp := tempDir(t)
+	checkTemp := childproctest.EmptyTempDir(t)
 	args := []string{"--sizes", "1KiB", "--count", "20", "--warmup", "5", "--chunk", "10", "--gap", "0", "--out", ""}
 	// The report goes to stdout: drop it.
 	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
@@ -130,7 +119,7 @@ func TestRunSmall(t *testing.T) {
 }
 
 func TestSubscriberExitingEarlyIsReported(t *testing.T) {
-	checkTemp := tempDir(t)
+	checkTemp := childproctest.EmptyTempDir(t)
 	t.Setenv(failChildEnv, "1")
 	start := time.Now()
 	err := run(context.Background(), []string{"--sizes", "1KiB", "--count", "20", "--out", ""})
@@ -152,7 +141,7 @@ func TestSubscriberExitingEarlyIsReported(t *testing.T) {
 }
 
 func TestCancelStopsSubscribers(t *testing.T) {
-	checkTemp := tempDir(t)
+	checkTemp := childproctest.EmptyTempDir(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(300*time.Millisecond, cancel)
 	// 1000 messages at 1 ms apiece: still running when cancelled.

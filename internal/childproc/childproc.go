@@ -4,11 +4,15 @@
 package childproc
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // TailWriter keeps the last size bytes written to it. Safe for concurrent
@@ -77,4 +81,23 @@ func ExitReport(name string, waitErr error, stderr *TailWriter) string {
 		s += "; its stderr ended:\n" + tail
 	}
 	return s
+}
+
+// RunMain runs run(ctx, os.Args[1:]) for a command that starts children,
+// with ctx cancelled by the first SIGINT or SIGTERM (run must then stop and
+// reap its children and remove what it wrote); a second signal gets the
+// default action, exiting at once, and the children die by their
+// Pdeathsig. An error is printed as "name: err" with exit status 1.
+func RunMain(name string, run func(ctx context.Context, args []string) error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() { // owned by this function: ends with ctx, which stop ends
+		<-ctx.Done()
+		stop()
+	}()
+	err := run(ctx, os.Args[1:])
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
+		os.Exit(1)
+	}
 }
