@@ -58,6 +58,12 @@ func median(d []time.Duration) time.Duration {
 // for cloud and voxel.BEV's default raster of them.
 func cpuReference(t *testing.T, cfg voxel.Config, cloud voxel.Cloud) (*voxel.Points, []float32) {
 	t.Helper()
+	return cpuReferenceBEV(t, cfg, voxel.BEVConfig{}, cloud)
+}
+
+// cpuReferenceBEV is cpuReference with the raster of bevCfg.
+func cpuReferenceBEV(t *testing.T, cfg voxel.Config, bevCfg voxel.BEVConfig, cloud voxel.Cloud) (*voxel.Points, []float32) {
+	t.Helper()
 	cpu, err := voxel.NewFilter(cfg, cloud.Count)
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +73,7 @@ func cpuReference(t *testing.T, cfg voxel.Config, cloud voxel.Cloud) (*voxel.Poi
 	if err := cpu.Run(cloud, want); err != nil {
 		t.Fatal(err)
 	}
-	bev, err := voxel.NewBEV(voxel.BEVConfig{})
+	bev, err := voxel.NewBEV(bevCfg)
 	if err != nil {
 		t.Fatal(err)
 	}

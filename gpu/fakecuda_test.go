@@ -134,11 +134,14 @@ func TestFakeCUDAVoxelFilterMatchesCPU(t *testing.T) {
 		data []byte
 		step int
 		cfg  voxel.Config
+		bev  voxel.BEVConfig // zero: the default raster
 	}{
-		{"KITTI scan, leaf 0.2", kitti, 16, voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}},
-		{"KITTI scan, leaf 0.05, min points 2, crop", kitti, 16, voxel.Config{Leaf: [3]float32{0.05, 0.05, 0.05}, MinPoints: 2, Crop: crop}},
-		{"ring scan 8×600 with NaN/Inf, anisotropic leaf", ring(8, 600), 16, voxel.Config{Leaf: [3]float32{0.1, 0.3, 0.7}}},
-		{"ring scan, 32-byte points, shuffled fields", ring(8, 600), 32, voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}},
+		{"KITTI scan, leaf 0.2", kitti, 16, voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}, voxel.BEVConfig{}},
+		{"KITTI scan, leaf 0.05, min points 2, crop", kitti, 16, voxel.Config{Leaf: [3]float32{0.05, 0.05, 0.05}, MinPoints: 2, Crop: crop}, voxel.BEVConfig{}},
+		{"ring scan 8×600 with NaN/Inf, anisotropic leaf", ring(8, 600), 16, voxel.Config{Leaf: [3]float32{0.1, 0.3, 0.7}}, voxel.BEVConfig{}},
+		{"ring scan, 32-byte points, shuffled fields", ring(8, 600), 32, voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}, voxel.BEVConfig{}},
+		// Cells of up to 69 voxels: zh_bev_finish's heap sort (over 32).
+		{"KITTI scan, leaf 0.05, BEV cell 1 m", kitti, 16, voxel.Config{Leaf: [3]float32{0.05, 0.05, 0.05}}, voxel.BEVConfig{Cell: 1}},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			n := len(sc.data) / 16
@@ -149,8 +152,8 @@ func TestFakeCUDAVoxelFilterMatchesCPU(t *testing.T) {
 			defer f.c.Free(data)
 			cloud := layOut(data, sc.data, sc.step)
 
-			want, wantBEV := cpuReference(t, sc.cfg, cloud)
-			vf, bev := newFilterAndBEV(t, f.c, f.nv, sc.cfg, VoxelOptions{MaxPoints: n, MaxInputBytes: sc.step * n, CacheDir: t.TempDir()})
+			want, wantBEV := cpuReferenceBEV(t, sc.cfg, sc.bev, cloud)
+			vf, bev := newFilterAndBEV(t, f.c, f.nv, sc.cfg, VoxelOptions{MaxPoints: n, MaxInputBytes: sc.step * n, CacheDir: t.TempDir(), BEV: &sc.bev})
 			got := voxel.NewPoints(n)
 			for _, copyInput := range []bool{false, true} {
 				vf.SetCopyInput(copyInput)

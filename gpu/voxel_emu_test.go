@@ -12,6 +12,7 @@ package gpu
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -40,12 +41,19 @@ func TestEmulatedKernelsMatchCPU(t *testing.T) {
 		data      []byte
 		leaf      float32
 		minPoints int
+		bevCell   float32 // 0: the default 0.2 m
+		// reverse hands zh_bev_finish every cell's voxel list in
+		// descending order; longList requires a list longer than the
+		// kernel's insertion-sort limit (32), so its heap sort runs.
+		reverse, longList bool
 	}{
-		{"KITTI scan, leaf 0.2", kitti, 0.2, 1},
-		{"KITTI scan, leaf 0.05", kitti, 0.05, 1},
-		{"KITTI scan, leaf 0.2, min points 3", kitti, 0.2, 3},
-		{"115k-point ring scan, leaf 0.2", ring, 0.2, 1},
-		{"115k-point ring scan, leaf 0.5, min points 2", ring, 0.5, 2},
+		{name: "KITTI scan, leaf 0.2", data: kitti, leaf: 0.2, minPoints: 1},
+		{name: "KITTI scan, leaf 0.05", data: kitti, leaf: 0.05, minPoints: 1},
+		{name: "KITTI scan, leaf 0.2, min points 3", data: kitti, leaf: 0.2, minPoints: 3},
+		{name: "115k-point ring scan, leaf 0.2", data: ring, leaf: 0.2, minPoints: 1},
+		{name: "115k-point ring scan, leaf 0.5, min points 2", data: ring, leaf: 0.5, minPoints: 2},
+		{name: "115k-point ring scan, leaf 0.2, cell lists reversed", data: ring, leaf: 0.2, minPoints: 1, reverse: true},
+		{name: "KITTI scan, leaf 0.05, BEV cell 1 m, cell lists reversed", data: kitti, leaf: 0.05, minPoints: 1, bevCell: 1, reverse: true, longList: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			n := len(c.data) / 16
@@ -58,7 +66,11 @@ func TestEmulatedKernelsMatchCPU(t *testing.T) {
 			if err := cpu.Run(voxel.XYZI(c.data, n), want); err != nil {
 				t.Fatal(err)
 			}
-			bev, err := voxel.NewBEV(voxel.BEVConfig{GroundZ: -1})
+			bevCell := c.bevCell
+			if bevCell == 0 {
+				bevCell = 0.2
+			}
+			bev, err := voxel.NewBEV(voxel.BEVConfig{GroundZ: -1, Cell: bevCell})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,12 +83,31 @@ func TestEmulatedKernelsMatchCPU(t *testing.T) {
 			if err := os.WriteFile(in, c.data, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			run := exec.Command(harness, in, out, strconv.FormatFloat(float64(c.leaf), 'g', -1, 32), strconv.Itoa(c.minPoints))
-			log, err := run.CombinedOutput()
+			args := []string{in, out, strconv.FormatFloat(float64(c.leaf), 'g', -1, 32), strconv.Itoa(c.minPoints), strconv.FormatFloat(float64(bevCell), 'g', -1, 32)}
+			if c.reverse {
+				args = append(args, "reverse")
+			}
+			log, err := exec.Command(harness, args...).CombinedOutput()
 			if err != nil {
 				t.Fatalf("emulator: %v\n%s", err, log)
 			}
 			t.Logf("emulator: %s", bytes.TrimSpace(log))
+			if !bytes.Contains(log, []byte("cell lists out of order 0\n")) {
+				t.Fatal("zh_bev_finish left cell lists out of voxel order")
+			}
+			if c.reverse {
+				var longest int
+				at := bytes.Index(log, []byte("longest cell list"))
+				if at < 0 {
+					t.Fatal("emulator did not report its longest cell list")
+				}
+				if _, err := fmt.Sscanf(string(log[at:]), "longest cell list %d", &longest); err != nil {
+					t.Fatalf("emulator did not report its longest cell list: %v", err)
+				}
+				if c.longList && longest <= 32 {
+					t.Fatalf("longest cell list %d: the case does not reach the heap sort (> 32)", longest)
+				}
+			}
 			got, err := os.ReadFile(out)
 			if err != nil {
 				t.Fatal(err)

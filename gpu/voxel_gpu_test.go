@@ -34,11 +34,14 @@ func TestGPUVoxelMatchesCPU(t *testing.T) {
 		name           string
 		rings, columns int
 		cfg            voxel.Config
+		bev            voxel.BEVConfig // zero: the default raster
 	}{
-		{"115k points, leaf 0.2", 64, 1800, voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}},
-		{"288k points, leaf 0.2", 128, 2250, voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}},
-		{"115k points, leaf 0.1, min points 3, crop", 64, 1800, voxel.Config{Leaf: [3]float32{0.1, 0.1, 0.1}, MinPoints: 3, Crop: crop}},
-		{"288k points, anisotropic leaf 0.05/0.3/0.7", 128, 2250, voxel.Config{Leaf: [3]float32{0.05, 0.3, 0.7}}},
+		{"115k points, leaf 0.2", 64, 1800, voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}, voxel.BEVConfig{}},
+		{"288k points, leaf 0.2", 128, 2250, voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}, voxel.BEVConfig{}},
+		{"115k points, leaf 0.1, min points 3, crop", 64, 1800, voxel.Config{Leaf: [3]float32{0.1, 0.1, 0.1}, MinPoints: 3, Crop: crop}, voxel.BEVConfig{}},
+		{"288k points, anisotropic leaf 0.05/0.3/0.7", 128, 2250, voxel.Config{Leaf: [3]float32{0.05, 0.3, 0.7}}, voxel.BEVConfig{}},
+		// Cells of hundreds of voxels: zh_bev_finish's heap sort.
+		{"288k points, leaf 0.05, BEV cell 1 m", 128, 2250, voxel.Config{Leaf: [3]float32{0.05, 0.05, 0.05}}, voxel.BEVConfig{Cell: 1}},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			n := sc.rings * sc.columns
@@ -52,8 +55,8 @@ func TestGPUVoxelMatchesCPU(t *testing.T) {
 			}
 			cloud := voxel.XYZI(data, n)
 
-			want, wantBEV := cpuReference(t, sc.cfg, cloud)
-			vf, bev := newFilterAndBEV(t, g.c, g.nv, sc.cfg, VoxelOptions{MaxPoints: n, CacheDir: t.TempDir()})
+			want, wantBEV := cpuReferenceBEV(t, sc.cfg, sc.bev, cloud)
+			vf, bev := newFilterAndBEV(t, g.c, g.nv, sc.cfg, VoxelOptions{MaxPoints: n, CacheDir: t.TempDir(), BEV: &sc.bev})
 			got := voxel.NewPoints(n)
 			times := map[bool][]time.Duration{}
 			for _, copyInput := range []bool{false, true, false, true} {

@@ -4,9 +4,11 @@
 #include <string>
 #include <cstdlib>
 // Mirrors gpu/voxelgpu.go's runOnThread, launch by launch, on the emulator.
-// Usage: harness IN.bin OUT.bin LEAF [MIN_POINTS]; writes OUT.bin (voxels,
-// KITTI layout) and OUT.bin.bev (3x128x128 float32, cell 0.2 m, min x 0,
-// ground z -1, max height 3).
+// Usage: harness IN.bin OUT.bin LEAF [MIN_POINTS [BEV_CELL [reverse]]];
+// writes OUT.bin (voxels, KITTI layout) and OUT.bin.bev (3x128x128 float32,
+// cell BEV_CELL m (0.2), min x 0, ground z -1, max height 3). "reverse"
+// hands zh_bev_finish each cell's list in descending voxel order, the worst
+// order zh_bev_fill may leave, and prints the longest list.
 static unsigned blocks(size_t n, size_t per) { return (n + per - 1) / per; }
 static float fromOrdered(u32 u) { return (u & 0x80000000u) ? __uint_as_float(u & 0x7fffffffu) : __uint_as_float(~u); }
 static std::vector<u32> tileSums(1 << 20);
@@ -20,6 +22,8 @@ static void scan(u32* in, u32* out, u32 n, u32* total) {
 int main(int argc, char** argv) {
 	float leaf = atof(argv[3]);
 	u32 minPoints = argc > 4 ? atoi(argv[4]) : 1;
+	float bevCell = argc > 5 ? atof(argv[5]) : 0.2f;
+	bool reverse = argc > 6 && std::string(argv[6]) == "reverse";
 	FILE* fin = fopen(argv[1], "rb"); fseek(fin, 0, SEEK_END); long sz = ftell(fin); fseek(fin, 0, SEEK_SET);
 	std::vector<unsigned char> pts(sz); fread(pts.data(), 1, sz, fin); fclose(fin);
 	u32 n = sz / 16;
@@ -67,9 +71,26 @@ int main(int argc, char** argv) {
 	u32 *C = cnt.data(), *O = off.data(), *CU = cur.data(), *HB = hb.data(), *L = lst.data(); int* CO = cellOf.data(); float* B = bev.data();
 	u32 cb = blocks(cells, 256);
 	launch(cb, 256, [=] { zh_bev_clear(C, CU, HB, cells); });
-	launch(mb, 256, [=] { zh_bev_cells(OD, st, m, Hh, W, 0.2f, 0.0f, -1.0f, 3.0f, CO, C, HB); });
+	launch(mb, 256, [=] { zh_bev_cells(OD, st, m, Hh, W, bevCell, 0.0f, -1.0f, 3.0f, CO, C, HB); });
 	scan(C, O, cells, st + ST_BEVTOTAL);
 	launch(mb, 256, [=] { zh_bev_fill(CO, O, st, m, CU, L); });
+	if (reverse) {
+		u32 longest = 0;
+		for (u32 k = 0; k < cells; k++) {
+			std::sort(L + O[k], L + O[k] + C[k], [](u32 a, u32 b) { return a > b; });
+			longest = std::max(longest, C[k]);
+		}
+		fprintf(stderr, "longest cell list %u, reversed\n", longest);
+	}
 	launch(cb, 256, [=] { zh_bev_finish(OD, O, C, HB, L, cells, B); });
+	// zh_bev_finish sorts each cell's list in place: check it did, since
+	// float64 sums of float32 intensities rarely depend on their order.
+	u32 unsorted = 0;
+	for (u32 k = 0; k < cells; k++) {
+		for (u32 a = 1; a < C[k]; a++) {
+			unsorted += L[O[k] + a - 1] >= L[O[k] + a];
+		}
+	}
+	fprintf(stderr, "cell lists out of order %u\n", unsorted);
 	FILE* fb = fopen((std::string(argv[2]) + ".bev").c_str(), "wb"); fwrite(B, 4, 3 * cells, fb); fclose(fb);
 }
