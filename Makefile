@@ -34,6 +34,8 @@ test: deps vet fmt-check
 	$(GO) vet -tags gpu ./gpu/ ./agent/
 	ZEROHOP_REQUIRE_ORT=1 $(GO) test -count=1 -run 'FakeCUDA' ./gpu/ ./agent/
 	$(GO) vet -tags cudaemu ./gpu/
+	# The kernels' BEV cell sort on the CUDA emulation (the rest: make test-cudaemu).
+	$(GO) test -tags cudaemu -count=1 -run 'Emulated/reversed' ./gpu/
 	@$(MAKE) --no-print-directory test-cuda-libs
 
 # The GPU binding against NVIDIA's real libcuda.so.1 and NVRTC from Debian
