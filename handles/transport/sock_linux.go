@@ -15,6 +15,7 @@ package transport
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"unsafe"
@@ -37,12 +38,8 @@ func listenSeqpacket(path string) (int, error) {
 	if err := checkSocketPath(path); err != nil {
 		return -1, err
 	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return -1, fmt.Errorf("create socket directory %q: %w", dir, err)
-	}
-	if err := os.Chmod(dir, 0o750); err != nil {
-		return -1, fmt.Errorf("chmod socket directory %q to 0750: %w", dir, err)
+	if err := ensureSocketDir(filepath.Dir(path)); err != nil {
+		return -1, err
 	}
 	if err := removeStaleSocket(path); err != nil {
 		return -1, err
@@ -64,6 +61,29 @@ func listenSeqpacket(path string) (int, error) {
 		return -1, fmt.Errorf("listen on %q: %w", path, err)
 	}
 	return fd, nil
+}
+
+// ensureSocketDir creates a missing socket folder 0750 (whatever the
+// umask). An existing folder is the user's and is left as it is: the
+// camera once chmodded it, so --socket /tmp/x.sock closed /tmp to other
+// users. Who may connect is decided by the socket's 0660 and SO_PEERCRED.
+func ensureSocketDir(dir string) error {
+	st, err := os.Stat(dir)
+	switch {
+	case err == nil && !st.IsDir():
+		return fmt.Errorf("socket directory %q is not a directory", dir)
+	case err == nil:
+		return nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("socket directory: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fmt.Errorf("create socket directory %q: %w", dir, err)
+	}
+	if err := os.Chmod(dir, 0o750); err != nil {
+		return fmt.Errorf("chmod socket directory %q to 0750: %w", dir, err)
+	}
+	return nil
 }
 
 // removeStaleSocket removes a socket file left by a camera that died, and

@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -370,7 +371,36 @@ func TestSocketFileRules(t *testing.T) {
 	}
 	dst, _ := os.Stat(filepath.Dir(f.path))
 	if dst.Mode().Perm() != 0o750 {
-		t.Fatalf("socket directory mode %v, want 0750", dst.Mode().Perm())
+		t.Fatalf("created socket directory mode %v, want 0750", dst.Mode().Perm())
+	}
+	// An existing folder is the user's: its mode stays (the camera once
+	// chmodded it to 0750, so a socket in /tmp closed /tmp to others).
+	shared := filepath.Join(t.TempDir(), "shared")
+	if err := os.Mkdir(shared, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, fs.ModeSticky|fs.ModePerm); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewServer(ServerConfig{Path: filepath.Join(shared, "camera.sock"), Topics: []Topic{{Name: "points", Kind: handles.KindPoints, Pool: f.pool}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped, stop := context.WithCancel(context.Background())
+	stop()
+	if err := srv.Serve(stopped); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(shared); err != nil || st.Mode()&(fs.ModePerm|fs.ModeSticky) != fs.ModePerm|fs.ModeSticky {
+		t.Fatalf("existing socket directory after serving in it: %v %v, want drwxrwxrwt", st.Mode(), err)
+	}
+	// A file where the folder should be is named.
+	notDir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewServer(ServerConfig{Path: filepath.Join(notDir, "camera.sock"), Topics: []Topic{{Name: "points", Kind: handles.KindPoints, Pool: f.pool}}}); err == nil || !contains(err.Error(), "not a directory") {
+		t.Fatalf("socket under a file: %v", err)
 	}
 	// A second camera on the same socket is refused, not allowed to steal it.
 	if _, err := NewServer(ServerConfig{Path: f.path, Topics: []Topic{{Name: "points", Kind: handles.KindPoints, Pool: f.pool}}}); err == nil || !contains(err.Error(), "running camera") {
