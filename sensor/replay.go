@@ -46,7 +46,10 @@ type ReplayConfig struct {
 //     ReplayConfig.Encoding). Alpha is composited over black.
 //
 // Files are recognised by extension (.bin, .pcd, .png, .jpg, .jpeg, any case);
-// other files and subdirectories are ignored. Point files sorted by name form
+// other files and subdirectories are ignored. A directory with no such file
+// may be a KITTI folder: an odometry sequence (velodyne/ with image_2/ or
+// image_0/) or a raw drive (velodyne_points/data/ with image_02/data/ or
+// image_00/data/); its images are then read from there. Point files sorted by name form
 // one stream and image files sorted by name the other; frame k pairs the k-th
 // of each, whatever their names (so cloud_0001.pcd may pair with
 // img_0001.png). When both streams exist they must have the same length. A
@@ -108,6 +111,11 @@ func NewReplayContext(ctx context.Context, dir string, cfg ReplayConfig) (*Repla
 		return nil, err
 	}
 	imageDir := dir
+	if len(pointNames) == 0 && len(imageNames) == 0 && cfg.ImageDir == "" {
+		if dir, imageDir, pointNames, imageNames, err = kittiLayout(dir); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.ImageDir != "" {
 		imageDir = cfg.ImageDir
 		if _, imageNames, err = listFrames(imageDir); err != nil {
@@ -148,6 +156,42 @@ func NewReplayContext(ctx context.Context, dir string, cfg ReplayConfig) (*Repla
 }
 
 // listFrames returns the point and image file names in dir, sorted by name.
+// kittiFolders are KITTI's layouts, tried in order for a directory with no
+// frame files of its own: an odometry sequence (sequences/NN) and a raw
+// drive (…_sync). Colour images first, then grey.
+var kittiFolders = [...]struct{ points, images []string }{
+	{[]string{"velodyne"}, []string{"image_2", "image_0"}},
+	{[]string{"velodyne_points", "data"}, []string{"image_02/data", "image_00/data"}},
+}
+
+// kittiLayout finds KITTI's point and image folders under dir. Without one
+// it returns dir, unchanged, and no names, for the caller's error.
+func kittiLayout(dir string) (pointDir, imageDir string, points, images []string, err error) {
+	for _, l := range kittiFolders {
+		pd := filepath.Join(append([]string{dir}, l.points...)...)
+		if st, err := os.Stat(pd); err != nil || !st.IsDir() {
+			continue
+		}
+		if points, _, err = listFrames(pd); err != nil {
+			return "", "", nil, nil, err
+		}
+		imageDir = pd // no image folder: only the point stream
+		for _, sub := range l.images {
+			id := filepath.Join(dir, filepath.FromSlash(sub))
+			if st, err := os.Stat(id); err != nil || !st.IsDir() {
+				continue
+			}
+			if _, images, err = listFrames(id); err != nil {
+				return "", "", nil, nil, err
+			}
+			imageDir = id
+			break
+		}
+		return pd, imageDir, points, images, nil
+	}
+	return dir, dir, nil, nil, nil
+}
+
 func listFrames(dir string) (points, images []string, err error) {
 	entries, err := os.ReadDir(dir) // sorted by name
 	if err != nil {

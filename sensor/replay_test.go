@@ -409,3 +409,71 @@ func TestReplayPreloadStopsWithItsContext(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestReplayKITTIFolders(t *testing.T) {
+	for _, tt := range []struct {
+		name           string
+		points, images string // folders under DIR; "" for none
+		wantFrames     uint64
+		wantImg        int // image streams (0 or 1)
+	}{
+		{"odometry sequence, colour", "velodyne", "image_2", 2, 1},
+		{"odometry sequence, grey only", "velodyne", "image_0", 2, 1},
+		{"odometry sequence, points only", "velodyne", "", 2, 0},
+		{"raw drive", "velodyne_points/data", "image_02/data", 2, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			pd := filepath.Join(dir, filepath.FromSlash(tt.points))
+			if err := os.MkdirAll(pd, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			copyTestFile(t, filepath.Join(mixedDir, "000000.bin"), pd, "000000.bin")
+			copyTestFile(t, filepath.Join(mixedDir, "000000.bin"), pd, "000001.bin")
+			if tt.images != "" {
+				id := filepath.Join(dir, filepath.FromSlash(tt.images))
+				if err := os.MkdirAll(id, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				copyTestFile(t, filepath.Join(mixedDir, "000000.png"), id, "000000.png")
+				copyTestFile(t, filepath.Join(mixedDir, "000000.png"), id, "000001.png")
+			}
+			r, err := NewReplay(dir, ReplayConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Frames() != tt.wantFrames || r.MaxPoints() == 0 {
+				t.Fatalf("frames %d, max points %d: want %d frames with points", r.Frames(), r.MaxPoints(), tt.wantFrames)
+			}
+			_, err = r.FillImage(1, make([]byte, r.MaxImageBytes()))
+			if tt.wantImg == 1 && err != nil {
+				t.Fatalf("image of frame 1: %v", err)
+			}
+			if tt.wantImg == 0 && !errors.Is(err, ErrNotProvided) {
+				t.Fatalf("image without an image folder: %v, want ErrNotProvided", err)
+			}
+		})
+	}
+
+	// Unequal streams are named by their folders.
+	dir := t.TempDir()
+	for _, sub := range []string{"velodyne", "image_2"} {
+		if err := os.Mkdir(filepath.Join(dir, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyTestFile(t, filepath.Join(mixedDir, "000000.bin"), filepath.Join(dir, "velodyne"), "000000.bin")
+	copyTestFile(t, filepath.Join(mixedDir, "000000.bin"), filepath.Join(dir, "velodyne"), "000001.bin")
+	copyTestFile(t, filepath.Join(mixedDir, "000000.png"), filepath.Join(dir, "image_2"), "000000.png")
+	if _, err := NewReplay(dir, ReplayConfig{}); err == nil || !strings.Contains(err.Error(), "image_2") || !strings.Contains(err.Error(), "velodyne") {
+		t.Fatalf("2 clouds, 1 image: %v, want an error naming both folders", err)
+	}
+	// Neither layout: the folder given is named.
+	empty := t.TempDir()
+	if err := os.Mkdir(filepath.Join(empty, "other"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewReplay(empty, ReplayConfig{}); err == nil || !strings.Contains(err.Error(), empty) {
+		t.Fatalf("no frames, no KITTI folder: %v", err)
+	}
+}
