@@ -3,14 +3,18 @@ package infer
 import (
 	"math"
 	"testing"
+
+	"github.com/zerohop/zerohop/voxel"
 )
 
 // Behaviour of the shipped reference model (models/reference.onnx, see
 // models/MODEL_CARD.md), observed through ONNX Runtime.
 //
-// Geometry used below: BEV cell (r, c) has its centre at x = (127.5-r)*0.2 m
-// ahead and y = (64-c)*0.2 m to the left. Sector k steers at -40+10k degrees:
-// indices 0..3 are right of straight ahead, 5..8 left.
+// Geometry used below is the raster's own (voxel.BEV.CellCenter, default
+// config): cell (r, c) has its centre at x = (127.5-r)*0.2 m ahead and
+// y = (63.5-c)*0.2 m to the left, so y = 0 is the border of columns 63 and
+// 64. Sector k steers at -40+10k degrees: indices 0..3 are right of
+// straight ahead, 5..8 left.
 
 const (
 	refGrid    = 128
@@ -40,11 +44,45 @@ func newRefScene() refScene {
 func (s refScene) block(x0, x1, y0, y1 float64, height float32) {
 	for r := 0; r < refGrid; r++ {
 		for c := 0; c < refGrid; c++ {
-			x, y := (127.5-float64(r))*0.2, (64-float64(c))*0.2
+			x, y := refCellCenter(r, c)
 			if x >= x0 && x < x1 && y >= y0 && y < y1 {
 				s.bev[0*refGrid*refGrid+r*refGrid+c] = 1
 				s.bev[1*refGrid*refGrid+r*refGrid+c] = height
 				s.bev[2*refGrid*refGrid+r*refGrid+c] = 0.7
+			}
+		}
+	}
+}
+
+// refCellCenter is the centre of BEV cell (r, c) in metres, in float64 (the
+// raster's float32 centres would put the cases' edges, which fall on
+// centres, on either side); TestReferenceGeometryIsTheRasters holds it to
+// voxel.BEV.
+func refCellCenter(r, c int) (x, y float64) {
+	return (127.5 - float64(r)) * 0.2, (63.5 - float64(c)) * 0.2
+}
+
+// The model reads the raster that voxel.BEV writes: every cell's centre here
+// is that cell's in voxel.BEV, and a point there falls in that cell. (The
+// model once put column 64's centre straight ahead, half a cell off the
+// raster's, so that its left/right pairs were not the raster's.)
+func TestReferenceGeometryIsTheRasters(t *testing.T) {
+	raster, err := voxel.NewBEV(voxel.BEVConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg := raster.Config(); cfg.H != refGrid || cfg.W != refGrid || cfg.Cell != 0.2 || cfg.MinX != 0 {
+		t.Fatalf("default raster %+v, the model reads 128 × 128 cells of 0.2 m from x = 0", cfg)
+	}
+	for r := range refGrid {
+		for c := range refGrid {
+			x, y := refCellCenter(r, c)
+			rx, ry := raster.CellCenter(r, c)
+			if math.Abs(x-float64(rx)) > 1e-5 || math.Abs(y-float64(ry)) > 1e-5 {
+				t.Fatalf("cell (%d, %d): centre (%g, %g) here, (%g, %g) in the raster", r, c, x, y, rx, ry)
+			}
+			if gr, gc, ok := raster.Cell(float32(x), float32(y)); !ok || gr != r || gc != c {
+				t.Fatalf("cell (%d, %d)'s centre falls in raster cell (%d, %d) %v", r, c, gr, gc, ok)
 			}
 		}
 	}
@@ -91,15 +129,14 @@ func minOf(v []float32) float32 {
 	return m
 }
 
-// mirrored swaps left and right: BEV column c <-> 128-c (column 64 is
-// straight ahead; column 0 has no twin and is cleared), image column
-// u <-> 255-u.
+// mirrored swaps left and right as the raster does: BEV column c <-> 127-c
+// (y = 0 is the border of columns 63 and 64), image column u <-> 255-u.
 func (s refScene) mirrored() refScene {
 	m := refScene{bev: make([]float32, len(s.bev)), image: make([]float32, len(s.image))}
 	for ch := range 3 {
 		for r := 0; r < refGrid; r++ {
-			for c := 1; c < refGrid; c++ {
-				m.bev[ch*refGrid*refGrid+r*refGrid+(refGrid-c)] = s.bev[ch*refGrid*refGrid+r*refGrid+c]
+			for c := 0; c < refGrid; c++ {
+				m.bev[ch*refGrid*refGrid+r*refGrid+(refGrid-1-c)] = s.bev[ch*refGrid*refGrid+r*refGrid+c]
 			}
 		}
 		for v := 0; v < refImgH; v++ {

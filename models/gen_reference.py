@@ -40,7 +40,8 @@ NEAR_FIELD_M = 8.0  # clearance is capped here; obstacles beyond are ignored
 # Input "bev" [1,3,128,128]: channel 0 occupancy (0/1), 1 max height above
 # ground (m), 2 mean intensity (unused). Cell (r, c) has its centre at
 #   x = (GRID - 0.5 - r) * CELL   (forward; row 0 farthest, last row at the robot)
-#   y = (GRID/2 - c) * CELL       (left;    column 64 straight ahead, c grows right)
+#   y = (GRID/2 - 0.5 - c) * CELL (left;    c grows right; y = 0 is the border of
+#                                  columns 63 and 64, as voxel.BEV.CellCenter)
 GRID = 128
 CELL_M = 0.2
 OCCUPIED_ABOVE = 0.5
@@ -88,7 +89,7 @@ def bev_weights():
     r = np.arange(GRID, dtype=np.float64)[:, None]
     c = np.arange(GRID, dtype=np.float64)[None, :]
     x = np.broadcast_to((GRID - 0.5 - r) * CELL_M, (GRID, GRID))
-    y = np.broadcast_to((GRID / 2 - c) * CELL_M, (GRID, GRID))
+    y = np.broadcast_to((GRID / 2 - 0.5 - c) * CELL_M, (GRID, GRID))
     member = sector_membership(x, y)
     return np.where(member, NEAR_FIELD_M - np.hypot(x, y), 0.0)
 
@@ -132,8 +133,8 @@ def check_mirror(w, axis_flip, name):
 def build():
     S = len(HEADINGS_DEG)
     wb = bev_weights()
-    # Columns c = 64 - k and 64 + k are mirror images (column 0 has no twin).
-    check_mirror(wb[:, :, 1:], lambda m: np.flip(m, axis=2), "BEV")
+    # Columns c and 127 - c are mirror images, as in the raster.
+    check_mirror(wb, lambda m: np.flip(m, axis=2), "BEV")
     rows = np.nonzero(wb.any(axis=(0, 2)))[0]
     cols = np.nonzero(wb.any(axis=(0, 1)))[0]
     r0, r1, c0, c1 = int(rows[0]), int(rows[-1]) + 1, int(cols[0]), int(cols[-1]) + 1

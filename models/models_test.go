@@ -2,7 +2,10 @@ package models
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
+	"strconv"
 	"testing"
 )
 
@@ -34,5 +37,23 @@ func TestEmbeddedFilesMatchCommittedFiles(t *testing.T) {
 func TestReferenceModelIsSmall(t *testing.T) {
 	if n := len(ReferenceONNX()); n == 0 || n > 1<<20 {
 		t.Fatalf("reference.onnx is %d bytes, want 1..%d", n, 1<<20)
+	}
+}
+
+// The model card states the file's size and sha256; regenerating the model
+// without updating the card fails here.
+func TestModelCardNamesTheFile(t *testing.T) {
+	card, err := os.ReadFile("MODEL_CARD.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	onnx := ReferenceONNX()
+	sum := sha256.Sum256(onnx)
+	size := strconv.Itoa(len(onnx))
+	spaced := size[:len(size)-3] + " " + size[len(size)-3:] // "165 626", as the card writes it
+	for _, want := range []string{hex.EncodeToString(sum[:]), spaced + " bytes"} {
+		if !bytes.Contains(card, []byte(want)) {
+			t.Errorf("MODEL_CARD.md does not state %q for models/reference.onnx", want)
+		}
 	}
 }
