@@ -63,6 +63,7 @@ models:
 	/usr/bin/python3 infer/testdata/gen_testdata.py
 
 models-check:
+	@/usr/bin/python3 -c 'import onnx, numpy' 2>/dev/null || { echo "make models-check: needs python3-onnx and python3-numpy (apt-get install -y python3-onnx python3-numpy)"; exit 1; }
 	@tmp=$$(mktemp -d); /usr/bin/python3 models/gen_reference.py --out $$tmp >/dev/null && \
 	cmp models/reference.onnx $$tmp/reference.onnx && cmp models/reference.json $$tmp/reference.json; \
 	rc=$$?; rm -rf $$tmp; exit $$rc

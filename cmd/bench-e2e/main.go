@@ -364,8 +364,8 @@ func report(o options, rs []result) string {
 	var b strings.Builder
 	host, _ := os.Hostname()
 	fmt.Fprintf(&b, "# End-to-end benchmark\n\n")
-	fmt.Fprintf(&b, "`bench-e2e --seconds %d --rate %g` — %s, %s, %d CPUs, %s, %s, commit %s.\n\n",
-		o.seconds, o.rate, time.Now().UTC().Format("2006-01-02 15:04 UTC"), cpuModel(), runtime.NumCPU(), runtime.Version(), host, commit())
+	fmt.Fprintf(&b, "`bench-e2e --seconds %d --rate %g --transports %s` — %s, %s, %d CPUs, %s, %s, commit %s.\n\n",
+		o.seconds, o.rate, strings.Join(o.transports, ","), time.Now().UTC().Format("2006-01-02 15:04 UTC"), cpuModel(), runtime.NumCPU(), runtime.Version(), host, commit())
 	fmt.Fprintf(&b, "Camera: synthetic scene, 1280×720 rgb8 + 115,200 points per frame at %g Hz. Agent: CPU execution provider, ONNX Runtime 1 intra-op thread. ", o.rate)
 	b.WriteString("Latencies in µs from the agent's `/latency` (since start, HDR histogram). CPU in % of one core over the measured window (/proc utime+stime).\n\n")
 	for _, r := range rs {

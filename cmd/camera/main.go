@@ -46,13 +46,13 @@ Flags:
 		logLevel  string
 		slots     uint
 	)
-	fs.StringVar(&cfg.Source, "source", "synthetic", `frame source: "synthetic" (moving obstacle, hazard marking), "replay:DIR" (KITTI .bin, PCD, PNG/JPEG files) or "ros2" (sensor_msgs/PointCloud2 and Image from ROS 2 drivers; needs a -tags ros2 build)`)
+	fs.StringVar(&cfg.Source, "source", "synthetic", `frame source: "synthetic" (moving obstacle, hazard marking), "replay:DIR" (DIR holds .bin/.pcd point files and .png/.jpg/.jpeg images, paired in name order, or is a KITTI sequence with velodyne/ and image_2/ or a KITTI raw drive with velodyne_points/data/ and image_02/data/; --loop repeats it) or "ros2" (sensor_msgs/PointCloud2 and Image from ROS 2 drivers; needs a -tags ros2 build)`)
 	fs.BoolVar(&cfg.Loop, "loop", false, "replay: loop over the files")
 	fs.Float64Var(&cfg.Rate, "rate", 30, "frames per second")
 	fs.IntVar(&cfg.Beams, "beams", 64, "synthetic LiDAR beams")
 	fs.IntVar(&cfg.AzimuthSteps, "azimuth-steps", 1800, "synthetic LiDAR azimuth steps per revolution")
 	fs.StringVar(&imageSize, "image-size", "1280x720", "synthetic image size WIDTHxHEIGHT")
-	fs.StringVar(&cfg.Socket, "socket", transport.DefaultSocketPath(), "unix socket to serve subscribers on")
+	fs.StringVar(&cfg.Socket, "socket", transport.DefaultSocketPath(), "unix socket to serve subscribers on, mode 0660; its folder is created 0750 if missing, an existing one is left as it is (if not given: $XDG_RUNTIME_DIR/zerohop/camera.sock, else /run/zerohop/camera.sock)")
 	fs.IntVar(&cfg.AllowGID, "allow-gid", -1, "also admit subscribers with this primary gid (-1: only the camera's own uid)")
 	fs.UintVar(&slots, "slots", 0, "slots per pool (0: sizing rule for 2 subscribers taking up to 50 ms)")
 	fs.BoolVar(&cfg.Lock, "mlock", false, "lock the pools in memory (needs RLIMIT_MEMLOCK)")
