@@ -50,8 +50,12 @@ func (r DiscoveryRange) String() string {
 // environment variables ROS users already set.
 type Config struct {
 	Domain      uint32         // DDS domain id = ROS_DOMAIN_ID, 0..MaxDomainID
-	Range       DiscoveryRange // ROS_AUTOMATIC_DISCOVERY_RANGE / ROS_LOCALHOST_ONLY
-	StaticPeers []string       // ROS_STATIC_PEERS: host names or addresses, unicast discovery
+	Range       DiscoveryRange // ROS_AUTOMATIC_DISCOVERY_RANGE / ROS_LOCALHOST_ONLY (Iron on)
+	StaticPeers []string       // ROS_STATIC_PEERS: host names or addresses, unicast discovery (Iron on)
+	// LocalhostOnly is ROS_LOCALHOST_ONLY=1. Up to Humble it is the only
+	// discovery setting rmw reads (bind to 127.0.0.1); from Iron on it
+	// sets Range to RangeLocalhost.
+	LocalhostOnly bool
 	// CycloneURI is Cyclone's own configuration as CYCLONEDDS_URI holds
 	// it: file URIs and/or XML fragments, comma-separated. It is applied
 	// after the discovery settings above, so it can override them.
@@ -66,9 +70,9 @@ type Config struct {
 	// ros_discovery_info, owning every endpoint of the participant).
 	// Defaults "zerohop" and "/".
 	NodeName, Namespace string
-	// Distro is ROS_DISTRO ("jazzy", "humble", ...). It matters only for
-	// the graph announcement, whose GID is 24 bytes up to Humble and 16
-	// from Iron on; "" or any other name means 16.
+	// Distro is ROS_DISTRO ("jazzy", "humble", ...). Up to Humble the
+	// graph announcement's GID is 24 bytes, not 16, and discovery is
+	// Humble's (see LocalhostOnly); "" or any other name means Jazzy's.
 	Distro string
 }
 
@@ -87,10 +91,19 @@ func (c Config) node() (namespace, name string) {
 	return namespace, name
 }
 
+// preIron reports whether c.Distro is Humble or older, whose rcl and rmw
+// differ from Iron's on: 24-byte GIDs, no discovery range.
+func (c Config) preIron() bool {
+	switch strings.ToLower(c.Distro) {
+	case "dashing", "eloquent", "foxy", "galactic", "humble":
+		return true
+	}
+	return false
+}
+
 // gidSize is the byte length of rmw_dds_common/Gid in c.Distro.
 func (c Config) gidSize() int {
-	switch strings.ToLower(c.Distro) {
-	case "foxy", "galactic", "humble":
+	if c.preIron() {
 		return 24
 	}
 	return 16
@@ -134,7 +147,7 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 		}
 	}
 	if get("ROS_LOCALHOST_ONLY") == "1" {
-		c.Range, c.StaticPeers = RangeLocalhost, nil
+		c.Range, c.StaticPeers, c.LocalhostOnly = RangeLocalhost, nil, true
 	}
 	c.CycloneURI, _ = lookup("CYCLONEDDS_URI")
 	c.Distro = get("ROS_DISTRO")
@@ -188,8 +201,9 @@ func isROSToken(s string) bool {
 }
 
 // CycloneConfig returns the configuration string the domain is created
-// with: the discovery fragment rmw_cyclonedds (Jazzy) builds for Range and
-// StaticPeers, then CycloneURI, then XML. Later parts override earlier ones.
+// with: the discovery fragment rmw_cyclonedds builds (Jazzy's for Range and
+// StaticPeers; up to Humble, Humble's for LocalhostOnly), then CycloneURI,
+// then XML. Later parts override earlier ones.
 func (c Config) CycloneConfig() string {
 	var parts []string
 	if d := c.discoveryXML(); d != "" {
@@ -203,10 +217,24 @@ func (c Config) CycloneConfig() string {
 	return strings.Join(parts, ",")
 }
 
+// humbleLocalhostXML is what rmw_cyclonedds_cpp (Humble, rmw_node.cpp,
+// check_create_domain) prepends for ROS_LOCALHOST_ONLY=1: bind to
+// loopback. A Humble node so configured drops a peer that advertises only
+// another interface, as Jazzy's fragment would have zerohop do.
+const humbleLocalhostXML = `<CycloneDDS><Domain><General><Interfaces><NetworkInterface address="127.0.0.1"/></Interfaces></General></Domain></CycloneDDS>`
+
 // discoveryXML mirrors check_create_domain in rmw_cyclonedds_cpp
-// (rmw_node.cpp, Jazzy), so that zerohop and ROS nodes started with the
-// same environment find each other.
+// (rmw_node.cpp; Jazzy's, or Humble's for pre-Iron distros), so that zerohop
+// and ROS nodes started with the same environment find each other.
 func (c Config) discoveryXML() string {
+	if c.preIron() {
+		// Humble's rcl reads neither ROS_AUTOMATIC_DISCOVERY_RANGE nor
+		// ROS_STATIC_PEERS: only ROS_LOCALHOST_ONLY.
+		if c.LocalhostOnly {
+			return humbleLocalhostXML
+		}
+		return ""
+	}
 	localhostPeer, staticPeers, noMulticast := false, false, false
 	switch c.Range {
 	case RangeSubnet:

@@ -29,7 +29,7 @@ func TestConfigFromEnv(t *testing.T) {
 			Config{StaticPeers: []string{"robot.local", "10.0.0.7"}}},
 		{"ROS_LOCALHOST_ONLY=1 wins and drops peers", map[string]string{
 			"ROS_LOCALHOST_ONLY": "1", "ROS_AUTOMATIC_DISCOVERY_RANGE": "SUBNET", "ROS_STATIC_PEERS": "a"},
-			Config{Range: RangeLocalhost}},
+			Config{Range: RangeLocalhost, LocalhostOnly: true}},
 		{"ROS_LOCALHOST_ONLY=0 changes nothing", map[string]string{"ROS_LOCALHOST_ONLY": "0"}, Config{}},
 		{"CYCLONEDDS_URI verbatim", map[string]string{"CYCLONEDDS_URI": "file:///etc/cdds.xml"},
 			Config{CycloneURI: "file:///etc/cdds.xml"}},
@@ -84,6 +84,12 @@ func TestCycloneConfigMirrorsRMW(t *testing.T) {
 		{"system default, then CYCLONEDDS_URI, then XML", Config{Range: RangeSystemDefault, CycloneURI: "file:///a.xml", XML: "<CycloneDDS/>"},
 			"file:///a.xml,<CycloneDDS/>"},
 		{"system default alone", Config{Range: RangeSystemDefault}, ""},
+		// Humble's rmw: only ROS_LOCALHOST_ONLY, which binds to loopback.
+		{"humble, localhost only", Config{Distro: "humble", Range: RangeLocalhost, LocalhostOnly: true},
+			`<CycloneDDS><Domain><General><Interfaces><NetworkInterface address="127.0.0.1"/></Interfaces></General></Domain></CycloneDDS>`},
+		{"humble ignores the range and static peers", Config{Distro: "Humble", Range: RangeLocalhost, StaticPeers: []string{"10.0.0.7"}, CycloneURI: "file:///a.xml"},
+			"file:///a.xml"},
+		{"humble default", Config{Distro: "humble"}, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -20,9 +20,11 @@
 //     callback as a view of Cyclone's loaned sample, without copying.
 //
 // What ROS users see: `ros2 topic list`, `ros2 topic info -v` and
-// `ros2 topic echo` work on these topics. `ros2 node list` does not show
-// zerohop: that needs the ros_discovery_info topic, which this package does
-// not publish.
+// `ros2 topic echo` work on these topics, and `ros2 node list` shows the
+// participant's node: it is announced on ros_discovery_info as rmw does
+// (rmw_dds_common/ParticipantEntitiesInfo; 24-byte GIDs with
+// ROS_DISTRO=humble or older). Discovery follows the ROS environment
+// variables as rmw_cyclonedds of that distro does (Config, ConfigFromEnv).
 //
 // Build: the real implementation needs cgo and the build tag ros2
 // (`go build -tags ros2`); without them every constructor fails with

@@ -18,8 +18,8 @@ import (
 
 // The tests talk to testdata/peer/peer.c, a separate process built from
 // the raw Cyclone C API and the idlc-generated types, over UDP on
-// loopback (cyclonedds.xml: interface 127.0.0.1, multicast off, peer
-// 127.0.0.1). Each test uses its own domain so concurrent runs do not
+// loopback (testdata/loopback.xml: interface 127.0.0.1, multicast off,
+// peer 127.0.0.1). Each test uses its own domain so concurrent runs do not
 // cross-talk.
 
 // peerPath and graphPath are the peer binaries (testdata/peer,
@@ -79,10 +79,10 @@ func runTag() string {
 		"</Tag></Discovery></Domain></CycloneDDS>"
 }
 
-// loopbackConfig is the shipped cyclonedds.xml, as CYCLONEDDS_URI would
-// name it, in a fresh domain.
+// loopbackConfig is testdata/loopback.xml, as CYCLONEDDS_URI would name
+// it, in a fresh domain.
 func loopbackConfig(t testing.TB) Config {
-	abs, err := filepath.Abs("cyclonedds.xml")
+	abs, err := filepath.Abs("testdata/loopback.xml")
 	if err != nil {
 		t.Fatal(err)
 	}
