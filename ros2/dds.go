@@ -390,3 +390,39 @@ func writeDiscovery(w entity, gidSize int, pp guid, ns, name string, readers, wr
 	}
 	return 0
 }
+
+// createBuiltinReader reads DCPSPublication (publications) or
+// DCPSSubscription: the endpoints discovery reports.
+func createBuiltinReader(pp entity, publications bool) (entity, retcode) {
+	e := C.zh_builtin_reader(C.dds_entity_t(pp), cBool(publications))
+	if e < 0 {
+		return 0, retcode(e)
+	}
+	return entity(e), 0
+}
+
+// discovered is one sample of a built-in endpoint reader.
+type discovered struct {
+	topic, typ  string // DDS names
+	participant guid
+	alive       bool
+}
+
+// takeDiscovered takes one built-in endpoint sample; ok is false when
+// the reader holds none.
+func takeDiscovered(rd entity) (d discovered, ok bool, rc retcode) {
+	var topic, typ [256]C.char
+	var pg [16]C.uint8_t
+	n := C.zh_take_endpoint(C.dds_entity_t(rd), &topic[0], C.size_t(len(topic)), &typ[0], C.size_t(len(typ)), &pg[0])
+	if n < 0 {
+		return d, false, retcode(n)
+	}
+	if n == 0 {
+		return d, false, 0
+	}
+	for i := range pg {
+		d.participant[i] = byte(pg[i])
+	}
+	d.topic, d.typ, d.alive = C.GoString(&topic[0]), C.GoString(&typ[0]), n == 1
+	return d, true, 0
+}

@@ -34,10 +34,19 @@ type Participant struct {
 	graph     entity
 	graphErrs int // failed announcements, under mu; the first is logged
 
+	// Built-in readers of discovered remote publications and
+	// subscriptions, attached to the status waitset (typeMismatches).
+	seenPubs, seenSubs entity
+
 	mu        sync.Mutex
 	closed    bool
 	endpoints map[entity]*endpoint // by DDS handle, for the status goroutine
 	subs      map[*Subscription]struct{}
+	// remoteTypes are the (side, topic, type) the graph's other
+	// participants use, at most maxRemoteTypes; warnedTypes those already
+	// logged as not matching one of ours. Both under mu.
+	remoteTypes map[remoteType]struct{}
+	warnedTypes map[remoteType]struct{}
 
 	stopping  atomic.Bool   // set before the status waitset is woken for the last time
 	watchDone chan struct{} // closed when the status goroutine has returned
@@ -82,11 +91,23 @@ func NewParticipant(cfg Config, log *zap.Logger) (*Participant, error) {
 	if rc < 0 {
 		return fail(&ddsError{op: "create ros_discovery_info writer", rc: rc})
 	}
+	var seen [2]entity
+	for i, pubs := range []bool{true, false} {
+		if seen[i], rc = createBuiltinReader(pp, pubs); rc < 0 {
+			return fail(&ddsError{op: "create built-in endpoint reader", rc: rc})
+		}
+		if rc := attach(ws, seen[i]); rc < 0 {
+			return fail(&ddsError{op: "attach built-in endpoint reader to the status waitset", rc: rc})
+		}
+	}
 	p := &Participant{
 		cfg: cfg, log: log, pp: pp, dom: dom, ws: ws, gid: gid, graph: graph,
-		endpoints: map[entity]*endpoint{},
-		subs:      map[*Subscription]struct{}{},
-		watchDone: make(chan struct{}),
+		seenPubs: seen[0], seenSubs: seen[1],
+		endpoints:   map[entity]*endpoint{},
+		subs:        map[*Subscription]struct{}{},
+		remoteTypes: map[remoteType]struct{}{},
+		warnedTypes: map[remoteType]struct{}{},
+		watchDone:   make(chan struct{}),
 	}
 	p.mu.Lock()
 	p.announceLocked()
@@ -234,6 +255,7 @@ func (p *Participant) newEndpoint(t msgType, rosTopic string, writer bool, q QoS
 		return nil, &ddsError{op: "attach " + ddsTopic + " to the status waitset", rc: rc}
 	}
 	p.announceLocked()
+	p.typeMismatchesLocked()
 	return ep, nil
 }
 
@@ -288,6 +310,10 @@ func (p *Participant) watch() {
 			return
 		}
 		for _, e := range xs[:min(n, len(xs))] {
+			if e := entity(e); e == p.seenPubs || e == p.seenSubs {
+				p.takeDiscovered(e)
+				continue
+			}
 			p.mu.Lock()
 			ep := p.endpoints[entity(e)]
 			p.mu.Unlock()
@@ -357,4 +383,82 @@ func rmemMax() int {
 	}
 	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	return n
+}
+
+// remoteType is a type another participant uses on a DDS topic: for a
+// publication (writer) or a subscription.
+type remoteType struct {
+	writer     bool
+	topic, typ string // DDS names
+}
+
+// maxRemoteTypes bounds remoteTypes: a graph has a few dozen topics, and a
+// participant that invents types without end must not grow it forever.
+const maxRemoteTypes = 1024
+
+// takeDiscovered records the endpoints discovery reported on rd (one of
+// the built-in readers) and checks them against ours. Called only by the
+// status goroutine.
+func (p *Participant) takeDiscovered(rd entity) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for {
+		d, ok, rc := takeDiscovered(rd)
+		if rc < 0 || !ok {
+			break
+		}
+		if !d.alive || d.participant == p.gid || len(p.remoteTypes) >= maxRemoteTypes {
+			continue
+		}
+		p.remoteTypes[remoteType{writer: rd == p.seenPubs, topic: d.topic, typ: d.typ}] = struct{}{}
+	}
+	p.typeMismatchesLocked()
+}
+
+// typeMismatchesLocked warns, once per remote type, about a remote endpoint
+// on one of our topics whose type differs from ours: DDS never matches
+// them and reports nothing, so a TwistStamped controller (Jazzy's
+// diff_drive_controller) would get no cmd_vel from a Twist publisher
+// without a word. Called with mu held.
+func (p *Participant) typeMismatchesLocked() {
+	for rt := range p.remoteTypes {
+		if _, done := p.warnedTypes[rt]; done {
+			continue
+		}
+		for _, ep := range p.endpoints {
+			if ep.writer == rt.writer || ep.ddsTopic != rt.topic || ep.typ.ddsName() == rt.typ {
+				continue
+			}
+			p.warnedTypes[rt] = struct{}{}
+			peer := "subscriber"
+			if rt.writer {
+				peer = "publisher"
+			}
+			p.log.Warn("ros2: a "+peer+" on this topic uses another message type; DDS will not connect them, so nothing flows between the two",
+				zap.String("topic", ep.rosTopic), zap.String("type", ep.typ.rosName()),
+				zap.String("remote_type", rosTypeName(rt.typ)), zap.String("hint", ep.typeHint(rt.typ)))
+			break
+		}
+	}
+}
+
+// rosTypeName turns a DDS type name ("geometry_msgs::msg::dds_::Twist_")
+// back into the ROS one ("geometry_msgs/msg/Twist"); other names stay.
+func rosTypeName(dds string) string {
+	pkg, name, ok := strings.Cut(dds, "::msg::dds_::")
+	if !ok || !strings.HasSuffix(name, "_") {
+		return dds
+	}
+	return pkg + "/msg/" + strings.TrimSuffix(name, "_")
+}
+
+// typeHint says how to make the two types agree, where zerohop can.
+func (ep *endpoint) typeHint(remote string) string {
+	switch {
+	case ep.typ == typeTwist && remote == typeTwistStamped.ddsName():
+		return "publish geometry_msgs/msg/TwistStamped instead: start the agent with --twist-stamped"
+	case ep.typ == typeTwistStamped && remote == typeTwist.ddsName():
+		return "publish geometry_msgs/msg/Twist instead: start the agent without --twist-stamped"
+	}
+	return "use one message type on the topic, or another topic name"
 }

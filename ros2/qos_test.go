@@ -3,6 +3,7 @@
 package ros2
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -78,5 +79,48 @@ func TestIncompatibleQoSIsLogged(t *testing.T) {
 				t.Errorf("Matched() = %d with incompatible QoS", n)
 			}
 		})
+	}
+}
+
+// A remote endpoint of another type on our topic never matches, and DDS
+// says nothing; the participant does, once. Jazzy's diff_drive_controller
+// subscribes TwistStamped on cmd_vel, the agent publishes Twist by default.
+func TestTypeMismatchIsLogged(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	cfg := loopbackConfig(t)
+	p, err := NewParticipant(cfg, zap.New(core))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	sink, err := p.NewTwistSink(TwistOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startPeer(t, cfg, "sub", "twist_stamped", "rt/cmd_vel", "reliable", "1")
+	const snippet = "uses another message type"
+	waitFor(t, "the type-mismatch log line", func() bool { return logs.FilterMessageSnippet(snippet).Len() > 0 })
+	e := logs.FilterMessageSnippet(snippet).All()[0]
+	f := e.ContextMap()
+	for k, v := range map[string]any{"topic": "/cmd_vel", "type": "geometry_msgs/msg/Twist", "remote_type": "geometry_msgs/msg/TwistStamped"} {
+		if f[k] != v {
+			t.Errorf("log field %s = %v, want %v (entry %v)", k, f[k], v, f)
+		}
+	}
+	if h, _ := f["hint"].(string); !strings.Contains(h, "--twist-stamped") {
+		t.Errorf("hint %q does not name --twist-stamped", h)
+	}
+	if sink.Matched() != 0 {
+		t.Errorf("Matched() = %d across message types", sink.Matched())
+	}
+
+	// A subscriber of our own type is no news; the mismatch is not
+	// logged again.
+	peer := startPeer(t, cfg, "sub", "twist", "rt/cmd_vel", "reliable", "1")
+	peer.expect("MATCHED")
+	waitFor(t, "the same-type subscriber to match", func() bool { return sink.Matched() == 1 })
+	time.Sleep(100 * time.Millisecond) // discovery of the second peer has been taken by now
+	if n := logs.FilterMessageSnippet(snippet).Len(); n != 1 {
+		t.Errorf("%d type-mismatch lines, want 1: %v", n, logs.FilterMessageSnippet(snippet).All())
 	}
 }

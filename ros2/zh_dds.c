@@ -481,3 +481,48 @@ dds_return_t zh_write_discovery(dds_entity_t writer, int gid_size, const uint8_t
   }
   return rc;
 }
+
+dds_entity_t zh_builtin_reader(dds_entity_t participant, int publications)
+{
+  dds_entity_t topic =
+      publications ? DDS_BUILTIN_TOPIC_DCPSPUBLICATION : DDS_BUILTIN_TOPIC_DCPSSUBSCRIPTION;
+  dds_entity_t rd = dds_create_reader(participant, topic, NULL, NULL);
+  if (rd < 0)
+    return rd;
+  dds_return_t rc = dds_set_status_mask(rd, DDS_DATA_AVAILABLE_STATUS);
+  if (rc < 0) {
+    dds_delete(rd);
+    return rc;
+  }
+  return rd;
+}
+
+static void copy_name(char *dst, size_t n, const char *src)
+{
+  if (n == 0)
+    return;
+  if (src == NULL)
+    src = "";
+  size_t l = strlen(src);
+  if (l >= n)
+    l = n - 1;
+  memcpy(dst, src, l);
+  dst[l] = 0;
+}
+
+int32_t zh_take_endpoint(dds_entity_t reader, char *topic, size_t ntopic, char *type,
+                         size_t ntype, uint8_t participant_guid[16])
+{
+  void *samples[1] = {NULL};
+  dds_sample_info_t info;
+  dds_return_t n = dds_take(reader, samples, &info, 1, 1);
+  if (n <= 0)
+    return n;
+  const dds_builtintopic_endpoint_t *e = samples[0];
+  copy_name(topic, ntopic, info.valid_data ? e->topic_name : NULL);
+  copy_name(type, ntype, info.valid_data ? e->type_name : NULL);
+  memcpy(participant_guid, e->participant_key.v, 16);
+  int32_t alive = info.instance_state == DDS_IST_ALIVE && info.valid_data ? 1 : 2;
+  dds_return_t rc = dds_return_loan(reader, samples, n);
+  return rc < 0 ? rc : alive;
+}

@@ -197,4 +197,19 @@ int32_t zh_take_image(dds_entity_t reader, zh_image *view);
 int32_t zh_take_cloud(dds_entity_t reader, zh_cloud *view);
 dds_return_t zh_return_loan(dds_entity_t reader, void *loan);
 
+// zh_builtin_reader reads the DCPSPublication (publications != 0) or
+// DCPSSubscription built-in topic: what every participant of the domain,
+// this one included, announces about its endpoints. Its status mask is
+// DATA_AVAILABLE, so that a status waitset it is attached to wakes when
+// discovery brings news.
+dds_entity_t zh_builtin_reader(dds_entity_t participant, int publications);
+
+// zh_take_endpoint takes one sample of a built-in endpoint reader and
+// copies its topic and type names (NUL-terminated, cut to the buffer)
+// and its participant's GUID. It returns 1 for an endpoint that is alive,
+// 2 for one that is gone (disposed or no writers), 0 when nothing is
+// left, or a negative DDS return code.
+int32_t zh_take_endpoint(dds_entity_t reader, char *topic, size_t ntopic, char *type,
+                         size_t ntype, uint8_t participant_guid[16]);
+
 #endif // ZH_DDS_H
