@@ -19,6 +19,7 @@ import (
 	"github.com/zerohop/zerohop/handles"
 	"github.com/zerohop/zerohop/handles/transport"
 	"github.com/zerohop/zerohop/infer"
+	"github.com/zerohop/zerohop/monotime"
 	"github.com/zerohop/zerohop/planner"
 	"github.com/zerohop/zerohop/telemetry"
 	"github.com/zerohop/zerohop/voxel"
@@ -93,11 +94,19 @@ type Pipeline struct {
 	// gpuOversize counts clouds the GPU path could not take in
 	// (gpu.ErrInputTooLarge) and the CPU filtered instead.
 	gpuOversize atomic.Uint64
+	// publishFailures counts cmd_vel sends the sink refused. Only the
+	// first of a run of failures, a change of error and the recovery are
+	// logged (pubErr, under pubMu): a sink that keeps failing would
+	// otherwise write a line per frame, and push the first one out of the
+	// logs.
+	publishFailures atomic.Uint64
+	pubErr          string
 
 	// The stall guard (guardStalls) reads these while the pipeline
-	// goroutine runs a frame. busySince is the UnixNano at which the
-	// current frame's stages started, 0 between frames; stage is the
-	// telemetry.StageID running.
+	// goroutine runs a frame. busySince is the CLOCK_MONOTONIC time
+	// (monotime.Now) at which the current frame's stages started, 0
+	// between frames: a wall-clock step must neither fake a stall nor hide
+	// one. stage is the telemetry.StageID running.
 	busySince atomic.Int64
 	stage     atomic.Int32
 	stalls    atomic.Uint64
@@ -161,6 +170,10 @@ func (p *Pipeline) GPUFailures() uint64 { return p.gpuFailures.Load() }
 // GPUOversize counts clouds too large for the GPU input buffer, filtered
 // on the CPU while the GPU path stayed. Safe for concurrent use.
 func (p *Pipeline) GPUOversize() uint64 { return p.gpuOversize.Load() }
+
+// PublishFailures counts commands the sink failed to send. Safe for
+// concurrent use.
+func (p *Pipeline) PublishFailures() uint64 { return p.publishFailures.Load() }
 
 // Run processes frames until ctx is done. On return it has published a
 // zero command and released every lease it held. While a frame's stages
@@ -292,7 +305,7 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 		return
 	}
 	p.staleLogged = false
-	p.busySince.Store(time.Now().UnixNano())
+	p.busySince.Store(max(monotime.Now(), 1))
 	defer p.busySince.Store(0)
 	if err := p.stages(&cloud); err != nil {
 		rec.Inc(telemetry.FramesDropped)
@@ -460,8 +473,18 @@ func (p *Pipeline) publish(t planner.Twist, stamp time.Time) {
 
 // publishLocked sends t to the sink; the caller holds pubMu.
 func (p *Pipeline) publishLocked(t planner.Twist, stamp time.Time) {
-	if err := p.cfg.Sink.PublishTwist(t, stamp); err != nil {
-		p.log.Warn("publish cmd_vel", zap.Error(err))
+	err := p.cfg.Sink.PublishTwist(t, stamp)
+	switch {
+	case err != nil:
+		n := p.publishFailures.Add(1)
+		if msg := err.Error(); msg != p.pubErr {
+			p.pubErr = msg
+			p.log.Warn("publish cmd_vel failed (further failures with this error are only counted: cmd_vel_publish_failures_total)",
+				zap.Error(err), zap.Uint64("failures", n))
+		}
+	case p.pubErr != "":
+		p.pubErr = ""
+		p.log.Info("publish cmd_vel works again", zap.Uint64("failures", p.publishFailures.Load()))
 	}
 	p.last = t
 }
@@ -520,7 +543,7 @@ func (p *Pipeline) guardStalls(stop <-chan struct{}) {
 			return
 		case now := <-t.C:
 			since := p.busySince.Load()
-			if since == 0 || now.Sub(time.Unix(0, since)) <= timeout {
+			if since == 0 || time.Duration(monotime.Now()-since) <= timeout {
 				logged = false
 				continue
 			}

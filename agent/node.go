@@ -378,6 +378,10 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		func() float64 { return float64(pipe.GPUFailures()) }); err != nil {
 		log.Warn("metrics: gpu failures", zap.Error(err))
 	}
+	if err := rec.AddCounterFunc("cmd_vel_publish_failures_total", "cmd_vel commands the sink (log or ROS 2) failed to send; the first of a run, and each new error, is logged.",
+		func() float64 { return float64(pipe.PublishFailures()) }); err != nil {
+		log.Warn("metrics: publish failures", zap.Error(err))
+	}
 	if err := rec.AddCounterFunc("gpu_voxel_oversize_total", "Clouds too large for the GPU input buffer (a wide point step, copied or staged), filtered on the CPU; the GPU path stays.",
 		func() float64 { return float64(pipe.GPUOversize()) }); err != nil {
 		log.Warn("metrics: gpu oversize", zap.Error(err))

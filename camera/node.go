@@ -96,7 +96,13 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx) }()
+	go func() { // a server that fails ends the node: the process exits and is restarted, rather than run on unreachable
+		err := srv.Serve(ctx)
+		if err != nil {
+			cancel()
+		}
+		served <- err
+	}()
 
 	if cfg.MetricsAddr != "" {
 		stopMetrics, err := serveMetrics(ctx, cfg.MetricsAddr, nil, cam, srv, log)

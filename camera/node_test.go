@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/zerohop/zerohop/handles"
 	"github.com/zerohop/zerohop/handles/transport"
 )
@@ -357,4 +359,72 @@ func TestRunNodeRefusesBadStartupValues(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRunNodeEndsWhenItsServerFails: a listener that breaks (here: shut
+// down behind the server's back, so accept fails with EINVAL) ends
+// RunNode with the server's error. The camera used to go on rendering
+// with no socket, unreachable and "ok" on /healthz, until stopped.
+func TestRunNodeEndsWhenItsServerFails(t *testing.T) {
+	sock := socketPath(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- RunNode(ctx, NodeConfig{Socket: sock, Beams: 4, AzimuthSteps: 36, ImageWidth: 32, ImageHeight: 16, Rate: 30})
+	}()
+	var lfd int
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if fd, ok := listeningFD(t, sock); ok {
+			lfd = fd
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the camera's listening socket did not show up")
+		}
+	}
+	if err := unix.Shutdown(lfd, unix.SHUT_RDWR); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "accept") {
+			t.Fatalf("RunNode = %v, want the accept error", err)
+		}
+		if ctx.Err() != nil {
+			t.Fatal("RunNode ended only with its context")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("RunNode still running 5 s after its server failed")
+	}
+}
+
+// listeningFD finds this process's fd of the unix socket bound at path
+// (/proc/net/unix names the inode, /proc/self/fd links to it).
+func listeningFD(t *testing.T, path string) (int, bool) {
+	t.Helper()
+	table, err := os.ReadFile("/proc/net/unix")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inode string
+	for _, line := range strings.Split(string(table), "\n") {
+		if f := strings.Fields(line); len(f) >= 8 && f[len(f)-1] == path {
+			inode = f[6]
+		}
+	}
+	if inode == "" {
+		return 0, false
+	}
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range fds {
+		if link, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && link == "socket:["+inode+"]" {
+			fd, _ := strconv.Atoi(e.Name())
+			return fd, true
+		}
+	}
+	return 0, false
 }

@@ -70,7 +70,13 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx) }()
+	go func() { // a server that fails ends the node: the process exits and is restarted, rather than run on unreachable
+		err := srv.Serve(ctx)
+		if err != nil {
+			cancel()
+		}
+		served <- err
+	}()
 	stopServing := func() error { cancel(); return <-served }
 
 	reg := prometheus.NewRegistry()

@@ -134,7 +134,10 @@ func (w *Watchdog) Timeout() time.Duration { return w.timeout }
 // frame is fresh: frameStamp within Timeout of now, either way. A frame
 // that is not fresh changes nothing but Check's reason (it names the
 // frame's age); the caller drops it. A fresh frame newer than the newest
-// one seen becomes the newest and clears a pending stage failure.
+// one seen becomes the newest and clears a pending stage failure; so does
+// any fresh frame once the newest lies more than Timeout ahead of now,
+// which only a clock stepped back (NTP, an RTC corrected after boot) can
+// make: else every command would be zero until the clock caught up.
 func (w *Watchdog) Fresh(frameStamp, now time.Time) (at time.Time, fresh bool) {
 	at = frameStamp
 	if at.After(now) {
@@ -146,7 +149,7 @@ func (w *Watchdog) Fresh(frameStamp, now time.Time) (at time.Time, fresh bool) {
 	switch {
 	case !fresh:
 		w.refused, w.refusedAge, w.refusedNew = true, age, true
-	case !w.haveFrame || at.After(w.newest):
+	case !w.haveFrame || at.After(w.newest) || w.newest.After(now.Add(w.timeout)):
 		w.haveFrame, w.newest = true, at
 		w.refused = false
 		w.failed = false

@@ -457,3 +457,39 @@ func TestWatchdogReasonNamesDroppedFramesMidIncident(t *testing.T) {
 		t.Fatalf("%d incidents, want 1", len(log.started))
 	}
 }
+
+// TestWatchdogClockSteppedBack: after the machine's clock steps back by an
+// hour (frames and now both follow it), fresh frames keep the robot
+// driving. The newest stamp, an hour ahead, used to win over every one of
+// them: zero for the whole hour.
+func TestWatchdogClockSteppedBack(t *testing.T) {
+	ms := time.Millisecond
+	moving := Twist{0.5, 0}
+	p := mustNew(t, Config{})
+	w, _ := newLoggedWatchdog(t, WatchdogConfig{})
+	for k := range 30 {
+		stamp := t0.Add(time.Duration(k) * 33 * ms)
+		w.Fresh(stamp, stamp.Add(5*ms))
+	}
+	back := t0.Add(-time.Hour)
+	for k := range 10 {
+		stamp := back.Add(time.Duration(k) * 33 * ms)
+		now := stamp.Add(5 * ms)
+		at, fresh := w.Fresh(stamp, now)
+		if !fresh {
+			t.Fatalf("frame %d after the step: not fresh", k)
+		}
+		if _, err := p.Plan(Input{Scores: scores(0, 0, 0, 0, 1, 0, 0, 0, 0)}, now); err != nil {
+			t.Fatal(err)
+		}
+		got := w.OutputFrame(now.Add(ms), at, moving, p)
+		if k > 0 && got == (Twist{}) { // the first may be the incident's zero; the ramp starts after
+			ok, reason := w.Check(now.Add(ms))
+			t.Fatalf("frame %d after a 1 h backward clock step: zero command (Check %v %q)", k, ok, reason)
+		}
+	}
+	// A frame from before the step is an hour ahead now: still refused.
+	if _, fresh := w.Fresh(t0, back.Add(time.Second)); fresh {
+		t.Fatal("a frame stamped before the step counted as fresh")
+	}
+}

@@ -152,9 +152,13 @@ func (s *Server) Serve(ctx context.Context) error {
 			if ctx.Err() != nil {
 				break
 			}
-			if errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) {
+			if transientAcceptError(err) {
 				if pause == 0 {
-					s.log.Warn("accept: out of file descriptors; retrying with backoff", zap.Error(err))
+					what := "accept failed"
+					if errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) {
+						what = "accept: out of file descriptors"
+					}
+					s.log.Warn(what+"; retrying with backoff", zap.Error(err))
 				}
 				pause = min(max(2*pause, 5*time.Millisecond), time.Second)
 				select {
@@ -176,6 +180,20 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	s.closeAll()
 	return nil
+}
+
+// transientAcceptError reports whether accept may work when retried: out
+// of fds or memory, or refused for this one connection (an LSM's EPERM,
+// a protocol error). Anything else (EBADF, EINVAL: the listener itself is
+// gone) ends Serve with the error, so the camera exits and is restarted
+// instead of running on with no socket.
+func transientAcceptError(err error) bool {
+	for _, e := range []error{unix.EMFILE, unix.ENFILE, unix.ENOBUFS, unix.ENOMEM, unix.EPERM, unix.EPROTO, unix.ECONNABORTED, unix.EINTR} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Server) closeAll() {
