@@ -267,6 +267,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 
 	// Frame source.
 	var src FrameSource
+	copyErr := make(chan error, 1) // the copy transport's end, if it ends first
 	switch {
 	case cfg.Transport != "" && cfg.Transport != "unix" && cfg.Transport != "copy":
 		return fmt.Errorf(`--transport %q: want "unix" or "copy"`, cfg.Transport)
@@ -283,8 +284,12 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		src = cs
 		rec.SetHandoff("copy")
 		goRun(func() error {
+			// The copy baseline does not reconnect: a camera that goes
+			// away ends the agent with the error (restarted by its
+			// supervisor) rather than leaving it on zero cmd_vel for good.
 			if err := cs.Run(ctx); err != nil {
-				log.Warn("copy transport ended", zap.Error(err))
+				copyErr <- fmt.Errorf("copy transport ended (it does not reconnect; restart the agent): %w", err)
+				cancel()
 			}
 			return nil
 		})
@@ -403,7 +408,13 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	log.Info("latency endpoint", zap.String("url", "http://"+ln.Addr().String()+"/"))
 	goRun(func() error { return web.ServeListener(ctx, ln) })
 
-	return pipe.Run(ctx)
+	err = pipe.Run(ctx)
+	select {
+	case cerr := <-copyErr:
+		return errors.Join(cerr, err)
+	default:
+		return err
+	}
 }
 
 func orDefault(s, def string) string {

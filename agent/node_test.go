@@ -18,6 +18,7 @@ import (
 
 	"github.com/zerohop/zerohop/camera"
 	"github.com/zerohop/zerohop/gpu"
+	"github.com/zerohop/zerohop/handles/transport"
 	"github.com/zerohop/zerohop/planner"
 	"github.com/zerohop/zerohop/sensor"
 )
@@ -399,5 +400,60 @@ func TestComposedNodeStopsCleanly(t *testing.T) {
 		if len(cmds) == 0 || !cmds[len(cmds)-1].cmd.IsZero() {
 			t.Fatalf("run %d: %d commands, last %+v; want the last one zero", i, len(cmds), cmds)
 		}
+	}
+}
+
+// The copy baseline does not reconnect: when its camera goes away the
+// agent ends with an error saying so. It used to log a warning and run on
+// with zero cmd_vel until restarted by hand.
+func TestCopyTransportEndingEndsTheAgent(t *testing.T) {
+	requireORT(t)
+	socket := filepath.Join(t.TempDir(), "camera.sock")
+	serveCtx, stopServing := context.WithCancel(context.Background())
+	defer stopServing()
+	var served []chan error
+	for i := range 2 {
+		srv, err := transport.NewCopyServer(transport.CopyServerConfig{Path: socket + "." + camera.TopicName(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch := make(chan error, 1)
+		go func() { ch <- srv.Serve(serveCtx) }()
+		served = append(served, ch)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- RunNode(ctx, NodeConfig{Socket: socket, Transport: "copy", Listener: ln, Sink: &recordingSink{}, Threads: 1, Providers: "cpu"})
+	}()
+	// Up: /healthz answers (503, no frames: the servers publish none).
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if r, err := http.Get("http://" + ln.Addr().String() + "/healthz"); err == nil {
+			r.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("agent did not come up")
+		}
+	}
+	stopServing() // the camera goes away: both streams end
+	for _, ch := range served {
+		<-ch
+	}
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "copy transport ended") {
+			t.Fatalf("RunNode = %v, want the copy transport's end", err)
+		}
+		if ctx.Err() != nil {
+			t.Fatal("RunNode ended only with its context")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("agent still running 10 s after its copy camera went away")
 	}
 }

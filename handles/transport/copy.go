@@ -77,7 +77,8 @@ type CopyServer struct {
 
 // CopyServerConfig configures a CopyServer.
 type CopyServerConfig struct {
-	// Path is the socket; it must not exist, its directory must. The
+	// Path is the socket; its directory must exist. A stale socket
+	// there (its server gone) is removed; a live one is an error. The
 	// socket is made mode 0660.
 	Path string
 	// AllowGID admits peers as ServerConfig.AllowGID does: the camera's
@@ -93,6 +94,11 @@ func NewCopyServer(cfg CopyServerConfig) (*CopyServer, error) {
 	path := cfg.Path
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
+	}
+	// A socket left by a camera that was killed is removed, as the unix
+	// transport does; it used to fail the restart with EADDRINUSE.
+	if err := removeStaleSocket(path, unix.SOCK_STREAM); err != nil {
+		return nil, fmt.Errorf("copy server: %w", err)
 	}
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {

@@ -467,3 +467,29 @@ func TestCopyServerSocketMode(t *testing.T) {
 		t.Fatalf("copy socket mode %v, want 0660", st.Mode().Perm())
 	}
 }
+
+// A camera killed with SIGKILL leaves its copy socket behind; the next one
+// must start (it failed with EADDRINUSE), and a live one must not be
+// displaced.
+func TestCopyServerReplacesAStaleSocket(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "copy.sock")
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(fd) // the file stays, nobody listens: what a killed camera leaves
+	srv, err := NewCopyServer(CopyServerConfig{Path: path})
+	if err != nil {
+		t.Fatalf("over a stale socket: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	defer func() { cancel(); <-done }()
+	if _, err := NewCopyServer(CopyServerConfig{Path: path}); err == nil || !strings.Contains(err.Error(), "running camera") {
+		t.Fatalf("second server on a live socket: %v", err)
+	}
+}

@@ -41,7 +41,7 @@ func listenSeqpacket(path string) (int, error) {
 	if err := ensureSocketDir(filepath.Dir(path)); err != nil {
 		return -1, err
 	}
-	if err := removeStaleSocket(path); err != nil {
+	if err := removeStaleSocket(path, unix.SOCK_SEQPACKET); err != nil {
 		return -1, err
 	}
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
@@ -88,7 +88,7 @@ func ensureSocketDir(dir string) error {
 
 // removeStaleSocket removes a socket file left by a camera that died, and
 // refuses to touch one a running camera still serves or a non-socket file.
-func removeStaleSocket(path string) error {
+func removeStaleSocket(path string, sockType int) error {
 	st, err := os.Lstat(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -99,7 +99,7 @@ func removeStaleSocket(path string) error {
 	if st.Mode()&os.ModeSocket == 0 {
 		return fmt.Errorf("socket path %q exists and is not a socket (%v); refusing to remove it", path, st.Mode())
 	}
-	fd, err := dialSeqpacket(path)
+	fd, err := dialUnix(path, sockType)
 	if err == nil {
 		unix.Close(fd)
 		return fmt.Errorf("socket %q is served by a running camera", path)
@@ -110,11 +110,15 @@ func removeStaleSocket(path string) error {
 	return nil
 }
 
-func dialSeqpacket(path string) (int, error) {
+func dialSeqpacket(path string) (int, error) { return dialUnix(path, unix.SOCK_SEQPACKET) }
+
+// dialUnix connects a unix socket of sockType (SOCK_SEQPACKET, or the copy
+// baseline's SOCK_STREAM) to path.
+func dialUnix(path string, sockType int) (int, error) {
 	if err := checkSocketPath(path); err != nil {
 		return -1, err
 	}
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	fd, err := unix.Socket(unix.AF_UNIX, sockType|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return -1, fmt.Errorf("socket: %w", err)
 	}
