@@ -28,6 +28,8 @@ type ROS2NodeConfig struct {
 	// only while a ROS subscriber is matched, e.g. for rviz.
 	ImageMirrorTopic, PointsMirrorTopic string
 	QoS                                 ros2.QoS // of the sensor subscriptions; zero = sensor data QoS
+	// StampOnReceipt: see ROS2SourceConfig.StampOnReceipt (--ros2-stamp receipt).
+	StampOnReceipt bool
 }
 
 // RunROS2Node runs a camera process whose frames come from ROS 2 topics:
@@ -92,7 +94,7 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 		return errors.Join(err, stopServing())
 	}
 	defer p.Close()
-	scfg := ROS2SourceConfig{PointsTopic: rc.PointsTopic, ImageTopic: rc.ImageTopic, QoS: rc.QoS, Checksum: cfg.Checksum, Log: log}
+	scfg := ROS2SourceConfig{PointsTopic: rc.PointsTopic, ImageTopic: rc.ImageTopic, QoS: rc.QoS, StampOnReceipt: rc.StampOnReceipt, Checksum: cfg.Checksum, Log: log}
 	if rc.HandlesTopic != "" {
 		hw, err := p.NewHandleWriter(ros2.HandleWriterOptions{Topic: rc.HandlesTopic})
 		if err != nil {

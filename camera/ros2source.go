@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -63,6 +64,13 @@ type ROS2SourceConfig struct {
 	// full ROS message while it has a matched subscriber
 	// (ros2.MirrorWriter); nobody pays for serialization otherwise.
 	Mirrors [2]MirrorSink
+	// StampOnReceipt stamps each frame with this machine's wall clock
+	// when its message arrives, instead of the message's header.stamp:
+	// for drivers whose stamps come from another clock (a simulator's
+	// use_sim_time /clock, an unsynchronised device), which the agent's
+	// watchdog would drop as stale. Time spent before arrival then goes
+	// uncounted, and the agent pairs images with clouds by arrival.
+	StampOnReceipt bool
 	// Checksum fills each handle's payload checksum (test mode).
 	Checksum bool
 	Log      *zap.Logger
@@ -252,6 +260,9 @@ func (s *ROS2Source) stamp(st *ros2Stream, topic int, sec int32, nanosec uint32,
 	h.Seq = st.seq
 	st.seq++
 	h.CaptureNs = int64(sec)*1e9 + int64(nanosec)
+	if s.cfg.StampOnReceipt {
+		h.CaptureNs = time.Now().UnixNano()
+	}
 	h.Checksum = 0
 	if len(frameID) == 0 {
 		h.FrameID = s.cam.ids[topic] // ROS: empty frame_id means "not set"

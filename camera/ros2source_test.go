@@ -33,6 +33,12 @@ type ros2Rig struct {
 
 func newROS2Rig(t *testing.T, sizes PoolSizes, slots uint32) *ros2Rig {
 	t.Helper()
+	return newROS2RigStamped(t, sizes, slots, false)
+}
+
+// newROS2RigStamped is newROS2Rig with ROS2SourceConfig.StampOnReceipt.
+func newROS2RigStamped(t *testing.T, sizes PoolSizes, slots uint32, stampOnReceipt bool) *ros2Rig {
+	t.Helper()
 	core, logs := observer.New(zapcore.InfoLevel)
 	cam, err := New(Config{Source: sizes, Slots: slots, Checksum: true})
 	if err != nil {
@@ -55,7 +61,7 @@ func newROS2Rig(t *testing.T, sizes PoolSizes, slots uint32) *ros2Rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := NewROS2Source(nil, cam, tr, ROS2SourceConfig{Checksum: true, Log: zap.New(core)})
+	src, err := NewROS2Source(nil, cam, tr, ROS2SourceConfig{Checksum: true, StampOnReceipt: stampOnReceipt, Log: zap.New(core)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -556,5 +562,21 @@ func TestNewRejectsRatesWithoutAPeriod(t *testing.T) {
 		} else if !strings.Contains(err.Error(), "want 0.001 to 10000") {
 			t.Errorf("rate %v: %v", rate, err)
 		}
+	}
+}
+
+// --ros2-stamp receipt: the capture time is this machine's clock at
+// arrival, not the header's (a simulator's /clock stamps near 0 would be
+// dropped by the agent as an hour or a year stale).
+func TestROS2StampOnReceipt(t *testing.T) {
+	r := newROS2RigStamped(t, PoolSizes{Points: 1000, ImageBytes: 64}, 4, true)
+	pts := testPoints(8)
+	v := cloudSpec{fields: []ros2.PointField{pf("x", 0, 7), pf("y", 4, 7), pf("z", 8, 7)}, width: 8, height: 1, pointStep: 12}.build(pts)
+	before := time.Now().UnixNano()
+	r.src.OnPointCloud2(v)
+	after := time.Now().UnixNano()
+	h, _ := r.take(t, TopicPoints)
+	if h.CaptureNs < before || h.CaptureNs > after {
+		t.Fatalf("capture %d, want the arrival time in [%d, %d] (header stamp 1700000001.987654321)", h.CaptureNs, before, after)
 	}
 }

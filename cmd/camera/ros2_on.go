@@ -32,6 +32,7 @@ func ros2Flags(fs *flag.FlagSet) func(context.Context, camera.NodeConfig) (handl
 		ptsMirror  = fs.String("ros2-points-mirror-topic", "", `--source ros2: republish each cloud as a packed XYZI PointCloud2 here, only while a ROS subscriber is matched ("" = off)`)
 		node       = fs.String("ros2-node-name", "zerohop_camera", "--source ros2: ROS node name in ros2 node list / rqt_graph")
 		ns         = fs.String("ros2-namespace", "/", "--source ros2: ROS namespace of that node, e.g. /robot1")
+		stamp      = fs.String("ros2-stamp", "header", `--source ros2: a frame's capture time: "header" (the message's header.stamp; the driver's clock must be this machine's, within the agent's --watchdog) or "receipt" (this machine's clock when the message arrives: for a simulator's use_sim_time stamps or a driver clock that is not synchronised; time before arrival goes uncounted)`)
 		domain     = fs.Int("ros-domain", -1, fmt.Sprintf("--source ros2: DDS domain id 0..%d, overriding ROS_DOMAIN_ID (-1: from the environment, default 0)", ros2.MaxDomainID))
 	)
 	return func(ctx context.Context, cfg camera.NodeConfig) (bool, error) {
@@ -61,10 +62,14 @@ func ros2Flags(fs *flag.FlagSet) func(context.Context, camera.NodeConfig) (handl
 		if *maxPoints < 0 || *maxImage < 0 {
 			return true, fmt.Errorf("--ros2-max-points %d, --ros2-max-image-bytes %d: want ≥ 0", *maxPoints, *maxImage)
 		}
+		if *stamp != "header" && *stamp != "receipt" {
+			return true, fmt.Errorf(`--ros2-stamp %q: want "header" or "receipt"`, *stamp)
+		}
 		return true, camera.RunROS2Node(ctx, cfg, camera.ROS2NodeConfig{
 			DDS: dds, PointsTopic: *points, ImageTopic: *image,
 			MaxPoints: *maxPoints, MaxImageBytes: *maxImage, HandlesTopic: *handlesTop,
 			ImageMirrorTopic: *imgMirror, PointsMirrorTopic: *ptsMirror,
+			StampOnReceipt: *stamp == "receipt",
 		})
 	}
 }
