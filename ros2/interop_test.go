@@ -59,15 +59,7 @@ func TestShippedConfigMeetsROSNodes(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg.Domain, cfg.XML = testDomain(), runTag()
-			p, err := NewParticipant(cfg, zaptest.NewLogger(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer p.Close()
-			sink, err := p.NewTwistSink(TwistOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			sink := newTwistSink(t, cfg, zaptest.NewLogger(t))
 			node := Config{Domain: cfg.Domain, Range: RangeSystemDefault, CycloneURI: tc.rmwFrag, XML: runTag()}
 			peer := startPeer(t, node, "sub", "twist", "rt/cmd_vel", "reliable", "1")
 			peer.expect("MATCHED")

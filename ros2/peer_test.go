@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // The tests talk to testdata/peer/peer.c, a separate process built from
@@ -209,4 +211,20 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// newTwistSink is a participant with cfg and log, closed at cleanup, and
+// its cmd_vel publisher with the default options.
+func newTwistSink(t *testing.T, cfg Config, log *zap.Logger) *TwistSink {
+	t.Helper()
+	p, err := NewParticipant(cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	sink, err := p.NewTwistSink(TwistOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sink
 }

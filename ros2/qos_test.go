@@ -88,15 +88,7 @@ func TestIncompatibleQoSIsLogged(t *testing.T) {
 func TestTypeMismatchIsLogged(t *testing.T) {
 	core, logs := observer.New(zapcore.InfoLevel)
 	cfg := loopbackConfig(t)
-	p, err := NewParticipant(cfg, zap.New(core))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	sink, err := p.NewTwistSink(TwistOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sink := newTwistSink(t, cfg, zap.New(core))
 	startPeer(t, cfg, "sub", "twist_stamped", "rt/cmd_vel", "reliable", "1")
 	const snippet = "uses another message type"
 	waitFor(t, "the type-mismatch log line", func() bool { return logs.FilterMessageSnippet(snippet).Len() > 0 })

@@ -60,15 +60,7 @@ func parseHexFloat(t *testing.T, s string) float64 {
 
 func TestTwistOnTheWire(t *testing.T) {
 	cfg := loopbackConfig(t)
-	p, err := NewParticipant(cfg, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	sink, err := p.NewTwistSink(TwistOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sink := newTwistSink(t, cfg, zaptest.NewLogger(t))
 	peer := startPeer(t, cfg, "sub", "twist", "rt/cmd_vel", "reliable", "1")
 	peer.expect("MATCHED")
 	waitFor(t, "the publisher to match the peer", func() bool { return sink.Matched() == 1 })
