@@ -561,7 +561,7 @@ func (p *Pipeline) guardStalls(stop <-chan struct{}) {
 					stage = names[p.stage.Load()]
 				}
 				p.log.Warn("pipeline stalled; cmd_vel zeroed until it recovers", zap.String("stage", stage),
-					zap.Duration("running_for", now.Sub(time.Unix(0, since))), zap.Duration("watchdog", timeout))
+					zap.Duration("running_for", time.Duration(monotime.Now()-since)), zap.Duration("watchdog", timeout))
 			}
 			// Counted last: Stalls() > 0 means the zero is out and logged.
 			p.stalls.Add(1)

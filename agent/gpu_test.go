@@ -537,6 +537,11 @@ func TestStallGuardZeroesWhileAStageHangs(t *testing.T) {
 	if lines := logs.FilterMessageSnippet("pipeline stalled").All(); len(lines) != 1 || lines[0].ContextMap()["stage"] != "voxel" {
 		t.Fatalf("want one stall log line naming the voxel stage, got %v", lines)
 	}
+	// How long the stage has run, on the monotonic clock the guard uses
+	// (a wall-minus-monotonic mix once logged some 57 years).
+	if d, _ := logs.FilterMessageSnippet("pipeline stalled").All()[0].ContextMap()["running_for"].(time.Duration); d <= 0 || d > time.Minute {
+		t.Fatalf("stall line running_for = %v, want the stage's time so far", d)
+	}
 	released := time.Now()
 	unhang.Do(func() { close(hang.release) })
 	// The late frame's command is stale: zero too. Then frames flow again.

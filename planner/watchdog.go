@@ -141,7 +141,10 @@ func (w *Watchdog) Timeout() time.Duration { return w.timeout }
 func (w *Watchdog) Fresh(frameStamp, now time.Time) (at time.Time, fresh bool) {
 	at = frameStamp
 	if at.After(now) {
-		at = now
+		// Wall clock only, as the stamps are: a monotonic reading kept
+		// from time.Now would make later comparisons with newest ignore
+		// a wall-clock step (the step-back rule below).
+		at = now.Round(0)
 	}
 	age := now.Sub(frameStamp)
 	fresh = age <= w.timeout && age >= -w.timeout

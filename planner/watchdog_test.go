@@ -493,3 +493,18 @@ func TestWatchdogClockSteppedBack(t *testing.T) {
 		t.Fatal("a frame stamped before the step counted as fresh")
 	}
 }
+
+// A stamp ahead of the clock counts from now, as a wall-clock time: with
+// time.Now's monotonic reading kept, comparisons with it would ignore a
+// wall-clock step, and the step-back rule could not fire.
+func TestWatchdogClampedStampIsWallClock(t *testing.T) {
+	w, _ := newLoggedWatchdog(t, WatchdogConfig{})
+	now := time.Now()
+	at, fresh := w.Fresh(now.Add(50*time.Millisecond).Round(0), now)
+	if !fresh || !at.Equal(now) {
+		t.Fatalf("Fresh = %v, %v; want fresh at now", at, fresh)
+	}
+	if at != at.Round(0) {
+		t.Fatalf("clamped time %v keeps a monotonic reading", at)
+	}
+}

@@ -130,14 +130,27 @@ func (s *CopyServer) Serve(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { shutdown(s.lfd) })
 	defer stop()
 	var err error
+	var pause time.Duration // as Server.Serve: a transient accept error backs off
 	for {
 		fd, aerr := accept(s.lfd)
 		if aerr != nil {
+			if ctx.Err() == nil && transientAcceptError(aerr) {
+				if pause == 0 {
+					s.log.Warn("copy server: accept failed; retrying with backoff", zap.String("socket", s.path), zap.Error(aerr))
+				}
+				pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+				select {
+				case <-time.After(pause):
+				case <-ctx.Done():
+				}
+				continue
+			}
 			if ctx.Err() == nil {
 				err = fmt.Errorf("copy server: accept on %q: %w", s.path, aerr)
 			}
 			break
 		}
+		pause = 0
 		if perr := s.admit(fd); perr != nil {
 			s.refused.Add(1)
 			s.log.Warn("copy subscriber refused", zap.String("socket", s.path), zap.Error(perr))

@@ -492,4 +492,15 @@ func TestCopyServerReplacesAStaleSocket(t *testing.T) {
 	if _, err := NewCopyServer(CopyServerConfig{Path: path}); err == nil || !strings.Contains(err.Error(), "running camera") {
 		t.Fatalf("second server on a live socket: %v", err)
 	}
+
+	// A live socket of the other type (the unix transport's
+	// SOCK_SEQPACKET) answers a stream probe with EPROTOTYPE: in use, not
+	// stale; it once was removed and replaced.
+	f := newFixture(t, 1)
+	if _, err := NewCopyServer(CopyServerConfig{Path: f.path}); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("copy server over a live seqpacket socket: %v", err)
+	}
+	if _, err := os.Stat(f.path); err != nil {
+		t.Fatalf("the live socket is gone: %v", err)
+	}
 }

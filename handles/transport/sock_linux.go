@@ -100,9 +100,15 @@ func removeStaleSocket(path string, sockType int) error {
 		return fmt.Errorf("socket path %q exists and is not a socket (%v); refusing to remove it", path, st.Mode())
 	}
 	fd, err := dialUnix(path, sockType)
-	if err == nil {
+	switch {
+	case err == nil:
 		unix.Close(fd)
 		return fmt.Errorf("socket %q is served by a running camera", path)
+	case !errors.Is(err, unix.ECONNREFUSED):
+		// Only a refused connect means nobody listens. A listener of the
+		// other socket type (EPROTOTYPE), a full backlog (EAGAIN) or
+		// another user's socket (EACCES) is someone's live socket.
+		return fmt.Errorf("socket %q exists and may be in use (probe: %w); refusing to remove it", path, err)
 	}
 	if err := os.Remove(path); err != nil {
 		return fmt.Errorf("remove stale socket %q: %w", path, err)
