@@ -462,15 +462,27 @@ func (p *project) hostPath(src string) string {
 	return filepath.Join(p.dir, filepath.FromSlash(src))
 }
 
-// checkROSConfig: the agent takes its ROS 2 settings from the environment
-// and CYCLONEDDS_URI names a file mounted from the host.
+// checkROSConfig: the camera and the agent take their ROS 2 settings from
+// the environment, and CYCLONEDDS_URI names a file mounted from the host.
 func checkROSConfig(p *project) error {
-	name, s, err := p.serviceOf(agentBinary)
+	var errs []error
+	for _, bin := range []string{cameraBinary, agentBinary} {
+		errs = append(errs, checkROSConfigOf(p, bin))
+	}
+	return errors.Join(errs...)
+}
+
+// checkROSConfigOf is checkROSConfig for the service running bin: both
+// speak ROS 2 (the camera with ZEROHOP_SOURCE=ros2), so both need the
+// domain, the discovery variables (ROS_LOCALHOST_ONLY: the only one
+// Humble reads) and the Cyclone settings.
+func checkROSConfigOf(p *project, bin string) error {
+	name, s, err := p.serviceOf(bin)
 	if err != nil {
 		return err
 	}
 	var errs []error
-	for _, k := range []string{"ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE"} {
+	for _, k := range []string{"ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_LOCALHOST_ONLY", "ROS_DISTRO"} {
 		if _, ok := s.Environment[k]; !ok {
 			errs = append(errs, fmt.Errorf("service %s: environment has no %s", name, k))
 		}

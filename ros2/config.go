@@ -217,6 +217,34 @@ func (c Config) CycloneConfig() string {
 	return strings.Join(parts, ",")
 }
 
+// discovery names the discovery rule in effect, for the start-up log.
+func (c Config) discovery() string {
+	if c.preIron() {
+		if c.LocalhostOnly {
+			return "ROS_LOCALHOST_ONLY (" + c.Distro + ": bound to 127.0.0.1)"
+		}
+		return "Cyclone's default (" + c.Distro + ": multicast on the default interface)"
+	}
+	return c.Range.String()
+}
+
+// ignoredSettings names the settings c holds that its distro's rmw does
+// not read, so that the participant can say so: up to Humble only
+// ROS_LOCALHOST_ONLY counts.
+func (c Config) ignoredSettings() []string {
+	if !c.preIron() {
+		return nil
+	}
+	var ignored []string
+	if c.Range != RangeSubnet && !c.LocalhostOnly {
+		ignored = append(ignored, "ROS_AUTOMATIC_DISCOVERY_RANGE="+c.Range.String())
+	}
+	if len(c.StaticPeers) > 0 {
+		ignored = append(ignored, "ROS_STATIC_PEERS")
+	}
+	return ignored
+}
+
 // humbleLocalhostXML is what rmw_cyclonedds_cpp (Humble, rmw_node.cpp,
 // check_create_domain) prepends for ROS_LOCALHOST_ONLY=1: bind to
 // loopback. A Humble node so configured drops a peer that advertises only

@@ -223,3 +223,32 @@ func TestErrNotBuiltSaysHowToBuild(t *testing.T) {
 		}
 	}
 }
+
+// Up to Humble, rmw reads only ROS_LOCALHOST_ONLY: the rest is named as
+// ignored (compose passes ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST, which a
+// Humble node never sees), and the log names the rule in effect.
+func TestHumbleIgnoresIronSettings(t *testing.T) {
+	for _, tc := range []struct {
+		env       map[string]string
+		ignored   []string
+		discovery string
+	}{
+		{map[string]string{"ROS_DISTRO": "humble", "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST", "ROS_STATIC_PEERS": "10.0.0.7"},
+			[]string{"ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST", "ROS_STATIC_PEERS"}, "Cyclone's default (humble: multicast on the default interface)"},
+		{map[string]string{"ROS_DISTRO": "humble", "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST", "ROS_LOCALHOST_ONLY": "1"},
+			nil, "ROS_LOCALHOST_ONLY (humble: bound to 127.0.0.1)"},
+		{map[string]string{"ROS_DISTRO": "humble"}, nil, "Cyclone's default (humble: multicast on the default interface)"},
+		{map[string]string{"ROS_DISTRO": "jazzy", "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST", "ROS_STATIC_PEERS": "10.0.0.7"}, nil, "LOCALHOST"},
+	} {
+		c, err := ConfigFromEnv(envOf(tc.env))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.ignoredSettings(); !reflect.DeepEqual(got, tc.ignored) {
+			t.Errorf("%v: ignored %q, want %q", tc.env, got, tc.ignored)
+		}
+		if got := c.discovery(); got != tc.discovery {
+			t.Errorf("%v: discovery %q, want %q", tc.env, got, tc.discovery)
+		}
+	}
+}

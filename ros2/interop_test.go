@@ -46,8 +46,9 @@ func TestShippedConfigMeetsROSNodes(t *testing.T) {
 			map[string]string{"ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST", "ROS_DISTRO": "jazzy"}, rmwJazzyLocalhostXML},
 		{"jazzy, ROS_LOCALHOST_ONLY=1",
 			map[string]string{"ROS_LOCALHOST_ONLY": "1", "ROS_DISTRO": "jazzy"}, rmwJazzyLocalhostXML},
+		// As compose passes it: the range too, which Humble ignores.
 		{"humble, ROS_LOCALHOST_ONLY=1",
-			map[string]string{"ROS_LOCALHOST_ONLY": "1", "ROS_DISTRO": "humble"}, rmwHumbleLocalhostXML},
+			map[string]string{"ROS_LOCALHOST_ONLY": "1", "ROS_DISTRO": "humble", "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"}, rmwHumbleLocalhostXML},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := map[string]string{"CYCLONEDDS_URI": "file://" + shipped}

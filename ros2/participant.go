@@ -114,8 +114,12 @@ func NewParticipant(cfg Config, log *zap.Logger) (*Participant, error) {
 	p.mu.Unlock()
 	go p.watch()
 	ns, name := cfg.node()
+	if ignored := cfg.ignoredSettings(); len(ignored) > 0 {
+		log.Warn("ros2: settings that ROS_DISTRO's rmw does not read are ignored; set ROS_LOCALHOST_ONLY=1 (here and in the ROS nodes) to keep discovery on this host",
+			zap.String("ros_distro", cfg.Distro), zap.Strings("ignored", ignored))
+	}
 	log.Info("ros2: participant up", zap.Uint32("domain", cfg.Domain),
-		zap.Stringer("discovery", cfg.Range), zap.Strings("static_peers", cfg.StaticPeers),
+		zap.String("discovery", cfg.discovery()), zap.Strings("static_peers", cfg.StaticPeers),
 		zap.Bool("cyclonedds_uri", cfg.CycloneURI != ""), zap.String("node", strings.TrimSuffix(ns, "/")+"/"+name),
 		zap.Int("gid_bytes", gidSize))
 	return p, nil
