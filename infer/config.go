@@ -19,7 +19,8 @@ const (
 	// TensorBEV is the bird's-eye-view raster [1,3,H,W] from voxel/:
 	// channel 0 occupancy (0/1), 1 max height above ground (m), 2 mean
 	// intensity; row 0 farthest ahead, last row at the robot, column index
-	// growing to the robot's right, column W/2 straight ahead.
+	// growing to the robot's right, straight ahead on the border of columns
+	// W/2-1 and W/2 (voxel.BEV.CellCenter).
 	TensorBEV TensorKind = "bev"
 	// TensorImage is the forward camera image [1,3,H,W], float32 CHW,
 	// x/255 then (x-mean)/std, channels in the config's color order.

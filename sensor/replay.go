@@ -155,7 +155,6 @@ func NewReplayContext(ctx context.Context, dir string, cfg ReplayConfig) (*Repla
 	return r, nil
 }
 
-// listFrames returns the point and image file names in dir, sorted by name.
 // kittiFolders are KITTI's layouts, tried in order for a directory with no
 // frame files of its own: an odometry sequence (sequences/NN) and a raw
 // drive (…_sync). Colour images first, then grey.
@@ -192,6 +191,7 @@ func kittiLayout(dir string) (pointDir, imageDir string, points, images []string
 	return dir, dir, nil, nil, nil
 }
 
+// listFrames returns the point and image file names in dir, sorted by name.
 func listFrames(dir string) (points, images []string, err error) {
 	entries, err := os.ReadDir(dir) // sorted by name
 	if err != nil {
