@@ -95,6 +95,7 @@ fuzz:
 	$(GO) test ./handles -run '^$$' -fuzz '^FuzzRelease$$' -fuzztime 30s
 	$(GO) test ./handles/transport -run '^$$' -fuzz '^FuzzControlMessages$$' -fuzztime 30s
 	$(GO) test -run '^$$' -fuzz FuzzParseHeader -fuzztime 60s ./sensor/internal/pcd/
+	$(GO) test -run '^$$' -fuzz '^FuzzROS2Messages$$' -fuzztime 60s ./camera/
 
 # Docker (no engine on the build machines: `make docker-check` runs the static
 # and local-process checks of docker/; the images are built where Docker runs).

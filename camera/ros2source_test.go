@@ -31,13 +31,13 @@ type ros2Rig struct {
 	logs *observer.ObservedLogs
 }
 
-func newROS2Rig(t *testing.T, sizes PoolSizes, slots uint32) *ros2Rig {
+func newROS2Rig(t testing.TB, sizes PoolSizes, slots uint32) *ros2Rig {
 	t.Helper()
 	return newROS2RigStamped(t, sizes, slots, false)
 }
 
 // newROS2RigStamped is newROS2Rig with ROS2SourceConfig.StampOnReceipt.
-func newROS2RigStamped(t *testing.T, sizes PoolSizes, slots uint32, stampOnReceipt bool) *ros2Rig {
+func newROS2RigStamped(t testing.TB, sizes PoolSizes, slots uint32, stampOnReceipt bool) *ros2Rig {
 	t.Helper()
 	core, logs := observer.New(zapcore.InfoLevel)
 	cam, err := New(Config{Source: sizes, Slots: slots, Checksum: true})
