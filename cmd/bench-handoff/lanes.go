@@ -118,13 +118,21 @@ func newZeroCopyLane(cfg benchConfig, size int, name string) (*lane, error) {
 	return l, nil
 }
 
-// acquire takes a free slot. With one message in flight and its release
-// sent before its ack, a slot is normally free at once, but releases may
-// still be on their way to the server: then it retries (before the publish
-// time is stamped, so unmeasured) and counts the wait.
+// acquire takes a free slot once every earlier message is released. With
+// one message in flight and its release sent before its ack, that is
+// normally at once, but releases may still be on their way to the server:
+// then it retries (before the publish time is stamped, so unmeasured) and
+// counts the wait. Waiting for all of them, not just for a free slot,
+// matters: the server lets a subscriber hold all but one slot, so under
+// load (releases lagging) a publish with a free slot could still reach
+// nobody.
 func acquire(pool *pinned.Pool, waits *int) (pinned.Slot, error) {
 	deadline := time.Now().Add(time.Second)
 	for try := 0; ; try++ {
+		if pool.Stats().InUse > 0 && !time.Now().After(deadline) {
+			pace(10 * time.Microsecond)
+			continue
+		}
 		slot, err := pool.Acquire()
 		if !errors.Is(err, pinned.ErrExhausted) || time.Now().After(deadline) {
 			if try > 0 {
