@@ -45,6 +45,8 @@ type composedOptions struct {
 	allocator pinned.HostAllocator
 	// synth is the scene; zero: the defaults (115k points, 1280×720).
 	synth sensor.SyntheticConfig
+	// watchdog is the watchdog period; zero: the default 200 ms.
+	watchdog time.Duration
 }
 
 func newComposed(t *testing.T) *composed { return newComposedWith(t, composedOptions{}) }
@@ -92,7 +94,7 @@ func newComposedWith(t *testing.T, o composedOptions) *composed {
 	}
 	t.Cleanup(func() { filter.Close() })
 	plan, _ := planner.New(planner.Config{})
-	wd, _ := planner.NewWatchdog(planner.WatchdogConfig{})
+	wd, _ := planner.NewWatchdog(planner.WatchdogConfig{Timeout: o.watchdog})
 	rec, _ := telemetry.New(telemetry.Options{NoRuntimeMetrics: true})
 	src, err := sensor.NewSynthetic(o.synth)
 	if err != nil {
