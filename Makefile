@@ -3,6 +3,11 @@
 SHELL := /bin/bash
 GO    ?= go
 BIN   := bin
+# An absolute cache folder: the tests run in their package folders, where a
+# relative ZEROHOP_CACHE would name another place than the fetch scripts'.
+ifneq ($(ZEROHOP_CACHE),)
+export ZEROHOP_CACHE := $(abspath $(ZEROHOP_CACHE))
+endif
 
 .PHONY: all build test vet fmt-check deps ort ros2-gen models models-check demo bench bench-pool bench-handoff bench-e2e bench-voxel bench-sensor fuzz
 
@@ -21,8 +26,12 @@ build: deps
 vet:
 	$(GO) vet ./...
 
+# git must list the files: with none, gofmt would read stdin (a silent pass
+# or a hang), e.g. in a clone git refuses as of dubious ownership.
 fmt-check:
-	@out="$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go'))"; \
+	@files="$$(git ls-files -co --exclude-standard '*.go')" || { echo "fmt-check: git ls-files failed (not a git checkout, or one git refuses?)"; exit 1; }; \
+	[ -n "$$files" ] || { echo "fmt-check: git lists no Go files"; exit 1; }; \
+	out="$$(gofmt -l $$files </dev/null)" || exit 1; \
 	if [ -n "$$out" ]; then echo "gofmt: these files need formatting:"; echo "$$out"; exit 1; fi
 
 # The last step runs the fake-CUDA tests again without -race: allocation

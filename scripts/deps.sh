@@ -14,8 +14,20 @@ command -v g++ >/dev/null || need+=(g++)
 if ((${#need[@]})); then
 	echo "deps: installing Debian packages: ${need[*]}"
 	sudo_cmd=""
-	[[ $(id -u) -eq 0 ]] || sudo_cmd="sudo"
-	$sudo_cmd apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${need[@]}" >/dev/null
+	if [[ $(id -u) -ne 0 ]]; then
+		command -v sudo >/dev/null || { echo "deps: installing ${need[*]} needs root: run as root, install sudo, or install them yourself" >&2; exit 1; }
+		sudo_cmd="sudo"
+	fi
+	# A fresh VM often runs apt-daily or unattended-upgrades at boot, which
+	# hold the apt and dpkg locks for minutes: wait for them rather than
+	# fail. (DPkg::Lock::Timeout covers install; update on Debian 12 does
+	# not honour it, so it is retried.)
+	for try in 1 2 3 4 5 6 7 8 9 10; do
+		$sudo_cmd apt-get update -qq && break
+		[[ $try -lt 10 ]] || { echo "deps: apt-get update failed 10 times" >&2; exit 1; }
+		echo "deps: apt-get update failed (apt lock held?); retrying in 30 s" >&2
+		sleep 30
+	done
+	DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq -o DPkg::Lock::Timeout=600 "${need[@]}" >/dev/null
 fi
 exec "$(dirname "$0")/ort/fetch.sh"
