@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/zerohop/zerohop/gpu/fakecuda"
+	"github.com/zerohop/zerohop/internal/sockdir"
 )
 
 const envFakeCUDAChild = "ZEROHOP_AGENT_TEST_FAKE_CUDA"
@@ -117,7 +118,7 @@ func fakeCUDAChild(t *testing.T) {
 // driver afterwards.
 func fakeCUDANode(t *testing.T, driver string, live func(int) uint64, registrations uint64, cameraRestarts int) {
 	t.Setenv(envSmallScene, "1")
-	socket := filepath.Join(t.TempDir(), "zh", "camera.sock")
+	socket := filepath.Join(sockdir.Short(t), "zh", "camera.sock")
 	cam := startCameraProc(t, socket)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

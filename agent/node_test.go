@@ -19,6 +19,7 @@ import (
 	"github.com/zerohop/zerohop/camera"
 	"github.com/zerohop/zerohop/gpu"
 	"github.com/zerohop/zerohop/handles/transport"
+	"github.com/zerohop/zerohop/internal/sockdir"
 	"github.com/zerohop/zerohop/planner"
 	"github.com/zerohop/zerohop/sensor"
 )
@@ -127,7 +128,7 @@ func TestEndToEndTwoProcesses(t *testing.T) {
 }
 
 func testEndToEndTwoProcesses(t *testing.T, spin bool) {
-	socket := filepath.Join(t.TempDir(), "zh", "camera.sock")
+	socket := filepath.Join(sockdir.Short(t), "zh", "camera.sock")
 	cam := startCameraProc(t, socket)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -408,7 +409,7 @@ func TestComposedNodeStopsCleanly(t *testing.T) {
 // with zero cmd_vel until restarted by hand.
 func TestCopyTransportEndingEndsTheAgent(t *testing.T) {
 	requireORT(t)
-	socket := filepath.Join(t.TempDir(), "camera.sock")
+	socket := filepath.Join(sockdir.Short(t), "camera.sock")
 	serveCtx, stopServing := context.WithCancel(context.Background())
 	defer stopServing()
 	var served []chan error

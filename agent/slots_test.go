@@ -10,6 +10,7 @@ import (
 	"github.com/zerohop/zerohop/handles"
 	"github.com/zerohop/zerohop/handles/transport"
 	"github.com/zerohop/zerohop/infer"
+	"github.com/zerohop/zerohop/internal/sockdir"
 	"github.com/zerohop/zerohop/models"
 	"github.com/zerohop/zerohop/planner"
 	"github.com/zerohop/zerohop/sensor"
@@ -54,7 +55,7 @@ func TestTwoSlotPoolsKeepPairing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cam.Close()
-	sock := filepath.Join(t.TempDir(), "c.sock")
+	sock := filepath.Join(sockdir.Short(t), "c.sock")
 	var topics []transport.Topic
 	for i := range 2 {
 		topics = append(topics, transport.Topic{Name: camera.TopicName(i), Kind: camera.Kind(i), Pool: cam.Pool(i)})

@@ -21,6 +21,7 @@ import (
 
 	"github.com/zerohop/zerohop/handles"
 	"github.com/zerohop/zerohop/handles/transport"
+	"github.com/zerohop/zerohop/internal/sockdir"
 )
 
 // The test binary doubles as the camera process and as a subscriber
@@ -181,7 +182,7 @@ func subscribe(t *testing.T, socket string, onLease func(transport.Lease)) (*tra
 	return sub, stop
 }
 
-func socketPath(t *testing.T) string { return filepath.Join(t.TempDir(), "zh", "camera.sock") }
+func socketPath(t *testing.T) string { return filepath.Join(sockdir.Short(t), "zh", "camera.sock") }
 
 func TestTwoProcessesIntegritySequenceNoLeak(t *testing.T) {
 	cam := startCamera(t, socketPath(t), freeAddr(t))
@@ -344,7 +345,7 @@ func TestRunNodeRefusesBadStartupValues(t *testing.T) {
 	}{
 		// ":PORT" listened on every interface, unlike the agent's --http.
 		{"metrics address without a host", NodeConfig{Socket: filepath.Join(dir, "a.sock"), MetricsAddr: ":0"}, []string{"--metrics", "all interfaces"}},
-		{"socket path longer than sun_path", NodeConfig{Socket: long}, []string{"at most 108"}},
+		{"socket path longer than sun_path", NodeConfig{Socket: long}, []string{"at most 107"}},
 		{"unknown source", NodeConfig{Source: "bogus", Socket: filepath.Join(dir, "b.sock")}, []string{`--source "bogus"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

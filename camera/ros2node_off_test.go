@@ -8,11 +8,12 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/zerohop/zerohop/internal/sockdir"
 	"github.com/zerohop/zerohop/ros2"
 )
 
 func TestRunROS2NodeWithoutROS2SupportSaysHowToBuild(t *testing.T) {
-	err := RunROS2Node(context.Background(), NodeConfig{Socket: filepath.Join(t.TempDir(), "c.sock"), AllowGID: -1},
+	err := RunROS2Node(context.Background(), NodeConfig{Socket: filepath.Join(sockdir.Short(t), "c.sock"), AllowGID: -1},
 		ROS2NodeConfig{PointsTopic: "/points", MaxPoints: 100})
 	if !errors.Is(err, ros2.ErrNotBuilt) {
 		t.Fatalf("err = %v, want ros2.ErrNotBuilt", err)

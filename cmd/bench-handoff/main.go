@@ -141,10 +141,19 @@ func run(ctx context.Context, args []string) error {
 	return nil
 }
 
+// socketBase is where the sockets' folder goes: os.TempDir(), unless that
+// is too long for socket paths under it (107 bytes in all), then /tmp.
+func socketBase() string {
+	if d := os.TempDir(); len(d) <= 48 {
+		return d
+	}
+	return "/tmp"
+}
+
 // runBench measures cfg.Runs runs and writes the report.
 func runBench(ctx context.Context, cfg benchConfig, args []string, out string) error {
 	var err error
-	if cfg.Dir, err = os.MkdirTemp("", "bench-handoff-"); err != nil {
+	if cfg.Dir, err = os.MkdirTemp(socketBase(), "bench-handoff-"); err != nil {
 		return err
 	}
 	defer os.RemoveAll(cfg.Dir)

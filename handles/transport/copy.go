@@ -95,6 +95,9 @@ func NewCopyServer(cfg CopyServerConfig) (*CopyServer, error) {
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
+	if err := checkSocketPath(path); err != nil {
+		return nil, fmt.Errorf("copy server: %w", err)
+	}
 	// A socket left by a camera that was killed is removed, as the unix
 	// transport does; it used to fail the restart with EADDRINUSE.
 	if err := removeStaleSocket(path, unix.SOCK_STREAM); err != nil {

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zerohop/zerohop/handles"
+	"github.com/zerohop/zerohop/internal/sockdir"
 )
 
 // noGoroutineLeak fails the test if, after every later cleanup has run, more
@@ -49,7 +50,7 @@ func newCopyFixture(t *testing.T) *copyFixture {
 // camera's own uid (so a test can play a camera of another user).
 func newCopyFixtureFor(t *testing.T, allowGID, ownUID int) *copyFixture {
 	t.Helper()
-	srv, err := NewCopyServer(CopyServerConfig{Path: filepath.Join(t.TempDir(), "copy.sock"), AllowGID: allowGID})
+	srv, err := NewCopyServer(CopyServerConfig{Path: filepath.Join(sockdir.Short(t), "copy.sock"), AllowGID: allowGID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +157,7 @@ func TestCopyRoundTripDeliversWholePayloads(t *testing.T) {
 // whatever the test says, to produce what a CopyServer never would.
 func rawStreamServer(t *testing.T, write func(fd int)) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "raw.sock")
+	path := filepath.Join(sockdir.Short(t), "raw.sock")
 	lfd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -472,7 +473,7 @@ func TestCopyServerSocketMode(t *testing.T) {
 // must start (it failed with EADDRINUSE), and a live one must not be
 // displaced.
 func TestCopyServerReplacesAStaleSocket(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "copy.sock")
+	path := filepath.Join(sockdir.Short(t), "copy.sock")
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zerohop/zerohop/handles"
+	"github.com/zerohop/zerohop/internal/sockdir"
 	"github.com/zerohop/zerohop/pinned"
 )
 
@@ -25,7 +26,7 @@ import (
 // fd. It is a fake camera for testing subscribers, not a server.
 func fakeCamera(t *testing.T, after func(fd int)) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "s", "camera.sock")
+	path := filepath.Join(sockdir.Short(t), "s", "camera.sock")
 	pool, err := pinned.New(pinned.Geometry{SlotCount: 4, SlotSize: 4096}, pinned.Options{Name: "points", ID: 1, Shared: true})
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +114,7 @@ func TestReconnectBacksOffAfterShortSessions(t *testing.T) {
 // accepting, with its backlog full, made connect(2) block forever and Run
 // ignore its context.
 func TestRunReturnsWhileTheCameraDoesNotAccept(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "s", "camera.sock")
+	path := filepath.Join(sockdir.Short(t), "s", "camera.sock")
 	lfd, err := listenSeqpacket(path) // nobody accepts
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +152,7 @@ func TestRunReturnsWhileTheCameraDoesNotAccept(t *testing.T) {
 // pause (40,449 warnings in 200 ms).
 func TestAcceptBacksOffWhenOutOfFds(t *testing.T) {
 	core, logs := observer.New(zap.WarnLevel)
-	path := filepath.Join(t.TempDir(), "s", "camera.sock")
+	path := filepath.Join(sockdir.Short(t), "s", "camera.sock")
 	pool, err := pinned.New(pinned.Geometry{SlotCount: 4, SlotSize: 4096}, pinned.Options{Name: "points", ID: 1, Shared: true})
 	if err != nil {
 		t.Fatal(err)
@@ -243,7 +244,7 @@ func TestHoardingSubscriberLeavesTheCameraASlot(t *testing.T) {
 // the welcome whatever its context said, as long as the agent's whole
 // shutdown grace.
 func TestRunReturnsWhileWaitingForTheWelcome(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "s", "camera.sock")
+	path := filepath.Join(sockdir.Short(t), "s", "camera.sock")
 	lfd, err := listenSeqpacket(path) // nobody accepts; the backlog has room
 	if err != nil {
 		t.Fatal(err)

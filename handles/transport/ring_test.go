@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/zerohop/zerohop/handles"
+	"github.com/zerohop/zerohop/internal/sockdir"
 	"github.com/zerohop/zerohop/pinned"
 )
 
@@ -235,7 +236,7 @@ func TestForgedRingEntryDropsTheConnection(t *testing.T) {
 // overwritten in the ring (sized for the 4-slot pool, the ring had 8
 // entries, and the subscriber saw an overrun and dropped the connection).
 func TestRingsSizedForEachTopicsHoldLimit(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "camera.sock")
+	path := filepath.Join(sockdir.Short(t), "camera.sock")
 	newPool := func(name string, id uint32, slots uint32) *pinned.Pool {
 		p, err := pinned.New(pinned.Geometry{SlotCount: slots, SlotSize: 4096}, pinned.Options{Name: name, ID: id, Shared: true})
 		if err != nil {

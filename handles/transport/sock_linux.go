@@ -23,9 +23,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// maxSocketPath is sun_path's size: a longer path cannot be bound or
-// dialled (the kernel's answer, EINVAL, would not say why).
-const maxSocketPath = len(unix.RawSockaddrUnix{}.Path)
+// maxSocketPath is the longest path a socket can be bound or dialled at:
+// sun_path's size less its terminating NUL (x/sys/unix refuses a full
+// one; the kernel's answer, EINVAL, would not say why).
+const maxSocketPath = len(unix.RawSockaddrUnix{}.Path) - 1
 
 func checkSocketPath(path string) error {
 	if len(path) > maxSocketPath {

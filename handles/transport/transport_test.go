@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/zerohop/zerohop/handles"
+	"github.com/zerohop/zerohop/internal/sockdir"
 	"github.com/zerohop/zerohop/pinned"
 )
 
@@ -27,7 +28,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, slots uint32) *fixture {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "sock", "camera.sock")
+	path := filepath.Join(sockdir.Short(t), "sock", "camera.sock")
 	pool, err := pinned.New(pinned.Geometry{SlotCount: slots, SlotSize: 4096}, pinned.Options{Name: "points", ID: 1, Shared: true})
 	if err != nil {
 		t.Fatal(err)
@@ -447,5 +448,37 @@ func TestAdmitPeer(t *testing.T) {
 				t.Fatalf("refusal %q should name pid 42 and %q", err, tt.wantInMessage)
 			}
 		})
+	}
+}
+
+// A path of 108 bytes fills sun_path with no room for its NUL: refused by
+// name, as a longer one is (it used to reach bind and fail with EINVAL),
+// and the copy server checks as the unix one does.
+func TestSocketPathLimit(t *testing.T) {
+	dir := sockdir.Short(t)
+	path := filepath.Join(dir, strings.Repeat("s", 108-len(dir)-1))
+	if len(path) != 108 {
+		t.Fatalf("test path is %d bytes", len(path))
+	}
+	pool, err := pinned.New(pinned.Geometry{SlotCount: 2, SlotSize: 4096}, pinned.Options{Name: "points", ID: 1, Shared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := NewServer(ServerConfig{Path: path, Topics: []Topic{{Name: "points", Kind: handles.KindPoints, Pool: pool}}}); err == nil || !strings.Contains(err.Error(), "at most 107") {
+		t.Errorf("unix server at a 108-byte path: %v", err)
+	}
+	if _, err := NewCopyServer(CopyServerConfig{Path: path}); err == nil || !strings.Contains(err.Error(), "at most 107") {
+		t.Errorf("copy server at a 108-byte path: %v", err)
+	}
+	ok := path[:107]
+	srv, err := NewServer(ServerConfig{Path: ok, Topics: []Topic{{Name: "points", Kind: handles.KindPoints, Pool: pool}}})
+	if err != nil {
+		t.Fatalf("unix server at a 107-byte path: %v", err)
+	}
+	stopped, stop := context.WithCancel(context.Background())
+	stop()
+	if err := srv.Serve(stopped); err != nil {
+		t.Fatal(err)
 	}
 }
