@@ -263,13 +263,31 @@ func (p *proc) waitHealthy(t *testing.T, timeout time.Duration) {
 	t.Fatalf("service %s: %s did not answer 200 within %v (last: %s):\n%s", p.name, p.health, timeout, last, p.out.String())
 }
 
-// canMlock reports whether this process may lock the camera's pools.
+// canMlock reports whether this process may lock the camera's pools:
+// CAP_IPC_LOCK (not root as such: a container's root often lacks it), or
+// a memlock limit that holds them.
 func canMlock() bool {
 	var rl unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &rl); err != nil {
 		return false
 	}
-	return os.Geteuid() == 0 || rl.Cur == unix.RLIM_INFINITY || rl.Cur >= minMemlock
+	return hasIPCLock() || rl.Cur == unix.RLIM_INFINITY || rl.Cur >= minMemlock
+}
+
+// hasIPCLock reports whether CAP_IPC_LOCK is in this process's effective
+// capabilities (/proc/self/status CapEff).
+func hasIPCLock() bool {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && caps&(1<<unix.CAP_IPC_LOCK) != 0
+		}
+	}
+	return false
 }
 
 // syncBuffer is a bytes.Buffer safe for the process's writers and the
