@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -106,6 +107,10 @@ func startCameraProc(t *testing.T, socket string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envRole+"=camera", envSocket+"="+socket)
 	cmd.Stderr = io.Discard
+	if testing.Verbose() {
+		cmd.Stderr = os.Stderr
+	}
+	lockForPdeathsig(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -457,4 +462,14 @@ func TestCopyTransportEndingEndsTheAgent(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("agent still running 10 s after its copy camera went away")
 	}
+}
+
+// lockForPdeathsig has the kernel SIGKILL cmd's process should this test
+// binary die (a -timeout panic, a SIGKILL), instead of leaving it running
+// on the machine. Pdeathsig is tied to the thread that forks: the test's
+// goroutine stays locked to it, so the thread lives until the goroutine
+// ends, after the test's cleanups have stopped the child.
+func lockForPdeathsig(cmd *exec.Cmd) {
+	runtime.LockOSThread()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -94,6 +95,7 @@ func startCamera(t *testing.T, socket, metrics string) *cameraProc {
 	if testing.Verbose() {
 		cmd.Stderr = os.Stderr
 	}
+	lockForPdeathsig(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -428,4 +430,14 @@ func listeningFD(t *testing.T, path string) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// lockForPdeathsig has the kernel SIGKILL cmd's process should this test
+// binary die (a -timeout panic, a SIGKILL), instead of leaving it running
+// on the machine. Pdeathsig is tied to the thread that forks: the test's
+// goroutine stays locked to it, so the thread lives until the goroutine
+// ends, after the test's cleanups have stopped the child.
+func lockForPdeathsig(cmd *exec.Cmd) {
+	runtime.LockOSThread()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
