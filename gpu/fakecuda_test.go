@@ -31,8 +31,19 @@ import (
 // The fakes are built once per test binary: g++ takes seconds.
 var fakeLibs struct {
 	once sync.Once
+	dir  string // where they are built, removed by TestMain
 	libs fakecuda.Libraries
 	err  error
+}
+
+// TestMain removes the fakes' folder after the package's tests (a runner
+// reused for many runs would keep one per run).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if fakeLibs.dir != "" {
+		os.RemoveAll(fakeLibs.dir)
+	}
+	os.Exit(code)
 }
 
 func buildFakeCUDA(t *testing.T) fakecuda.Libraries {
@@ -43,6 +54,7 @@ func buildFakeCUDA(t *testing.T) fakecuda.Libraries {
 			fakeLibs.err = err
 			return
 		}
+		fakeLibs.dir = dir
 		fakeLibs.libs, fakeLibs.err = fakecuda.Build(dir)
 	})
 	if fakeLibs.err != nil {
