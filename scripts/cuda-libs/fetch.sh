@@ -38,6 +38,12 @@ fetch() {
 	local wanted=(libcuda.so.1 "${nvrtc}" "${builtins}")
 	local f missing=0
 	for f in "${wanted[@]}"; do [[ -e "${lib}/${f}" ]] || missing=1; done
+	# The libraries as unpacked, by their sums: a damaged cache (a disk
+	# error, a hand-edited file) is fetched again rather than crash a test.
+	if ((!missing)) && ! (cd "${lib}" && sha256sum --quiet --status -c ../SHA256SUMS 2>/dev/null); then
+		say "${release}: ${lib} does not match its SHA256SUMS; fetching again"
+		missing=1
+	fi
 	if ((!missing)); then
 		say "${release}: already in place: ${lib} ($(tr '\n' ' ' <"${dest}/VERSIONS" 2>/dev/null))"
 		return 0
@@ -74,9 +80,11 @@ SOURCES
 	for f in "${wanted[@]}"; do
 		[[ -e "${tmp}/lib/${f}" ]] || die "${release}: the packages hold no ${f} (found: $(ls "${tmp}/lib" | tr '\n' ' '))"
 	done
+	(cd "${tmp}/lib" && sha256sum -- *) >"${tmp}/SHA256SUMS"
 	rm -rf "${lib}"
 	mv "${tmp}/lib" "${lib}"
 	mv "${tmp}/VERSIONS" "${dest}/VERSIONS"
+	mv "${tmp}/SHA256SUMS" "${dest}/SHA256SUMS"
 	rm -rf "${tmp}"
 	trap - EXIT
 	say "${release}: in place: ${lib} ($(tr '\n' ' ' <"${dest}/VERSIONS"))"
