@@ -5,8 +5,10 @@ GO    ?= go
 BIN   := bin
 # An absolute cache folder: the tests run in their package folders, where a
 # relative ZEROHOP_CACHE would name another place than the fetch scripts'.
+# override: a ZEROHOP_CACHE given on make's command line would win otherwise.
 ifneq ($(ZEROHOP_CACHE),)
-export ZEROHOP_CACHE := $(abspath $(ZEROHOP_CACHE))
+override ZEROHOP_CACHE := $(abspath $(ZEROHOP_CACHE))
+export ZEROHOP_CACHE
 endif
 
 .PHONY: all build test vet fmt-check deps ort ros2-gen models models-check demo bench bench-pool bench-handoff bench-e2e bench-voxel bench-sensor fuzz
@@ -29,7 +31,8 @@ vet:
 # git must list the files: with none, gofmt would read stdin (a silent pass
 # or a hang), e.g. in a clone git refuses as of dubious ownership.
 fmt-check:
-	@files="$$(git ls-files -co --exclude-standard '*.go')" || { echo "fmt-check: git ls-files failed (not a git checkout, or one git refuses?)"; exit 1; }; \
+	@all="$$(git ls-files -co --exclude-standard '*.go')" || { echo "fmt-check: git ls-files failed (not a git checkout, or one git refuses?)"; exit 1; }; \
+	files=""; for f in $$all; do [ -e "$$f" ] && files="$$files $$f"; done; \
 	[ -n "$$files" ] || { echo "fmt-check: git lists no Go files"; exit 1; }; \
 	out="$$(gofmt -l $$files </dev/null)" || exit 1; \
 	if [ -n "$$out" ]; then echo "gofmt: these files need formatting:"; echo "$$out"; exit 1; fi

@@ -255,6 +255,7 @@ func TestSubscriberKilledWhileHoldingLeases(t *testing.T) {
 	cam := startCamera(t, socketPath(t), freeAddr(t))
 	holder := exec.Command(os.Args[0], "-test.run=^$")
 	holder.Env = append(os.Environ(), envRole+"=holder", envSocket+"="+cam.socket)
+	lockForPdeathsig(holder)
 	out, err := holder.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -115,8 +115,12 @@ func NewParticipant(cfg Config, log *zap.Logger) (*Participant, error) {
 	go p.watch()
 	ns, name := cfg.node()
 	if ignored := cfg.ignoredSettings(); len(ignored) > 0 {
-		log.Warn("ros2: settings that ROS_DISTRO's rmw does not read are ignored; set ROS_LOCALHOST_ONLY=1 (here and in the ROS nodes) to keep discovery on this host",
-			zap.String("ros_distro", cfg.Distro), zap.Strings("ignored", ignored))
+		hint := "name peers in a Cyclone configuration (CYCLONEDDS_URI) instead"
+		if cfg.Range == RangeLocalhost {
+			hint = "set ROS_LOCALHOST_ONLY=1 (here and in the ROS nodes) to keep discovery on this host"
+		}
+		log.Warn("ros2: settings that ROS_DISTRO's rmw does not read are ignored",
+			zap.String("ros_distro", cfg.Distro), zap.Strings("ignored", ignored), zap.String("hint", hint))
 	}
 	log.Info("ros2: participant up", zap.Uint32("domain", cfg.Domain),
 		zap.String("discovery", cfg.discovery()), zap.Strings("static_peers", cfg.StaticPeers),

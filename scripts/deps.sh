@@ -23,9 +23,12 @@ if ((${#need[@]})); then
 	# fail. (DPkg::Lock::Timeout covers install; update on Debian 12 does
 	# not honour it, so it is retried.)
 	for try in 1 2 3 4 5 6 7 8 9 10; do
-		$sudo_cmd apt-get update -qq && break
-		[[ $try -lt 10 ]] || { echo "deps: apt-get update failed 10 times" >&2; exit 1; }
-		echo "deps: apt-get update failed (apt lock held?); retrying in 30 s" >&2
+		out="$($sudo_cmd apt-get update -qq 2>&1)" && break
+		echo "${out}" >&2
+		# Only a held lock is worth waiting for; anything else is final.
+		grep -q "Could not get lock" <<<"${out}" || { echo "deps: apt-get update failed" >&2; exit 1; }
+		[[ $try -lt 10 ]] || { echo "deps: the apt lock was still held after 10 tries" >&2; exit 1; }
+		echo "deps: the apt lock is held (apt-daily, unattended-upgrades?); retrying in 30 s" >&2
 		sleep 30
 	done
 	DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq -o DPkg::Lock::Timeout=600 "${need[@]}" >/dev/null

@@ -376,7 +376,7 @@ func TestSocketFileRules(t *testing.T) {
 	}
 	// An existing folder is the user's: its mode stays (the camera once
 	// chmodded it to 0750, so a socket in /tmp closed /tmp to others).
-	shared := filepath.Join(t.TempDir(), "shared")
+	shared := filepath.Join(sockdir.Short(t), "shared")
 	if err := os.Mkdir(shared, 0o700); err != nil {
 		t.Fatal(err)
 	}

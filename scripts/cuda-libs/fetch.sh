@@ -41,7 +41,7 @@ fetch() {
 	# The libraries as unpacked, by their sums: a damaged cache (a disk
 	# error, a hand-edited file) is fetched again rather than crash a test.
 	if ((!missing)) && ! (cd "${lib}" && sha256sum --quiet --status -c ../SHA256SUMS 2>/dev/null); then
-		say "${release}: ${lib} does not match its SHA256SUMS; fetching again"
+		say "${release}: ${lib} has no SHA256SUMS or does not match it; fetching again"
 		missing=1
 	fi
 	if ((!missing)); then
