@@ -159,8 +159,10 @@ func testEndToEndTwoProcesses(t *testing.T, spin bool) {
 	}
 	defer stopAgent()
 
-	// Commands flow and change as the obstacle moves.
-	deadline := time.Now().Add(30 * time.Second)
+	// Commands flow and change as the obstacle moves. About 6 s on an idle
+	// machine; the bound leaves room for a starved one (the loop ends at
+	// the first success).
+	deadline := time.Now().Add(60 * time.Second)
 	t0 := time.Now()
 	for {
 		cmds := sink.since(t0)
@@ -187,7 +189,7 @@ func testEndToEndTwoProcesses(t *testing.T, spin bool) {
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after 30 s: %d commands, %d moving, %d left, %d right; want motion and turns both ways", len(cmds), moving, left, right)
+			t.Fatalf("after 60 s: %d commands, %d moving, %d left, %d right; want motion and turns both ways", len(cmds), moving, left, right)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
