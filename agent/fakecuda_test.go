@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/zerohop/zerohop/gpu/fakecuda"
+	"github.com/zerohop/zerohop/internal/childproc/childproctest"
 	"github.com/zerohop/zerohop/internal/sockdir"
 )
 
@@ -48,7 +49,7 @@ func runTestChild(t *testing.T, name, libDir, childEnv string, timeout time.Dura
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+name+"$", "-test.v", "-test.count=1")
 	cmd.Env = append(os.Environ(), "LD_LIBRARY_PATH="+libDir, childEnv+"=1")
-	lockForPdeathsig(cmd)
+	childproctest.LockForPdeathsig(cmd)
 	out, err := cmd.CombinedOutput()
 	t.Logf("child with LD_LIBRARY_PATH=%s:\n%s", libDir, out)
 	if err != nil || !strings.Contains(string(out), "--- PASS: "+name) {

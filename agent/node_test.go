@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,6 +19,7 @@ import (
 	"github.com/zerohop/zerohop/camera"
 	"github.com/zerohop/zerohop/gpu"
 	"github.com/zerohop/zerohop/handles/transport"
+	"github.com/zerohop/zerohop/internal/childproc/childproctest"
 	"github.com/zerohop/zerohop/internal/sockdir"
 	"github.com/zerohop/zerohop/planner"
 	"github.com/zerohop/zerohop/sensor"
@@ -110,7 +110,7 @@ func startCameraProc(t *testing.T, socket string) *exec.Cmd {
 	if testing.Verbose() {
 		cmd.Stderr = os.Stderr
 	}
-	lockForPdeathsig(cmd)
+	childproctest.LockForPdeathsig(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -464,14 +464,4 @@ func TestCopyTransportEndingEndsTheAgent(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("agent still running 10 s after its copy camera went away")
 	}
-}
-
-// lockForPdeathsig has the kernel SIGKILL cmd's process should this test
-// binary die (a -timeout panic, a SIGKILL), instead of leaving it running
-// on the machine. Pdeathsig is tied to the thread that forks: the test's
-// goroutine stays locked to it, so the thread lives until the goroutine
-// ends, after the test's cleanups have stopped the child.
-func lockForPdeathsig(cmd *exec.Cmd) {
-	runtime.LockOSThread()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }

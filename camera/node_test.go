@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/zerohop/zerohop/handles"
 	"github.com/zerohop/zerohop/handles/transport"
+	"github.com/zerohop/zerohop/internal/childproc/childproctest"
 	"github.com/zerohop/zerohop/internal/sockdir"
 )
 
@@ -95,7 +95,7 @@ func startCamera(t *testing.T, socket, metrics string) *cameraProc {
 	if testing.Verbose() {
 		cmd.Stderr = os.Stderr
 	}
-	lockForPdeathsig(cmd)
+	childproctest.LockForPdeathsig(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +255,7 @@ func TestSubscriberKilledWhileHoldingLeases(t *testing.T) {
 	cam := startCamera(t, socketPath(t), freeAddr(t))
 	holder := exec.Command(os.Args[0], "-test.run=^$")
 	holder.Env = append(os.Environ(), envRole+"=holder", envSocket+"="+cam.socket)
-	lockForPdeathsig(holder)
+	childproctest.LockForPdeathsig(holder)
 	out, err := holder.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -431,14 +431,4 @@ func listeningFD(t *testing.T, path string) (int, bool) {
 		}
 	}
 	return 0, false
-}
-
-// lockForPdeathsig has the kernel SIGKILL cmd's process should this test
-// binary die (a -timeout panic, a SIGKILL), instead of leaving it running
-// on the machine. Pdeathsig is tied to the thread that forks: the test's
-// goroutine stays locked to it, so the thread lives until the goroutine
-// ends, after the test's cleanups have stopped the child.
-func lockForPdeathsig(cmd *exec.Cmd) {
-	runtime.LockOSThread()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
