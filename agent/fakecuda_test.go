@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zerohop/zerohop/gpu"
 	"github.com/zerohop/zerohop/gpu/fakecuda"
 	"github.com/zerohop/zerohop/internal/childproc/childproctest"
 	"github.com/zerohop/zerohop/internal/sockdir"
@@ -38,6 +39,43 @@ func TestFakeCUDAAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	runTestChild(t, "TestFakeCUDAAgent", libs.Dir, envFakeCUDAChild, 3*time.Minute)
+}
+
+const envFakeCUDANoNVRTCChild = "ZEROHOP_AGENT_TEST_FAKE_CUDA_NO_NVRTC"
+
+// TestFakeCUDAAgentWithoutNVRTC: a driver without NVRTC (a container with
+// only the driver mounted) still gets the GPU path, on the embedded PTX.
+func TestFakeCUDAAgentWithoutNVRTC(t *testing.T) {
+	if os.Getenv(envFakeCUDANoNVRTCChild) == "1" {
+		fakeCUDANoNVRTCChild(t)
+		return
+	}
+	requireORT(t)
+	libs, err := fakecuda.Build(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	driverOnly := t.TempDir()
+	if err := os.Symlink(libs.Driver, filepath.Join(driverOnly, "libcuda.so.1")); err != nil {
+		t.Fatal(err)
+	}
+	// No NVRTC named or in a toolkit folder either.
+	t.Setenv(gpu.EnvNVRTC, "")
+	t.Setenv("CUDA_HOME", "")
+	t.Setenv("CUDA_PATH", "")
+	runTestChild(t, "TestFakeCUDAAgentWithoutNVRTC", driverOnly, envFakeCUDANoNVRTCChild, 3*time.Minute)
+}
+
+func fakeCUDANoNVRTCChild(t *testing.T) {
+	requireORT(t)
+	if nv, err := gpu.OpenNVRTC(); err == nil {
+		t.Fatalf("this test needs a machine without NVRTC, and %s loads", nv.Soname())
+	}
+	g := openGPUForTest(t)
+	if !strings.Contains(g.name, "fake") || g.filter.Target() != gpu.EmbeddedTarget {
+		t.Fatalf("device %q, kernels for %q; want the fake driver running the embedded PTX (%s)", g.name, g.filter.Target(), gpu.EmbeddedTarget)
+	}
+	gpuPipelineMatchesCPU(t, g, smallScene, 2)
 }
 
 // runTestChild runs test name again in a child process that finds the
@@ -73,6 +111,18 @@ func fakeCUDAChild(t *testing.T) {
 			t.Fatalf("device %q: not the fake driver (LD_LIBRARY_PATH %q)", g.name, os.Getenv("LD_LIBRARY_PATH"))
 		}
 		gpuPipelineMatchesCPU(t, g, smallScene, 2)
+	})
+	t.Run("NVRTC that cannot compile for the device: the embedded PTX", func(t *testing.T) {
+		nvrtc := filepath.Join(filepath.Dir(driver), "libnvrtc.so.13")
+		if err := fakecuda.SetNVRTCArchs(nvrtc, 52, 60, 61); err != nil {
+			t.Fatal(err)
+		}
+		defer fakecuda.SetNVRTCArchs(nvrtc)
+		g := openGPUForTest(t)
+		if g.filter.Target() != gpu.EmbeddedTarget {
+			t.Fatalf("kernels for %q with an NVRTC for sm_52…sm_61 only; want the embedded %s", g.filter.Target(), gpu.EmbeddedTarget)
+		}
+		gpuPipelineMatchesCPU(t, g, smallScene, 1)
 	})
 	t.Run("node subscribed to a camera process that restarts, --gpu on", func(t *testing.T) {
 		fakeCUDANode(t, driver, live, 2, 2)

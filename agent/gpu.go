@@ -78,7 +78,7 @@ type gpuVoxelConfig struct {
 
 // openGPUVoxel starts the GPU path on device 0 (CUDA_VISIBLE_DEVICES picks
 // it): driver, context, NVRTC, kernels (compiled for the device or loaded
-// from the cubin cache), pinned BEV buffer. Any failure is a *gpuStartError;
+// from the cubin cache; without NVRTC, the embedded PTX), pinned BEV buffer. Any failure is a *gpuStartError;
 // what was started is undone.
 func openGPUVoxel(cfg gpuVoxelConfig) (*gpuVoxel, error) {
 	log := cfg.Log
@@ -121,14 +121,32 @@ func openGPUVoxel(cfg gpuVoxelConfig) (*gpuVoxel, error) {
 	}()
 	nv, err := drv.OpenNVRTC() // none newer than the driver can load
 	if err != nil {
-		return fail(name, "NVRTC (compiles the voxel kernels)", err)
+		// A driver without the toolkit (a container with only the driver
+		// mounted) still runs the kernels: the driver JIT-compiles the
+		// embedded PTX. NVRTC is better (a cubin for the device's own
+		// architecture, cached), so say how to get it.
+		log.Info("gpu: no NVRTC, so the voxel kernels are the embedded PTX, JIT-compiled by the driver "+
+			"(install NVRTC, e.g. CUDA's cuda-nvrtc package, or set $ZEROHOP_NVRTC, to compile them for the device)",
+			zap.String("device", name), zap.String("embedded_ptx", gpu.EmbeddedTarget), zap.Error(err))
+		nv = nil
 	}
-	if v.filter, err = gpu.NewVoxelFilter(v.ctx, nv, cfg.Filter, gpu.VoxelOptions{
+	opt := gpu.VoxelOptions{
 		MaxPoints: cfg.MaxPoints, CopyInput: cfg.CopyInput, BEV: &voxel.BEVConfig{}, CacheDir: cfg.CacheDir,
 		// Slots the GPU could not register (or heap buffers) cost one CPU
 		// copy into pinned memory, not the GPU path.
 		StageUnpinned: true,
-	}); err != nil {
+	}
+	v.filter, err = gpu.NewVoxelFilter(v.ctx, nv, cfg.Filter, opt)
+	if err != nil && nv != nil {
+		// An NVRTC that cannot compile for this device, or whose cubin
+		// the driver refuses, need not cost the GPU path either.
+		major, minor := nv.Version()
+		log.Warn("gpu: the voxel kernels NVRTC compiled did not start; trying the embedded PTX, JIT-compiled by the driver",
+			zap.String("device", name), zap.String("nvrtc", fmt.Sprintf("%d.%d (%s)", major, minor, nv.Soname())),
+			zap.String("embedded_ptx", gpu.EmbeddedTarget), zap.Error(err))
+		v.filter, err = gpu.NewVoxelFilter(v.ctx, nil, cfg.Filter, opt)
+	}
+	if err != nil {
 		return fail(name, "voxel kernels", err)
 	}
 	if v.bev, err = v.ctx.Allocate(v.filter.BEVBytes()); err != nil {

@@ -50,7 +50,7 @@ type cudaAPI interface {
 	eventElapsedTime(start, end uintptr) (float32, Result)
 	eventDestroy(e uintptr) Result
 
-	moduleLoadData(image []byte) (uintptr, Result)
+	moduleLoadData(image []byte) (mod uintptr, jitLog string, r Result) // cuModuleLoadDataEx
 	moduleGetFunction(mod uintptr, name string) (uintptr, Result)
 	moduleUnload(mod uintptr) Result
 

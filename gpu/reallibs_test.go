@@ -21,6 +21,7 @@ package gpu
 // a GPU (make gpu-check).
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -265,6 +266,25 @@ func realTestKernel(t *testing.T, set cudaLibSet) {
 	if g, r := got["axpb"], ref["axpb"]; g == nil || r == nil || !slices.Equal(g.Params, r.Params) {
 		t.Errorf("NVRTC %d.%d gives %+v, %s has %+v", major, minor, g, golden, r)
 	}
+	// The GPU tests' kernel as PTX, for a GPU machine without NVRTC: made
+	// by NVRTC 11.8, as the embedded voxel PTX is.
+	const ptxFile = "testdata/axpb_compute70.ptx"
+	ptx, err := nv.Compile(axpbSource, "axpb.cu", "--gpu-architecture=compute_70")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprintf("%d.%d", major, minor) != embeddedPTXNVRTC {
+		return
+	}
+	wantPTX := bytes.TrimRight(ptx.PTX, "\x00")
+	if os.Getenv("ZEROHOP_UPDATE_TESTDATA") == "1" {
+		if err := os.WriteFile(ptxFile, wantPTX, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if gotPTX, err := os.ReadFile(ptxFile); err != nil || !slices.Equal(gotPTX, wantPTX) {
+		t.Errorf("%s is not what NVRTC %d.%d makes of axpbSource for compute_70 (%v): regenerate it with ZEROHOP_UPDATE_TESTDATA=1 make test-cuda-libs", ptxFile, major, minor, err)
+	}
 }
 
 // TestRealNVRTCErrorNames holds our nvrtcResult names against the real
@@ -359,4 +379,43 @@ func realDriverErrorNames(t *testing.T, set cudaLibSet) {
 		t.Errorf("%s named %d codes; is cuGetErrorName answering?", driver, named)
 	}
 	t.Logf("%s names %d codes, all as ours do", driver, named)
+}
+
+// TestRealNVRTCMakesTheEmbeddedPTX compiles kernels/voxel.cu as
+// kernels/voxel.ptx says it was made (NVRTC 11.8, compute_70) and wants the
+// same bytes; with ZEROHOP_UPDATE_TESTDATA=1 it rewrites the file. Only the
+// folder whose NVRTC is 11.8 can check it; the others compile the same PTX
+// target to show that it stays valid input for newer compilers.
+func TestRealNVRTCMakesTheEmbeddedPTX(t *testing.T) {
+	checked := false
+	eachCUDALibSet(t, func(t *testing.T, set cudaLibSet) {
+		nv := openRealNVRTC(t, set)
+		major, minor := nv.Version()
+		out, err := nv.Compile(voxelSource, "voxel.cu", embeddedPTXOptions()...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprintf("%d.%d", major, minor) != embeddedPTXNVRTC {
+			t.Logf("NVRTC %d.%d: %d bytes of PTX for %s; the embedded one comes from NVRTC %s", major, minor, len(out.PTX), EmbeddedTarget, embeddedPTXNVRTC)
+			return
+		}
+		checked = true
+		want := embeddedPTXFile(voxelSource, out.PTX)
+		const file = "kernels/voxel.ptx"
+		if os.Getenv("ZEROHOP_UPDATE_TESTDATA") == "1" {
+			if err := os.WriteFile(file, want, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s (%d bytes) is not what NVRTC %d.%d makes of kernels/voxel.cu (%d bytes): regenerate it with ZEROHOP_UPDATE_TESTDATA=1 make test-cuda-libs", file, len(got), major, minor, len(want))
+		}
+	})
+	if !checked {
+		t.Errorf("no folder of $%s has NVRTC %s, which makes the embedded PTX", envCUDALibs, embeddedPTXNVRTC)
+	}
 }

@@ -109,8 +109,12 @@ func (c *Context) LoadModule(image []byte) (*Module, error) {
 		image = append(image[:len(image):len(image)], 0)
 	}
 	m := &Module{c: c}
-	err := c.call("cuModuleLoadData", func() (r Result) { m.h, r = c.api.moduleLoadData(image); return })
+	var jitLog string
+	err := c.call("cuModuleLoadDataEx", func() (r Result) { m.h, jitLog, r = c.api.moduleLoadData(image); return })
 	if err != nil {
+		if jitLog != "" {
+			return nil, fmt.Errorf("gpu: load module of %d bytes: %w; JIT log: %s", len(image), err, jitLog)
+		}
 		return nil, fmt.Errorf("gpu: load module of %d bytes: %w", len(image), err)
 	}
 	return m, nil

@@ -8,7 +8,7 @@ package gpu
 //  1. A Go pointer is passed to C only for the duration of the call, and the
 //     memory it points to holds no Go pointers: out-parameters (&n, &ptr), the
 //     name buffer of cuDeviceGetName, the NUL-terminated kernel name, the
-//     module image (cuModuleLoadData copies it before returning), and the
+//     module image (cuModuleLoadDataEx copies it before returning), and the
 //     host buffer of the synchronous copies cuMemcpyHtoD_v2/cuMemcpyDtoH_v2
 //     (Context.CopyToDeviceSync/CopyFromDeviceSync: any []byte, Go heap
 //     included). Those two return only once the driver is done with the host
@@ -44,9 +44,11 @@ package gpu
 //     these addresses as uintptr before the call is safe.
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"unsafe"
 
@@ -71,7 +73,7 @@ type dlDriver struct {
 	cuStreamCreate, cuStreamDestroy, cuStreamSynchronize                    uintptr
 	cuEventCreate, cuEventRecord, cuEventSynchronize                        uintptr
 	cuEventElapsedTime, cuEventDestroy                                      uintptr
-	cuModuleLoadData, cuModuleGetFunction, cuModuleUnload, cuLaunchKernel   uintptr
+	cuModuleLoadDataEx, cuModuleGetFunction, cuModuleUnload, cuLaunchKernel uintptr
 }
 
 // symbols lists the exported names, with the _v2 (64-bit size / current
@@ -111,7 +113,7 @@ func (d *dlDriver) symbols() map[string]*uintptr {
 		"cuEventSynchronize":           &d.cuEventSynchronize,
 		"cuEventElapsedTime":           &d.cuEventElapsedTime,
 		"cuEventDestroy_v2":            &d.cuEventDestroy,
-		"cuModuleLoadData":             &d.cuModuleLoadData,
+		"cuModuleLoadDataEx":           &d.cuModuleLoadDataEx,
 		"cuModuleGetFunction":          &d.cuModuleGetFunction,
 		"cuModuleUnload":               &d.cuModuleUnload,
 		"cuLaunchKernel":               &d.cuLaunchKernel,
@@ -346,11 +348,45 @@ func (d *dlDriver) eventElapsedTime(start, end uintptr) (float32, Result) {
 	d.putScratch(sc)
 	return ms, Result(int32(r))
 }
-func (d *dlDriver) moduleLoadData(image []byte) (uintptr, Result) {
+
+// JIT options of cuModuleLoadDataEx (cuda.h's CUjit_option).
+const (
+	cuJITErrorLogBuffer          = 5
+	cuJITErrorLogBufferSizeBytes = 6
+	jitLogBytes                  = 8 << 10
+)
+
+// moduleLoadData loads a cubin or PTX with cuModuleLoadDataEx, asking for
+// the JIT's error log, which says why PTX did not compile (a PTX ISA newer
+// than the driver, a missing libnvidia-ptxjitcompiler); a bare
+// CUDA_ERROR_INVALID_PTX says nothing. The option arrays hold a pointer
+// to the log buffer, which cgo's rules forbid in Go memory (invariant 1),
+// so options, values and log are one mmap'd block (C memory), unmapped
+// after the call: the driver keeps none of it. The driver writes the log
+// and, into values[1], its length. image is Go memory the driver reads
+// (and copies) during the call only.
+func (d *dlDriver) moduleLoadData(image []byte) (uintptr, string, Result) {
 	var m uintptr
-	// image is Go memory read only during the call (invariant 1).
-	r := call(d.cuModuleLoadData, uintptr(unsafe.Pointer(&m)), uintptr(unsafe.Pointer(unsafe.SliceData(image))))
-	return m, r
+	const valuesAt, logAt = 16, 4096
+	block, err := unix.Mmap(-1, 0, logAt+jitLogBytes, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil { // no log, then
+		r := call(d.cuModuleLoadDataEx, uintptr(unsafe.Pointer(&m)), uintptr(unsafe.Pointer(unsafe.SliceData(image))), 0, 0, 0)
+		return m, "", r
+	}
+	defer unix.Munmap(block)
+	base := addressOf(block)
+	binary.NativeEndian.PutUint32(block[0:], cuJITErrorLogBuffer)
+	binary.NativeEndian.PutUint32(block[4:], cuJITErrorLogBufferSizeBytes)
+	binary.NativeEndian.PutUint64(block[valuesAt:], uint64(base)+logAt)
+	binary.NativeEndian.PutUint64(block[valuesAt+8:], jitLogBytes)
+	r := call(d.cuModuleLoadDataEx, uintptr(unsafe.Pointer(&m)), uintptr(unsafe.Pointer(unsafe.SliceData(image))),
+		2, base, base+valuesAt)
+	n := min(int(binary.NativeEndian.Uint64(block[valuesAt+8:])), jitLogBytes)
+	log := block[logAt : logAt+n]
+	if i := bytes.IndexByte(log, 0); i >= 0 {
+		log = log[:i]
+	}
+	return m, strings.TrimSpace(string(log)), r
 }
 
 func (d *dlDriver) moduleGetFunction(mod uintptr, name string) (uintptr, Result) {

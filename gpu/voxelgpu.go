@@ -170,7 +170,8 @@ type voxelJob struct {
 
 // NewVoxelFilter compiles (or loads from the cache) the kernels for the
 // context's device, allocates scratch for opt.MaxPoints points, and checks
-// cfg as voxel.NewFilter does.
+// cfg as voxel.NewFilter does. With nv nil it loads the embedded PTX
+// (EmbeddedTarget) instead, which the driver JIT-compiles.
 func NewVoxelFilter(c *Context, nv *NVRTC, cfg voxel.Config, opt VoxelOptions) (*VoxelFilter, error) {
 	cpu, err := voxel.NewFilter(cfg, 1)
 	if err != nil {
@@ -205,22 +206,28 @@ func NewVoxelFilter(c *Context, nv *NVRTC, cfg voxel.Config, opt VoxelOptions) (
 	}
 	f.runFn = f.runAndDrain
 
-	major, minor := nv.Version()
-	archs, _ := nv.SupportedArchs() // nil when NVRTC cannot say: compile for the device's own
-	target, err := compileTarget(caps.ComputeMajor*10+caps.ComputeMinor, archs)
-	if err != nil {
-		return nil, fmt.Errorf("gpu voxel filter: %s is %s, NVRTC %d.%d (%s): %w", caps.Name, caps.Arch(), major, minor, nv.Soname(), err)
-	}
-	f.target = target
-	options := voxelCompileArgs(target)
-	dir := opt.CacheDir
-	if dir == "" {
-		dir = DefaultCubinCacheDir()
-	}
-	key := cubinCacheKey(voxelSource, caps.Arch(), major, minor, options)
-	cubin, hit, err := cachedCubin(dir, key, nv.Compile, voxelSource, "voxel.cu", options)
-	if err != nil {
-		return nil, fmt.Errorf("gpu voxel filter: %w", err)
+	var cubin []byte
+	var hit bool
+	if nv == nil {
+		// No NVRTC: the embedded PTX, JIT-compiled by the driver at load.
+		f.target, cubin = EmbeddedTarget, voxelPTX
+	} else {
+		major, minor := nv.Version()
+		archs, _ := nv.SupportedArchs() // nil when NVRTC cannot say: compile for the device's own
+		target, err := compileTarget(caps.ComputeMajor*10+caps.ComputeMinor, archs)
+		if err != nil {
+			return nil, fmt.Errorf("gpu voxel filter: %s is %s, NVRTC %d.%d (%s): %w", caps.Name, caps.Arch(), major, minor, nv.Soname(), err)
+		}
+		f.target = target
+		options := voxelCompileArgs(target)
+		dir := opt.CacheDir
+		if dir == "" {
+			dir = DefaultCubinCacheDir()
+		}
+		key := cubinCacheKey(voxelSource, caps.Arch(), major, minor, options)
+		if cubin, hit, err = cachedCubin(dir, key, nv.Compile, voxelSource, "voxel.cu", options); err != nil {
+			return nil, fmt.Errorf("gpu voxel filter: %w", err)
+		}
 	}
 	f.timing.CacheHit = hit
 	if err := f.setup(cubin); err != nil {
@@ -262,7 +269,8 @@ func compileTarget(dev int, archs []int) (string, error) {
 
 // Target is what the kernels were compiled for: the device's real
 // architecture ("sm_90", a cubin) or a virtual one ("compute_89", PTX the
-// driver JIT-compiled) when NVRTC predates the GPU.
+// driver JIT-compiled) when NVRTC predates the GPU, or EmbeddedTarget
+// when the filter was made without NVRTC.
 func (f *VoxelFilter) Target() string { return f.target }
 
 // voxelLayout is the device block's carving for maxPoints points and a

@@ -36,11 +36,10 @@ const BuiltinsName = "libnvrtc-builtins.so.12.9"
 
 // Build compiles the fakes into dir with g++ (C++20).
 func Build(dir string) (Libraries, error) {
-	_, self, _, ok := runtime.Caller(0)
-	if !ok {
-		return Libraries{}, fmt.Errorf("fakecuda: cannot locate the sources")
+	src, err := sourceDir()
+	if err != nil {
+		return Libraries{}, err
 	}
-	src := filepath.Join(filepath.Dir(self), "..", "testdata", "fakecuda")
 	libs := Libraries{Dir: dir, Driver: filepath.Join(dir, "libcuda.so.1"), NVRTC: filepath.Join(dir, "libnvrtc.so.13")}
 	for _, b := range []struct{ out, src, soname string }{
 		{libs.Driver, "fakecuda.cpp", "libzerohop-fake-cuda.so"},
@@ -58,6 +57,43 @@ func Build(dir string) (Libraries, error) {
 		return Libraries{}, err
 	}
 	return libs, nil
+}
+
+// sourceDir finds gpu/testdata/fakecuda: beside this file, or, when the
+// test was built with -trimpath (runtime.Caller then names a module path,
+// not a file), in the module whose go.mod is at or above the working
+// directory (go test runs a test in its package's folder).
+func sourceDir() (string, error) {
+	_, self, _, _ := runtime.Caller(0)
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("fakecuda: find the sources: %w", err)
+	}
+	return findSourceDir(self, wd)
+}
+
+// findSourceDir is sourceDir for this file's name as runtime.Caller gives
+// it (self) and the working directory wd.
+func findSourceDir(self, wd string) (string, error) {
+	const rel = "gpu/testdata/fakecuda"
+	if filepath.IsAbs(self) {
+		dir := filepath.Join(filepath.Dir(self), "..", "testdata", "fakecuda")
+		if _, err := os.Stat(dir); err == nil {
+			return dir, nil
+		}
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			src := filepath.Join(dir, filepath.FromSlash(rel))
+			if _, err := os.Stat(src); err != nil {
+				return "", fmt.Errorf("fakecuda: the module at %s has no %s: %w", dir, rel, err)
+			}
+			return src, nil
+		}
+		if filepath.Dir(dir) == dir {
+			return "", fmt.Errorf("fakecuda: %s is not a file and no go.mod is at or above %s, so %s cannot be found (run the tests inside the zerohop module)", self, wd, rel)
+		}
+	}
 }
 
 // What Live counts in the fake driver.
