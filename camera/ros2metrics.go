@@ -26,7 +26,7 @@ func (s *ROS2Source) Collector() prometheus.Collector {
 			"Frames republished in full on the mirror topic (only while a ROS subscriber is matched).",
 			[]string{"topic"}, nil),
 		mirrorErrors: prometheus.NewDesc("zerohop_camera_ros2_mirror_errors_total",
-			"Failed publishes on the handle or mirror topics.",
+			"Failed publishes on the handle or mirror topics, including frames a mirror dropped rather than wait for a subscriber.",
 			[]string{"topic"}, nil),
 	}
 	for topic := range s.streams {

@@ -27,7 +27,14 @@ type ROS2NodeConfig struct {
 	// frame as a full Image / PointCloud2 (packed XYZI float32) there, but
 	// only while a ROS subscriber is matched, e.g. for rviz.
 	ImageMirrorTopic, PointsMirrorTopic string
-	QoS                                 ros2.QoS // of the sensor subscriptions; zero = sensor data QoS
+	// MirrorReliability is the mirrors' reliability
+	// (--ros2-mirror-reliability); zero = BEST_EFFORT (sensor data QoS,
+	// KEEP_LAST 5), which RELIABLE subscribers (rviz2's default) do not
+	// match. ros2.Reliable (KEEP_LAST 1) matches both kinds and still never
+	// makes the frame path wait: a subscriber that falls behind misses
+	// frames (ros2.MirrorWriter).
+	MirrorReliability ros2.Reliability
+	QoS               ros2.QoS // of the sensor subscriptions; zero = sensor data QoS
 	// StampOnReceipt: see ROS2SourceConfig.StampOnReceipt (--ros2-stamp receipt).
 	StampOnReceipt bool
 }
@@ -111,9 +118,9 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 		if topic == TopicImage {
 			newMirror = p.NewImageMirror
 		}
-		m, err := newMirror(name, ros2.QoS{})
+		m, err := newMirror(name, ros2.QoS{Reliability: rc.MirrorReliability})
 		if err != nil {
-			return errors.Join(err, stopServing())
+			return errors.Join(fmt.Errorf("camera: %s mirror: %w", TopicName(topic), err), stopServing())
 		}
 		defer m.Close()
 		scfg.Mirrors[topic] = m

@@ -350,6 +350,32 @@ func TestROS2MirrorsOnlyWhileASubscriberIsMatched(t *testing.T) {
 	}
 }
 
+// --ros2-mirror-reliability reliable reaches the mirror writers through
+// ROS2NodeConfig: a RELIABLE subscriber (rviz2's default) gets the
+// mirrored image, which a BEST_EFFORT mirror would never send it.
+func TestRunROS2NodeMirrorsToReliableSubscribers(t *testing.T) {
+	cfg := ros2Config(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- RunROS2Node(ctx, NodeConfig{Rate: 30, Socket: socketPath(t), AllowGID: -1, Log: zaptest.NewLogger(t)},
+			ROS2NodeConfig{DDS: cfg, ImageTopic: "/camera/image_raw", MaxImageBytes: 4096,
+				ImageMirrorTopic: "/zerohop/image", MirrorReliability: ros2.Reliable})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("RunROS2Node: %v", err)
+		}
+	}()
+	startDriver(t, cfg, "image", "rt/camera/image_raw", "20", "13")
+	img := strings.Fields(readLine(t, startDriver(t, cfg, "sub_image", "rt/zerohop/image", "reliable")))
+	_, wantImg := buildImage("bgr8", 13, 7, 3, 5)
+	if want := []string{"SAMPLE", "1700000000", "123456789", "camera_optical", "13", "7", "39", "bgr8", hex.EncodeToString(wantImg)}; !slices.Equal(img, want) {
+		t.Errorf("mirrored image to a RELIABLE subscriber\n got %q\nwant %q", img, want)
+	}
+}
+
 func TestROS2MirrorPublishAllocatesNothing(t *testing.T) {
 	p, err := ros2.NewParticipant(ros2Config(t), nil)
 	if err != nil {

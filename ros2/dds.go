@@ -28,6 +28,7 @@ import "C"
 
 import (
 	"fmt"
+	"time"
 	"unsafe"
 
 	"github.com/zerohop/zerohop/handles"
@@ -105,13 +106,13 @@ func writerStatusMask() uint32 { return uint32(C.zh_writer_status_mask()) }
 func readerStatusMask() uint32 { return uint32(C.zh_reader_status_mask()) }
 
 // createEndpoint creates a topic and a writer or reader on it; q must be
-// resolved.
-func createEndpoint(pp entity, t msgType, ddsTopic string, writer bool, q QoS, mask uint32) (entity, retcode) {
+// resolved. maxBlocking (≥ 0) is a RELIABLE writer's max_blocking_time.
+func createEndpoint(pp entity, t msgType, ddsTopic string, writer bool, q QoS, maxBlocking time.Duration, mask uint32) (entity, retcode) {
 	ct, cu := C.CString(ddsTopic), C.CString(t.userData())
 	defer C.free(unsafe.Pointer(ct))
 	defer C.free(unsafe.Pointer(cu))
 	e := C.zh_endpoint(C.dds_entity_t(pp), cType(t), ct, cBool(writer), cBool(q.Reliability == BestEffort),
-		C.int32_t(q.Depth), cu, C.uint32_t(mask))
+		C.int32_t(q.Depth), C.int64_t(maxBlocking.Nanoseconds()), cu, C.uint32_t(mask))
 	if e < 0 {
 		return 0, retcode(e)
 	}

@@ -15,6 +15,9 @@
 //     /cmd_vel, RELIABLE, VOLATILE, KEEP_LAST 10; implements the agent's
 //     CmdSink. It never publishes NaN or Inf.
 //   - HandleWriter: publishes zerohop_msgs/SlotHandle.
+//   - MirrorWriter: republishes camera frames as full sensor_msgs/Image or
+//     PointCloud2 (BEST_EFFORT, or RELIABLE KEEP_LAST 1 for rviz2's
+//     defaults) without ever waiting for a subscriber.
 //   - Subscription: sensor_msgs/Image and PointCloud2 readers (BEST_EFFORT
 //     by default, which matches any publisher) that hand each sample to a
 //     callback as a view of Cyclone's loaned sample, without copying.

@@ -19,31 +19,65 @@ import (
 // PointCloud2 messages, so that ROS tools (rviz, ros2 topic echo) can look
 // at what zerohop's pipeline sees. Serializing a frame costs a copy of it:
 // callers publish only while Matched() > 0. Publish is safe for concurrent
-// use, allocates nothing, and never blocks for long (BEST_EFFORT by
-// default).
+// use, allocates nothing, and does not wait for subscribers, RELIABLE ones
+// included (see mirrorMaxBlocking): one that falls behind misses frames.
 type MirrorWriter struct {
 	ep  *endpoint
 	hdr *C.zh_mirror_hdr // C scratch reused by every Publish; freed when the endpoint closes
 }
 
-// NewImageMirror creates a sensor_msgs/Image mirror publisher on topic
-// (sensor data QoS unless q says otherwise).
+// mirrorMaxBlocking is every mirror's max_blocking_time. A mirror is
+// published from the camera's frame path, which must never wait for a
+// subscriber. What dds_write does in Cyclone DDS 0.10:
+//
+//   - A RELIABLE writer waits (throttle_writer, from write_sample_eot in
+//     src/core/ddsi/src/q_transmit.c) while the bytes its readers have not
+//     acknowledged exceed its WHC high-water mark, up to max_blocking_time
+//     (DDS default 100 ms), then fails with DDS_RETCODE_TIMEOUT. A
+//     KEEP_LAST writer's watermarks are INT32_MAX, though ("aggressive
+//     keep last", the writer's init in src/core/ddsi/src/ddsi_endpoint.c),
+//     so it never waits for acknowledgements: its history keeps the last
+//     depth samples for retransmission and drops an overwritten one even
+//     if unacknowledged (whc_default_insert, src/core/ddsc/src/dds_whc.c);
+//     a subscriber that falls behind is sent a GAP for what it missed.
+//   - Delivery to a reader in this process whose history refuses the
+//     sample (KEEP_ALL with resource limits) is retried for up to
+//     max_blocking_time (deliver_locally, src/core/ddsc/src/dds_write.c).
+//
+// So mirrors are KEEP_LAST (depth 1 when RELIABLE: Cyclone keeps one
+// serialized frame, and retransmits only the newest), and their
+// max_blocking_time is 0, so that whatever Cyclone would wait for fails
+// at once with DDS_RETCODE_TIMEOUT: the frame is dropped and the caller
+// counts the error. TestReliableMirrorNeverWaitsForAStalledSubscriber
+// checks this against a subscriber stopped with SIGSTOP (a KEEP_ALL writer
+// with 100 ms takes 100 ms per write there).
+const mirrorMaxBlocking = 0
+
+// NewImageMirror creates a sensor_msgs/Image mirror publisher on topic.
+// The zero q is sensor data QoS (BEST_EFFORT, KEEP_LAST 5); RELIABLE
+// defaults to KEEP_LAST 1. A BEST_EFFORT mirror never matches a RELIABLE
+// subscriber (rviz2's default); a RELIABLE one matches both kinds.
 func (p *Participant) NewImageMirror(topic string, q QoS) (*MirrorWriter, error) {
 	return p.newMirror(typeImage, topic, q)
 }
 
-// NewPointCloud2Mirror creates a sensor_msgs/PointCloud2 mirror publisher.
+// NewPointCloud2Mirror creates a sensor_msgs/PointCloud2 mirror publisher,
+// with QoS as NewImageMirror.
 func (p *Participant) NewPointCloud2Mirror(topic string, q QoS) (*MirrorWriter, error) {
 	return p.newMirror(typePointCloud2, topic, q)
 }
 
 func (p *Participant) newMirror(t msgType, topic string, q QoS) (*MirrorWriter, error) {
-	q, err := q.resolve(SensorDataQoS())
+	def := SensorDataQoS()
+	if q.Reliability == Reliable {
+		def.Depth = 1
+	}
+	q, err := q.resolve(def)
 	if err != nil {
 		return nil, err
 	}
 	w := &MirrorWriter{hdr: (*C.zh_mirror_hdr)(C.calloc(1, C.size_t(unsafe.Sizeof(C.zh_mirror_hdr{}))))}
-	if w.ep, err = p.newEndpoint(t, topic, true, q, func() { C.free(unsafe.Pointer(w.hdr)) }); err != nil {
+	if w.ep, err = p.newEndpoint(t, topic, true, q, mirrorMaxBlocking, func() { C.free(unsafe.Pointer(w.hdr)) }); err != nil {
 		return nil, err
 	}
 	p.log.Info("ros2: mirror publisher (publishes only while a subscriber is matched)", zapTopic(w.ep), zapQoS(q))
@@ -101,7 +135,7 @@ func (w *MirrorWriter) Publish(h *handles.Handle, data []byte) error {
 	default:
 		return fmt.Errorf("ros2: mirror %s (%s): handle of kind %d", ep.rosTopic, ep.typ.rosName(), h.Kind)
 	}
-	if rc < 0 {
+	if rc < 0 { // DDS_RETCODE_TIMEOUT: dropped rather than waited for (mirrorMaxBlocking)
 		return &ddsError{op: "write " + ep.ddsTopic, rc: retcode(rc)}
 	}
 	return nil

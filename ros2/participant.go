@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 )
@@ -222,12 +223,19 @@ type endpoint struct {
 	lastMatchedTotal, lastIncompatible, lastLost uint32
 }
 
+// defaultMaxBlocking is a RELIABLE writer's max_blocking_time unless it
+// says otherwise: the DDS default, 100 ms. Cyclone's KEEP_LAST writers
+// never wait for acknowledgements, so it bounds only delivery to a full
+// in-process reader (see mirrorMaxBlocking).
+const defaultMaxBlocking = 100 * time.Millisecond
+
 // newEndpoint creates a writer or reader and hands it to the status
-// goroutine. release (may be nil) frees the owner's C memory when the
+// goroutine. maxBlocking is a RELIABLE writer's max_blocking_time (readers
+// ignore it). release (may be nil) frees the owner's C memory when the
 // endpoint closes, or now when newEndpoint fails; it is set before the
 // endpoint becomes visible to Participant.Close, which may close it at
 // once.
-func (p *Participant) newEndpoint(t msgType, rosTopic string, writer bool, q QoS, release func()) (_ *endpoint, err error) {
+func (p *Participant) newEndpoint(t msgType, rosTopic string, writer bool, q QoS, maxBlocking time.Duration, release func()) (_ *endpoint, err error) {
 	defer func() {
 		if err != nil && release != nil {
 			release()
@@ -246,7 +254,7 @@ func (p *Participant) newEndpoint(t msgType, rosTopic string, writer bool, q QoS
 	if p.closed {
 		return nil, ErrClosed
 	}
-	e, rc := createEndpoint(p.pp, t, ddsTopic, writer, q, mask)
+	e, rc := createEndpoint(p.pp, t, ddsTopic, writer, q, maxBlocking, mask)
 	if rc < 0 {
 		return nil, &ddsError{op: fmt.Sprintf("create %s %s on %s (%s)", t.rosName(), sideName(writer), ddsTopic, q), rc: rc}
 	}

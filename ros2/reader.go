@@ -65,7 +65,7 @@ func (p *Participant) openSubscription(t msgType, topic string, opts Subscriptio
 	if err != nil {
 		return nil, err
 	}
-	ep, err := p.newEndpoint(t, topic, false, q, nil)
+	ep, err := p.newEndpoint(t, topic, false, q, defaultMaxBlocking, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -49,7 +49,7 @@ func (p *Participant) NewTwistSink(opts TwistOptions) (*TwistSink, error) {
 		s.frameID = newCString(opts.FrameID)
 		release = s.frameID.free
 	}
-	if s.ep, err = p.newEndpoint(t, opts.Topic, true, q, release); err != nil {
+	if s.ep, err = p.newEndpoint(t, opts.Topic, true, q, defaultMaxBlocking, release); err != nil {
 		return nil, err
 	}
 	ep := s.ep
@@ -114,7 +114,7 @@ func (p *Participant) NewHandleWriter(opts HandleWriterOptions) (*HandleWriter, 
 		return nil, err
 	}
 	w := &HandleWriter{buf: newSlotHandleBuf()}
-	if w.ep, err = p.newEndpoint(typeSlotHandle, opts.Topic, true, q, w.buf.free); err != nil {
+	if w.ep, err = p.newEndpoint(typeSlotHandle, opts.Topic, true, q, defaultMaxBlocking, w.buf.free); err != nil {
 		return nil, err
 	}
 	p.log.Info("ros2: publishing slot handles", zapTopic(w.ep), zapQoS(q))

@@ -53,11 +53,11 @@ static const dds_topic_descriptor_t *descriptor(int type)
 }
 
 dds_entity_t zh_endpoint(dds_entity_t participant, int type, const char *topic_name,
-                         int is_writer, int best_effort, int32_t depth,
+                         int is_writer, int best_effort, int32_t depth, int64_t max_blocking_ns,
                          const char *userdata, uint32_t status_mask)
 {
   const dds_topic_descriptor_t *desc = descriptor(type);
-  if (desc == NULL || depth < 1)
+  if (desc == NULL || depth < 1 || max_blocking_ns < 0)
     return DDS_RETCODE_BAD_PARAMETER;
   // The topic is a child of the participant; deleting the endpoint leaves
   // it, deleting the participant removes it. Cyclone returns a new handle
@@ -66,10 +66,11 @@ dds_entity_t zh_endpoint(dds_entity_t participant, int type, const char *topic_n
   if (topic < 0)
     return topic;
   dds_qos_t *qos = dds_create_qos();
-  // 100 ms is the DDS default max_blocking_time: a RELIABLE KEEP_LAST
-  // writer does not block in practice, and must never stall the caller long.
+  // max_blocking_time: how long dds_write may wait. Cyclone's KEEP_LAST
+  // writers never wait for acknowledgements; what remains is delivery to a
+  // full in-process reader (see mirrorMaxBlocking in mirror.go).
   dds_qset_reliability(qos, best_effort ? DDS_RELIABILITY_BEST_EFFORT : DDS_RELIABILITY_RELIABLE,
-                       DDS_MSECS(100));
+                       (dds_duration_t)max_blocking_ns);
   dds_qset_durability(qos, DDS_DURABILITY_VOLATILE);
   dds_qset_history(qos, DDS_HISTORY_KEEP_LAST, depth);
   dds_qset_userdata(qos, userdata, strlen(userdata));

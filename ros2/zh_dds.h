@@ -33,12 +33,13 @@ dds_entity_t zh_participant(uint32_t domain_id, const char *config,
 
 // zh_endpoint creates a topic `topic_name` of `type` and a writer
 // (is_writer != 0) or a reader on it. QoS: RELIABLE (max_blocking_time
-// 100 ms) or BEST_EFFORT, VOLATILE, KEEP_LAST `depth`; writers also
-// autodispose = false and data representation XCDR1 only. `userdata` is
-// the endpoint's USER_DATA ("typehash=RIHS01_...;"). `status_mask` is set
-// on the endpoint before it is returned.
+// `max_blocking_ns`, ≥ 0; it matters only for a writer) or
+// BEST_EFFORT, VOLATILE, KEEP_LAST `depth`; writers also autodispose =
+// false and data representation XCDR1 only. `userdata` is the endpoint's
+// USER_DATA ("typehash=RIHS01_...;"). `status_mask` is set on the
+// endpoint before it is returned.
 dds_entity_t zh_endpoint(dds_entity_t participant, int type, const char *topic_name,
-                         int is_writer, int best_effort, int32_t depth,
+                         int is_writer, int best_effort, int32_t depth, int64_t max_blocking_ns,
                          const char *userdata, uint32_t status_mask);
 
 // zh_endpoint_delete deletes an endpoint and the topic handle made for it.

@@ -22,19 +22,7 @@ import (
 // variables (ROS_DOMAIN_ID, ROS_AUTOMATIC_DISCOVERY_RANGE,
 // ROS_LOCALHOST_ONLY, ROS_STATIC_PEERS, CYCLONEDDS_URI).
 func ros2Flags(fs *flag.FlagSet) func(context.Context, camera.NodeConfig) (handled bool, err error) {
-	var (
-		points     = fs.String("ros2-points-topic", "/points", `--source ros2: sensor_msgs/PointCloud2 topic ("" = none); x, y, z (FLOAT32/FLOAT64) and optional intensity at any offsets`)
-		image      = fs.String("ros2-image-topic", "/image_raw", `--source ros2: sensor_msgs/Image topic ("" = none); rgb8, bgr8, mono8, rgba8 or bgra8`)
-		maxPoints  = fs.Int("ros2-max-points", 131072, "--source ros2: most points per cloud (slot size = 16 bytes × this); larger clouds are dropped and counted")
-		maxImage   = fs.Int("ros2-max-image-bytes", 1920*1080*3, "--source ros2: largest image in bytes (width × height × bytes per pixel); larger images are dropped and counted")
-		handlesTop = fs.String("ros2-handles-topic", "", `--source ros2: also publish each handle as zerohop_msgs/SlotHandle on this topic while a ROS subscriber is matched ("" = off), e.g. /zerohop/handles`)
-		imgMirror  = fs.String("ros2-image-mirror-topic", "", `--source ros2: republish each image as a full sensor_msgs/Image here, only while a ROS subscriber (rviz) is matched ("" = off)`)
-		ptsMirror  = fs.String("ros2-points-mirror-topic", "", `--source ros2: republish each cloud as a packed XYZI PointCloud2 here, only while a ROS subscriber is matched ("" = off)`)
-		node       = fs.String("ros2-node-name", "zerohop_camera", "--source ros2: ROS node name in ros2 node list / rqt_graph")
-		ns         = fs.String("ros2-namespace", "/", "--source ros2: ROS namespace of that node, e.g. /robot1")
-		stamp      = fs.String("ros2-stamp", "header", `--source ros2: a frame's capture time: "header" (the message's header.stamp; the driver's clock must be this machine's, within the agent's --watchdog) or "receipt" (this machine's clock when the message arrives: for a simulator's use_sim_time stamps or a driver clock that is not synchronised; time before arrival goes uncounted)`)
-		domain     = fs.Int("ros-domain", -1, fmt.Sprintf("--source ros2: DDS domain id 0..%d, overriding ROS_DOMAIN_ID (-1: from the environment, default 0)", ros2.MaxDomainID))
-	)
+	nodeConfig := registerROS2Flags(fs)
 	return func(ctx context.Context, cfg camera.NodeConfig) (bool, error) {
 		if cfg.Source != "ros2" {
 			var stray []string
@@ -48,28 +36,70 @@ func ros2Flags(fs *flag.FlagSet) func(context.Context, camera.NodeConfig) (handl
 			}
 			return false, nil
 		}
-		dds, err := ros2.ConfigFromEnv(os.LookupEnv)
+		rc, err := nodeConfig(os.LookupEnv)
 		if err != nil {
 			return true, err
 		}
+		return true, camera.RunROS2Node(ctx, cfg, rc)
+	}
+}
+
+// registerROS2Flags registers the ROS 2 flags on fs. The returned function,
+// called after fs.Parse, checks them and makes the node's configuration,
+// reading the ROS environment variables through lookup.
+func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)) (camera.ROS2NodeConfig, error) {
+	var (
+		points     = fs.String("ros2-points-topic", "/points", `--source ros2: sensor_msgs/PointCloud2 topic ("" = none); x, y, z (FLOAT32/FLOAT64) and optional intensity at any offsets`)
+		image      = fs.String("ros2-image-topic", "/image_raw", `--source ros2: sensor_msgs/Image topic ("" = none); rgb8, bgr8, mono8, rgba8 or bgra8`)
+		maxPoints  = fs.Int("ros2-max-points", 131072, "--source ros2: most points per cloud (slot size = 16 bytes × this); larger clouds are dropped and counted")
+		maxImage   = fs.Int("ros2-max-image-bytes", 1920*1080*3, "--source ros2: largest image in bytes (width × height × bytes per pixel); larger images are dropped and counted")
+		handlesTop = fs.String("ros2-handles-topic", "", `--source ros2: also publish each handle as zerohop_msgs/SlotHandle on this topic while a ROS subscriber is matched ("" = off), e.g. /zerohop/handles`)
+		imgMirror  = fs.String("ros2-image-mirror-topic", "", `--source ros2: republish each image as a full sensor_msgs/Image here, only while a ROS subscriber (rviz) is matched ("" = off)`)
+		ptsMirror  = fs.String("ros2-points-mirror-topic", "", `--source ros2: republish each cloud as a packed XYZI PointCloud2 here, only while a ROS subscriber is matched ("" = off)`)
+		mirrorRel  = fs.String("ros2-mirror-reliability", "best-effort", `--source ros2: QoS of the mirror topics: "best-effort" (KEEP_LAST 5; RELIABLE subscribers such as rviz2's default displays do not match it) or "reliable" (KEEP_LAST 1; both kinds match). Neither makes the camera wait: a subscriber that falls behind misses frames`)
+		node       = fs.String("ros2-node-name", "zerohop_camera", "--source ros2: ROS node name in ros2 node list / rqt_graph")
+		ns         = fs.String("ros2-namespace", "/", "--source ros2: ROS namespace of that node, e.g. /robot1")
+		stamp      = fs.String("ros2-stamp", "header", `--source ros2: a frame's capture time: "header" (the message's header.stamp; the driver's clock must be this machine's, within the agent's --watchdog) or "receipt" (this machine's clock when the message arrives: for a simulator's use_sim_time stamps or a driver clock that is not synchronised; time before arrival goes uncounted)`)
+		domain     = fs.Int("ros-domain", -1, fmt.Sprintf("--source ros2: DDS domain id 0..%d, overriding ROS_DOMAIN_ID (-1: from the environment, default 0)", ros2.MaxDomainID))
+	)
+	return func(lookup func(string) (string, bool)) (camera.ROS2NodeConfig, error) {
+		dds, err := ros2.ConfigFromEnv(lookup)
+		if err != nil {
+			return camera.ROS2NodeConfig{}, err
+		}
 		if *domain >= 0 {
 			if *domain > ros2.MaxDomainID {
-				return true, fmt.Errorf("--ros-domain %d: want 0..%d", *domain, ros2.MaxDomainID)
+				return camera.ROS2NodeConfig{}, fmt.Errorf("--ros-domain %d: want 0..%d", *domain, ros2.MaxDomainID)
 			}
 			dds.Domain = uint32(*domain)
 		}
 		dds.NodeName, dds.Namespace = *node, *ns
 		if *maxPoints < 0 || *maxImage < 0 {
-			return true, fmt.Errorf("--ros2-max-points %d, --ros2-max-image-bytes %d: want ≥ 0", *maxPoints, *maxImage)
+			return camera.ROS2NodeConfig{}, fmt.Errorf("--ros2-max-points %d, --ros2-max-image-bytes %d: want ≥ 0", *maxPoints, *maxImage)
 		}
 		if *stamp != "header" && *stamp != "receipt" {
-			return true, fmt.Errorf(`--ros2-stamp %q: want "header" or "receipt"`, *stamp)
+			return camera.ROS2NodeConfig{}, fmt.Errorf(`--ros2-stamp %q: want "header" or "receipt"`, *stamp)
 		}
-		return true, camera.RunROS2Node(ctx, cfg, camera.ROS2NodeConfig{
+		rel, err := parseMirrorReliability(*mirrorRel)
+		if err != nil {
+			return camera.ROS2NodeConfig{}, err
+		}
+		return camera.ROS2NodeConfig{
 			DDS: dds, PointsTopic: *points, ImageTopic: *image,
 			MaxPoints: *maxPoints, MaxImageBytes: *maxImage, HandlesTopic: *handlesTop,
-			ImageMirrorTopic: *imgMirror, PointsMirrorTopic: *ptsMirror,
+			ImageMirrorTopic: *imgMirror, PointsMirrorTopic: *ptsMirror, MirrorReliability: rel,
 			StampOnReceipt: *stamp == "receipt",
-		})
+		}, nil
 	}
+}
+
+// parseMirrorReliability reads --ros2-mirror-reliability.
+func parseMirrorReliability(s string) (ros2.Reliability, error) {
+	switch s {
+	case "best-effort":
+		return ros2.BestEffort, nil
+	case "reliable":
+		return ros2.Reliable, nil
+	}
+	return 0, fmt.Errorf(`--ros2-mirror-reliability %q: want "best-effort" or "reliable"`, s)
 }

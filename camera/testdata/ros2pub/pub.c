@@ -16,8 +16,9 @@
 //   Prints READY, then publishes the message every PERIOD_MS until stdin
 //   closes (or 20 s pass).
 //
-//   ros2pub DOMAIN sub_image|sub_cloud TOPIC
-//     A BEST_EFFORT subscriber: prints READY, then for the first sample
+//   ros2pub DOMAIN sub_image|sub_cloud TOPIC [reliable]
+//     A BEST_EFFORT (or RELIABLE) subscriber: prints READY, then for the
+//     first sample
 //     "SAMPLE sec nanosec frame_id width height step|point_step
 //     encoding|fields data_hex" (fields as name:offset:datatype:count,
 //     comma-separated) and exits; ERROR after 20 s without one.
@@ -39,13 +40,13 @@ static void die(const char *what, dds_return_t rc)
 static void put32(uint8_t *p, const void *v) { memcpy(p, v, 4); } // little-endian host
 static void put64(uint8_t *p, const void *v) { memcpy(p, v, 8); }
 
-static int sub(dds_entity_t pp, int image, const char *topic)
+static int sub(dds_entity_t pp, int image, const char *topic, int reliable)
 {
   dds_entity_t tp = dds_create_topic(pp, image ? &sensor_msgs_msg_dds__Image__desc : &sensor_msgs_msg_dds__PointCloud2__desc,
                                      topic, NULL, NULL);
   if (tp < 0) die("create topic", tp);
   dds_qos_t *q = dds_create_qos();
-  dds_qset_reliability(q, DDS_RELIABILITY_BEST_EFFORT, 0);
+  dds_qset_reliability(q, reliable ? DDS_RELIABILITY_RELIABLE : DDS_RELIABILITY_BEST_EFFORT, 0);
   dds_qset_history(q, DDS_HISTORY_KEEP_LAST, 5);
   dds_entity_t rd = dds_create_reader(pp, tp, q, NULL);
   dds_delete_qos(q);
@@ -93,10 +94,10 @@ static int sub(dds_entity_t pp, int image, const char *topic)
 
 int main(int argc, char **argv)
 {
-  if (argc == 4 && !strncmp(argv[2], "sub_", 4)) {
+  if ((argc == 4 || argc == 5) && !strncmp(argv[2], "sub_", 4)) {
     dds_entity_t pp = dds_create_participant((dds_domainid_t)atoi(argv[1]), NULL, NULL);
     if (pp < 0) die("create participant", pp);
-    int rc = sub(pp, !strcmp(argv[2], "sub_image"), argv[3]);
+    int rc = sub(pp, !strcmp(argv[2], "sub_image"), argv[3], argc == 5 && !strcmp(argv[4], "reliable"));
     dds_delete(pp);
     return rc;
   }

@@ -4,12 +4,14 @@
 // Cyclone reads its configuration from CYCLONEDDS_URI.
 //
 //   peer DOMAIN sub TYPE TOPIC RELIABILITY COUNT
-//     TYPE: twist | twist_stamped | slot_handle. Prints READY, then
-//     MATCHED once a publisher matches, then PUBLICATION (the matched
-//     writer's discovery data) and PARTICIPANT (its participant's
+//     TYPE: twist | twist_stamped | slot_handle | image | cloud. Prints
+//     READY, then MATCHED once a publisher matches, then PUBLICATION (the
+//     matched writer's discovery data) and PARTICIPANT (its participant's
 //     USER_DATA), then for each of COUNT samples a CDR line (the
-//     serialized payload, hex) and a SAMPLE line (key=value). COUNT 0:
-//     take samples silently and print RECEIVED n when stdin closes.
+//     serialized payload, hex; not for image and cloud) and a SAMPLE line
+//     (key=value; image and cloud give the data's length and FNV-1a
+//     hash). COUNT 0: take samples silently and print RECEIVED n when
+//     stdin closes.
 //   peer DOMAIN pub TYPE TOPIC RELIABILITY PERIOD_MS [N [NFIELDS]]
 //     TYPE: image (N = width) | cloud (N = points, NFIELDS = PointFields,
 //     default 5, at most 64). Prints READY and
@@ -208,9 +210,37 @@ static void print_publication(dds_entity_t pp, const char *topic)
   fflush(stdout);
 }
 
+// fnv1a is the 32-bit FNV-1a hash (hash/fnv's New32a in the Go tests).
+static uint32_t fnv1a(const uint8_t *b, uint32_t n)
+{
+  uint32_t h = 2166136261u;
+  for (uint32_t i = 0; i < n; i++)
+    h = (h ^ b[i]) * 16777619u;
+  return h;
+}
+
 static void print_sample(const char *type, struct ddsi_serdata *sd)
 {
-  if (!strcmp(type, "twist")) {
+  if (!strcmp(type, "image")) {
+    sensor_msgs_msg_dds__Image_ m;
+    memset(&m, 0, sizeof m);
+    ddsi_serdata_to_sample(sd, &m, NULL, NULL);
+    printf("SAMPLE sec=%" PRId32 " nanosec=%" PRIu32, m.header.stamp.sec, m.header.stamp.nanosec);
+    print_octets("frame_id", m.header.frame_id, strlen(m.header.frame_id));
+    print_octets("encoding", m.encoding, strlen(m.encoding));
+    printf(" width=%" PRIu32 " height=%" PRIu32 " step=%" PRIu32 " len=%" PRIu32 " fnv=%08" PRIx32 "\n",
+           m.width, m.height, m.step, m.data._length, fnv1a(m.data._buffer, m.data._length));
+    dds_sample_free(&m, &sensor_msgs_msg_dds__Image__desc, DDS_FREE_CONTENTS);
+  } else if (!strcmp(type, "cloud")) {
+    sensor_msgs_msg_dds__PointCloud2_ m;
+    memset(&m, 0, sizeof m);
+    ddsi_serdata_to_sample(sd, &m, NULL, NULL);
+    printf("SAMPLE sec=%" PRId32 " nanosec=%" PRIu32, m.header.stamp.sec, m.header.stamp.nanosec);
+    print_octets("frame_id", m.header.frame_id, strlen(m.header.frame_id));
+    printf(" width=%" PRIu32 " height=%" PRIu32 " point_step=%" PRIu32 " fields=%" PRIu32 " len=%" PRIu32 " fnv=%08" PRIx32 "\n",
+           m.width, m.height, m.point_step, m.fields._length, m.data._length, fnv1a(m.data._buffer, m.data._length));
+    dds_sample_free(&m, &sensor_msgs_msg_dds__PointCloud2__desc, DDS_FREE_CONTENTS);
+  } else if (!strcmp(type, "twist")) {
     geometry_msgs_msg_dds__Twist_ t;
     memset(&t, 0, sizeof t);
     ddsi_serdata_to_sample(sd, &t, NULL, NULL);
@@ -304,11 +334,13 @@ static int sub(dds_entity_t pp, const char *type, const char *topic, const char 
       continue;
     }
     if (si.valid_data) {
-      uint32_t size = ddsi_serdata_size(sd);
-      unsigned char *b = malloc(size);
-      ddsi_serdata_to_ser(sd, 0, size, b);
-      hexline("CDR", b, size);
-      free(b);
+      if (strcmp(type, "image") && strcmp(type, "cloud")) {
+        uint32_t size = ddsi_serdata_size(sd);
+        unsigned char *b = malloc(size);
+        ddsi_serdata_to_ser(sd, 0, size, b);
+        hexline("CDR", b, size);
+        free(b);
+      }
       print_sample(type, sd);
       fflush(stdout);
       got++;

@@ -1,0 +1,119 @@
+//go:build ros2
+
+package main
+
+import (
+	"flag"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/zerohop/zerohop/internal/sockdir"
+	"github.com/zerohop/zerohop/ros2"
+)
+
+// noEnv is an environment without ROS variables.
+func noEnv(string) (string, bool) { return "", false }
+
+func TestMirrorReliabilityFlag(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want ros2.Reliability
+	}{
+		{"the default is best-effort", nil, ros2.BestEffort},
+		{"best-effort", []string{"--ros2-mirror-reliability", "best-effort"}, ros2.BestEffort},
+		{"reliable", []string{"--ros2-mirror-reliability=reliable"}, ros2.Reliable},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("camera", flag.ContinueOnError)
+			nodeConfig := registerROS2Flags(fs)
+			if err := fs.Parse(c.args); err != nil {
+				t.Fatal(err)
+			}
+			rc, err := nodeConfig(noEnv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rc.MirrorReliability != c.want {
+				t.Errorf("MirrorReliability = %v, want %v", rc.MirrorReliability, c.want)
+			}
+		})
+	}
+}
+
+func TestMirrorReliabilityFlagRejectsOtherValues(t *testing.T) {
+	for name, v := range map[string]string{
+		"ROS's own spelling":            "best_effort",
+		"another case":                  "Reliable",
+		"a history kind":                "keep-last",
+		"the empty string, not default": "",
+	} {
+		t.Run(name, func(t *testing.T) {
+			fs := flag.NewFlagSet("camera", flag.ContinueOnError)
+			nodeConfig := registerROS2Flags(fs)
+			if err := fs.Parse([]string{"--ros2-mirror-reliability", v}); err != nil {
+				t.Fatal(err)
+			}
+			_, err := nodeConfig(noEnv)
+			if err == nil {
+				t.Fatalf("--ros2-mirror-reliability %q accepted", v)
+			}
+			for _, want := range []string{"--ros2-mirror-reliability", `"` + v + `"`, "best-effort", "reliable"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not name %s", err, want)
+				}
+			}
+		})
+	}
+}
+
+// The whole command line: an invalid value stops the camera before it
+// starts anything, and the flag needs --source ros2. (--frames 1 and a
+// private socket bound the run should a check ever be lost.)
+func TestRunRefusesBadMirrorReliability(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"an invalid value", []string{"--source", "ros2", "--ros2-mirror-reliability", "sometimes", "--metrics", ""},
+			[]string{"--ros2-mirror-reliability", `"sometimes"`}},
+		{"without --source ros2", []string{"--ros2-mirror-reliability", "reliable", "--metrics", ""},
+			[]string{"--ros2-mirror-reliability", "only with --source ros2"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := run(append(c.args, "--log-level", "error", "--frames", "1",
+				"--socket", filepath.Join(sockdir.Short(t), "c.sock")))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, want := range c.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %s", err, want)
+				}
+			}
+		})
+	}
+}
+
+func TestHelpDescribesMirrorReliability(t *testing.T) {
+	fs := flag.NewFlagSet("camera", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	registerROS2Flags(fs)
+	f := fs.Lookup("ros2-mirror-reliability")
+	if f == nil {
+		t.Fatal("no --ros2-mirror-reliability flag")
+	}
+	if f.DefValue != "best-effort" {
+		t.Errorf("default %q, want best-effort", f.DefValue)
+	}
+	for _, want := range []string{`"best-effort"`, `"reliable"`, "rviz2"} {
+		if !strings.Contains(f.Usage, want) {
+			t.Errorf("usage %q lacks %s", f.Usage, want)
+		}
+	}
+}
