@@ -59,17 +59,15 @@ func TestFakeCUDAAgentWithoutNVRTC(t *testing.T) {
 	if err := os.Symlink(libs.Driver, filepath.Join(driverOnly, "libcuda.so.1")); err != nil {
 		t.Fatal(err)
 	}
-	// No NVRTC named or in a toolkit folder either.
-	t.Setenv(gpu.EnvNVRTC, "")
-	t.Setenv("CUDA_HOME", "")
-	t.Setenv("CUDA_PATH", "")
+	// No NVRTC found whatever the machine has installed: $ZEROHOP_NVRTC=none.
+	t.Setenv(gpu.EnvNVRTC, gpu.NVRTCNone)
 	runTestChild(t, "TestFakeCUDAAgentWithoutNVRTC", driverOnly, envFakeCUDANoNVRTCChild, 3*time.Minute)
 }
 
 func fakeCUDANoNVRTCChild(t *testing.T) {
 	requireORT(t)
 	if nv, err := gpu.OpenNVRTC(); err == nil {
-		t.Fatalf("this test needs a machine without NVRTC, and %s loads", nv.Soname())
+		t.Fatalf("$%s=%s, yet OpenNVRTC loaded %s", gpu.EnvNVRTC, gpu.NVRTCNone, nv.Soname())
 	}
 	g := openGPUForTest(t)
 	if !strings.Contains(g.name, "fake") || g.filter.Target() != gpu.EmbeddedTarget {

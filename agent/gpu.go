@@ -137,14 +137,17 @@ func openGPUVoxel(cfg gpuVoxelConfig) (*gpuVoxel, error) {
 		StageUnpinned: true,
 	}
 	v.filter, err = gpu.NewVoxelFilter(v.ctx, nv, cfg.Filter, opt)
-	if err != nil && nv != nil {
+	if err != nil && nv != nil && errors.Is(err, gpu.ErrKernelImage) {
 		// An NVRTC that cannot compile for this device, or whose cubin
 		// the driver refuses, need not cost the GPU path either.
 		major, minor := nv.Version()
-		log.Warn("gpu: the voxel kernels NVRTC compiled did not start; trying the embedded PTX, JIT-compiled by the driver",
+		log.Warn("gpu: the voxel kernels from NVRTC did not load; trying the embedded PTX, JIT-compiled by the driver",
 			zap.String("device", name), zap.String("nvrtc", fmt.Sprintf("%d.%d (%s)", major, minor, nv.Soname())),
 			zap.String("embedded_ptx", gpu.EmbeddedTarget), zap.Error(err))
-		v.filter, err = gpu.NewVoxelFilter(v.ctx, nil, cfg.Filter, opt)
+		nvErr := err
+		if v.filter, err = gpu.NewVoxelFilter(v.ctx, nil, cfg.Filter, opt); err != nil {
+			err = errors.Join(nvErr, fmt.Errorf("then the embedded PTX: %w", err))
+		}
 	}
 	if err != nil {
 		return fail(name, "voxel kernels", err)

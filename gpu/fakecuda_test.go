@@ -588,11 +588,18 @@ func TestFakeCUDAPTXWhenNVRTCPredatesTheGPU(t *testing.T) {
 	if err := fakecuda.SetNVRTCArchs(f.libs.NVRTC, 52, 60, 61); err != nil {
 		t.Fatal(err)
 	}
-	if vf, err := NewVoxelFilter(f.c, f.nv, cfg, VoxelOptions{MaxPoints: n, CacheDir: t.TempDir()}); err == nil || !errors.Is(err, ErrNotSupported) {
+	if vf, err := NewVoxelFilter(f.c, f.nv, cfg, VoxelOptions{MaxPoints: n, CacheDir: t.TempDir()}); err == nil || !errors.Is(err, ErrNotSupported) || !errors.Is(err, ErrKernelImage) {
 		if vf != nil {
 			vf.Close()
 		}
-		t.Fatalf("NewVoxelFilter with an NVRTC for sm_52…sm_61 only = %v, want ErrNotSupported", err)
+		t.Fatalf("NewVoxelFilter with an NVRTC for sm_52…sm_61 only = %v, want ErrNotSupported and ErrKernelImage", err)
+	}
+	// A bad configuration is not the kernels' fault: no other image helps.
+	if vf, err := NewVoxelFilter(f.c, f.nv, cfg, VoxelOptions{MaxPoints: 0, CacheDir: t.TempDir()}); err == nil || errors.Is(err, ErrKernelImage) {
+		if vf != nil {
+			vf.Close()
+		}
+		t.Fatalf("NewVoxelFilter with MaxPoints 0 = %v, want an error that is not ErrKernelImage", err)
 	}
 }
 

@@ -110,11 +110,17 @@ type NVRTC struct {
 	builtins     string // what preloadBuiltins did, for error messages
 }
 
-// EnvNVRTC names an NVRTC library (a path) for OpenNVRTC to try first.
+// EnvNVRTC names an NVRTC library (a path) for OpenNVRTC to try first, or
+// is NVRTCNone.
 const EnvNVRTC = "ZEROHOP_NVRTC"
 
+// NVRTCNone as $ZEROHOP_NVRTC makes OpenNVRTC without arguments find no
+// NVRTC (ErrNoNVRTC), whatever is installed: the agent then runs the
+// embedded PTX.
+const NVRTCNone = "none"
+
 // OpenNVRTC loads the first of sonames that loads and exports every symbol.
-// With none given it tries $ZEROHOP_NVRTC, then NVRTCSonames on the
+// With none given it tries $ZEROHOP_NVRTC (NVRTCNone: none), then NVRTCSonames on the
 // dynamic linker's path, then those sonames in the usual CUDA toolkit
 // folders ($CUDA_HOME/lib64, $CUDA_PATH/lib64, /usr/local/cuda*/lib64 and
 // targets/*/lib), which a CUDA install does not always put on that path.
@@ -133,6 +139,9 @@ func (d *Driver) OpenNVRTC(sonames ...string) (*NVRTC, error) {
 // openNVRTC loads the first candidate whose major version is at most
 // maxMajor (0: any).
 func openNVRTC(maxMajor int, sonames []string) (*NVRTC, error) {
+	if len(sonames) == 0 && os.Getenv(EnvNVRTC) == NVRTCNone {
+		return nil, fmt.Errorf("%w: $%s=%s", ErrNoNVRTC, EnvNVRTC, NVRTCNone)
+	}
 	if len(sonames) == 0 {
 		sonames = nvrtcCandidates(os.Getenv, filepath.Glob, fileExists)
 	}

@@ -135,3 +135,16 @@ func TestPreloadBuiltins(t *testing.T) {
 		}
 	}
 }
+
+// $ZEROHOP_NVRTC=none: no NVRTC, whatever the machine has; sonames given
+// explicitly are still tried.
+func TestOpenNVRTCNone(t *testing.T) {
+	t.Setenv(EnvNVRTC, NVRTCNone)
+	nv, err := OpenNVRTC()
+	if !errors.Is(err, ErrNoNVRTC) || !strings.Contains(err.Error(), "$ZEROHOP_NVRTC=none") || nv != nil {
+		t.Fatalf("OpenNVRTC with $%s=none: %v, %v; want ErrNoNVRTC naming the variable", EnvNVRTC, nv, err)
+	}
+	if _, err := OpenNVRTC("libzerohop-no-such-nvrtc.so"); err == nil || strings.Contains(err.Error(), "=none") {
+		t.Fatalf("OpenNVRTC with a soname and $%s=none: %v; want that soname tried", EnvNVRTC, err)
+	}
+}

@@ -29,6 +29,12 @@ var (
 	// VoxelOptions.MaxInputBytes. A property of that cloud (a wide point
 	// step), not a GPU failure.
 	ErrInputTooLarge = errors.New("gpu: cloud larger than the GPU input buffer")
+	// ErrKernelImage: NewVoxelFilter could not get its kernels from NVRTC
+	// (no architecture both support, a compile error) or the driver
+	// refused the module (cuModuleLoadDataEx, a missing kernel). Another
+	// image (the embedded PTX) may still work; a bad configuration or a
+	// failed allocation is not this.
+	ErrKernelImage = errors.New("gpu: voxel kernel image")
 )
 
 // resultNames maps CUresult codes to their cuda.h names. It is kept in Go

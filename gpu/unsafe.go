@@ -381,7 +381,7 @@ func (d *dlDriver) moduleLoadData(image []byte) (uintptr, string, Result) {
 	binary.NativeEndian.PutUint64(block[valuesAt+8:], jitLogBytes)
 	r := call(d.cuModuleLoadDataEx, uintptr(unsafe.Pointer(&m)), uintptr(unsafe.Pointer(unsafe.SliceData(image))),
 		2, base, base+valuesAt)
-	n := min(int(binary.NativeEndian.Uint64(block[valuesAt+8:])), jitLogBytes)
+	n := int(min(binary.NativeEndian.Uint64(block[valuesAt+8:]), jitLogBytes))
 	log := block[logAt : logAt+n]
 	if i := bytes.IndexByte(log, 0); i >= 0 {
 		log = log[:i]

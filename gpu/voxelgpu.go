@@ -216,7 +216,7 @@ func NewVoxelFilter(c *Context, nv *NVRTC, cfg voxel.Config, opt VoxelOptions) (
 		archs, _ := nv.SupportedArchs() // nil when NVRTC cannot say: compile for the device's own
 		target, err := compileTarget(caps.ComputeMajor*10+caps.ComputeMinor, archs)
 		if err != nil {
-			return nil, fmt.Errorf("gpu voxel filter: %s is %s, NVRTC %d.%d (%s): %w", caps.Name, caps.Arch(), major, minor, nv.Soname(), err)
+			return nil, fmt.Errorf("gpu voxel filter: %w: %s is %s, NVRTC %d.%d (%s): %w", ErrKernelImage, caps.Name, caps.Arch(), major, minor, nv.Soname(), err)
 		}
 		f.target = target
 		options := voxelCompileArgs(target)
@@ -226,7 +226,7 @@ func NewVoxelFilter(c *Context, nv *NVRTC, cfg voxel.Config, opt VoxelOptions) (
 		}
 		key := cubinCacheKey(voxelSource, caps.Arch(), major, minor, options)
 		if cubin, hit, err = cachedCubin(dir, key, nv.Compile, voxelSource, "voxel.cu", options); err != nil {
-			return nil, fmt.Errorf("gpu voxel filter: %w", err)
+			return nil, fmt.Errorf("gpu voxel filter: %w: %w", ErrKernelImage, err)
 		}
 	}
 	f.timing.CacheHit = hit
@@ -320,11 +320,11 @@ func (f *VoxelFilter) setup(cubin []byte) error {
 	return c.Do(func() error {
 		var err error
 		if f.mod, err = c.LoadModule(cubin); err != nil {
-			return err
+			return fmt.Errorf("%w (%s): %w", ErrKernelImage, f.target, err)
 		}
 		for k, name := range voxelKernelNames {
 			if f.fn[k], err = f.mod.Function(name); err != nil {
-				return err
+				return fmt.Errorf("%w (%s): %w", ErrKernelImage, f.target, err)
 			}
 		}
 		if f.stream, err = c.NewStream(); err != nil {

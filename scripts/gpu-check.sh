@@ -355,10 +355,12 @@ run)
 		step "agent pipeline, GPU vs CPU outputs (TestGPU*)" "$lim" agent-tests env ZEROHOP_REQUIRE_ORT=1 ZEROHOP_ORT_LIB="$ortlib" \
 			./agent.test -test.run "$agent_tests" -test.v -test.count=1 -test.timeout="$((lim > 20 ? lim - 10 : 10))s"
 
-		common=(--ort-lib "$ortlib" --providers cpu --log-level warn)
-		agent_step "agent, GPU voxel, mapped input, 20 s" "$(limit 60)" 9391 20 "" --gpu on --gpu-input mapped "${common[@]}"
-		agent_step "agent, GPU voxel, copied input, 10 s" "$(limit 45)" 9392 10 "" --gpu on --gpu-input copy "${common[@]}"
-		agent_step "agent, CPU voxel (--gpu off), 10 s" "$(limit 45)" 9393 10 "" --gpu off "${common[@]}"
+		# Info level: the start-up lines say which kernels ran (kernels_for:
+		# sm_XY from NVRTC, or the embedded compute_70 PTX) and why.
+		common=(--ort-lib "$ortlib" --providers cpu --log-level info)
+		agent_step "agent, GPU voxel, mapped input, 20 s" "$(limit 60)" 9391 20 "$tmp/agent-mapped.log" --gpu on --gpu-input mapped "${common[@]}"
+		agent_step "agent, GPU voxel, copied input, 10 s" "$(limit 45)" 9392 10 "$tmp/agent-copy.log" --gpu on --gpu-input copy "${common[@]}"
+		agent_step "agent, CPU voxel (--gpu off), 10 s" "$(limit 45)" 9393 10 "$tmp/agent-cpu.log" --gpu off "${common[@]}"
 		ort_gpu_step
 
 		echo

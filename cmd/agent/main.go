@@ -37,8 +37,10 @@ a unix socket) or runs a camera source in this process (--camera), and per
 frame pair runs voxel filter → BEV raster → image preprocessing → ONNX model
 → planner, publishing cmd_vel. A watchdog zeroes cmd_vel when frames stop or
 a stage fails. Per-stage latency: http://<--http>/ (page), /latency (JSON),
-/metrics (Prometheus), /healthz. With an NVIDIA GPU (driver and NVRTC found at
-run time) voxel filter and BEV run on it, reading the slot in place; /latency's
+/metrics (Prometheus), /healthz. With an NVIDIA GPU (its driver found at run
+time) voxel filter and BEV run on it, reading the slot in place: kernels
+compiled for the device by NVRTC when found ($ZEROHOP_NVRTC names one; "none":
+never), else the embedded PTX, which the driver JIT-compiles. /latency's
 voxel_path says where they run, and the log says why when it is the CPU.
 
 Flags:
