@@ -100,3 +100,19 @@ func newFilterAndBEV(t *testing.T, c *Context, nv *NVRTC, cfg voxel.Config, opt 
 	t.Cleanup(func() { c.Free(bev) })
 	return vf, bev
 }
+
+// matchesCPUBothInputs runs vf on cloud with mapped, then copied input,
+// into got and bev, and wants the CPU's points and raster each time.
+func matchesCPUBothInputs(t *testing.T, what string, vf *VoxelFilter, cloud voxel.Cloud, got *voxel.Points, bev []byte, want *voxel.Points, wantBEV []float32) {
+	t.Helper()
+	for _, copyInput := range []bool{false, true} {
+		vf.SetCopyInput(copyInput)
+		mode := map[bool]string{false: "mapped", true: "copied"}[copyInput]
+		clear(bev)
+		if err := vf.Run(cloud, got, bev); err != nil {
+			t.Fatalf("%s, %s input: %v", what, mode, err)
+		}
+		samePoints(t, what+", "+mode+" input", got.P, want.P)
+		sameBEV(t, what+", "+mode+" input", bev, wantBEV)
+	}
+}

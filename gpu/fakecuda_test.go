@@ -120,6 +120,15 @@ func (f fakeFixture) pinnedBuffer(t *testing.T, n int) []byte {
 	return b
 }
 
+// smallRingCloud is an 8 × 600 ring scan (with NaN/Inf) in the context's
+// pinned memory, its point count and a 0.2 m leaf.
+func (f fakeFixture) smallRingCloud(t *testing.T) (voxel.Cloud, int, voxel.Config) {
+	t.Helper()
+	src := ring(8, 600)
+	data := f.pinnedBuffer(t, len(src))
+	return layOut(data, src, 16), len(src) / 16, voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}
+}
+
 // closeAndCheckLeaks closes the context and fails if the fake driver still
 // holds anything this test made; openFakeCUDA registers it as a cleanup.
 func (f fakeFixture) closeAndCheckLeaks(t *testing.T) {
@@ -564,11 +573,7 @@ func TestFakeCUDADataChangedMidFrameIsAnError(t *testing.T) {
 func TestFakeCUDAPTXWhenNVRTCPredatesTheGPU(t *testing.T) {
 	f := openFakeCUDA(t)
 	t.Cleanup(func() { fakecuda.SetNVRTCArchs(f.libs.NVRTC) })
-	src := ring(8, 600)
-	n := len(src) / 16
-	data := f.pinnedBuffer(t, len(src))
-	cloud := layOut(data, src, 16)
-	cfg := voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}
+	cloud, n, cfg := f.smallRingCloud(t)
 	want, wantBEV := cpuReference(t, cfg, cloud)
 
 	if err := fakecuda.SetNVRTCArchs(f.libs.NVRTC, 75, 80, 86, 89); err != nil {
@@ -670,11 +675,7 @@ func TestFakeCUDANVRTCNeedsItsBuiltins(t *testing.T) {
 // runs its host emulation of voxel.cu, not the PTX: this is plumbing only.
 func TestFakeCUDAEmbeddedPTXWithoutNVRTC(t *testing.T) {
 	f := openFakeCUDA(t)
-	src := ring(8, 600)
-	n := len(src) / 16
-	data := f.pinnedBuffer(t, len(src))
-	cloud := layOut(data, src, 16)
-	cfg := voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}
+	cloud, n, cfg := f.smallRingCloud(t)
 	want, wantBEV := cpuReference(t, cfg, cloud)
 
 	compiles, err := fakecuda.NVRTCCompiles(f.libs.NVRTC)
@@ -688,16 +689,7 @@ func TestFakeCUDAEmbeddedPTXWithoutNVRTC(t *testing.T) {
 	if after, err := fakecuda.NVRTCCompiles(f.libs.NVRTC); err != nil || after != compiles {
 		t.Fatalf("NVRTC compiled %d programs for a filter without NVRTC (%v)", after-compiles, err)
 	}
-	got := voxel.NewPoints(n)
-	for _, copyInput := range []bool{false, true} {
-		vf.SetCopyInput(copyInput)
-		clear(bev)
-		if err := vf.Run(cloud, got, bev); err != nil {
-			t.Fatal(err)
-		}
-		samePoints(t, "embedded PTX", got.P, want.P)
-		sameBEV(t, "embedded PTX", bev, wantBEV)
-	}
+	matchesCPUBothInputs(t, "embedded PTX", vf, cloud, voxel.NewPoints(n), bev, want, wantBEV)
 }
 
 // A module the JIT refuses comes back with the JIT's error log

@@ -29,6 +29,22 @@ func openVoxelGPU(t *testing.T) voxelGPUFixture {
 	return voxelGPUFixture{c: f.c, nv: f.nv}
 }
 
+// ringCloud is a rings × columns ring scan (seed) in the context's pinned,
+// mapped memory, freed when t ends.
+func (g voxelGPUFixture) ringCloud(t *testing.T, rings, columns int, seed uint64) voxel.Cloud {
+	t.Helper()
+	n := rings * columns
+	data, err := g.c.Allocate(16 * n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.c.Free(data) })
+	if got := ringScan(data, rings, columns, seed); got != n {
+		t.Fatalf("scan has %d points, want %d", got, n)
+	}
+	return voxel.XYZI(data, n)
+}
+
 func TestGPUVoxelMatchesCPU(t *testing.T) {
 	g := openVoxelGPU(t)
 	crop := &voxel.Box{Min: [3]float32{-0.2, -12.8, -3}, Max: [3]float32{25.4, 12.8, 3}}
@@ -47,15 +63,7 @@ func TestGPUVoxelMatchesCPU(t *testing.T) {
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			n := sc.rings * sc.columns
-			data, err := g.c.Allocate(16 * n)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer g.c.Free(data)
-			if got := ringScan(data, sc.rings, sc.columns, uint64(n)); got != n {
-				t.Fatalf("scan has %d points, want %d", got, n)
-			}
-			cloud := voxel.XYZI(data, n)
+			cloud := g.ringCloud(t, sc.rings, sc.columns, uint64(n))
 
 			want, wantBEV := cpuReferenceBEV(t, sc.cfg, sc.bev, cloud)
 			vf, bev := newFilterAndBEV(t, g.c, g.nv, sc.cfg, VoxelOptions{MaxPoints: n, CacheDir: t.TempDir(), BEV: &sc.bev})
@@ -97,13 +105,7 @@ func TestGPUEmbeddedPTXMatchesCPU(t *testing.T) {
 	}{{"115k points", 64, 1800}, {"288k points", 128, 2250}} {
 		t.Run(sc.name, func(t *testing.T) {
 			n := sc.rings * sc.columns
-			data, err := g.c.Allocate(16 * n)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer g.c.Free(data)
-			ringScan(data, sc.rings, sc.columns, uint64(n)+1)
-			cloud := voxel.XYZI(data, n)
+			cloud := g.ringCloud(t, sc.rings, sc.columns, uint64(n)+1)
 			want, wantBEV := cpuReferenceBEV(t, cfg, voxel.BEVConfig{}, cloud)
 			start := time.Now()
 			vf, bev := newFilterAndBEV(t, g.c, nil, cfg, VoxelOptions{MaxPoints: n, BEV: &voxel.BEVConfig{}})
@@ -117,16 +119,7 @@ func TestGPUEmbeddedPTXMatchesCPU(t *testing.T) {
 				filters["NVRTC "+cubin.Target()] = cubin
 			}
 			got := voxel.NewPoints(n)
-			for _, copyInput := range []bool{false, true} {
-				vf.SetCopyInput(copyInput)
-				clear(bev)
-				if err := vf.Run(cloud, got, bev); err != nil {
-					t.Fatal(err)
-				}
-				mode := map[bool]string{false: "mapped", true: "copied"}[copyInput]
-				samePoints(t, "embedded PTX, "+mode+" input", got.P, want.P)
-				sameBEV(t, "embedded PTX, "+mode+" input", bev, wantBEV)
-			}
+			matchesCPUBothInputs(t, "embedded PTX", vf, cloud, got, bev, want, wantBEV)
 			for name, f := range filters {
 				f.SetCopyInput(false)
 				var times []time.Duration
