@@ -32,6 +32,23 @@ func mirrorImage(t *testing.T, width, height uint32) (handles.Handle, []byte) {
 		Image: handles.ImageFormat{Width: width, Height: height, RowStep: step, Encoding: handles.EncodingRGB8}}, data
 }
 
+// newReliableImageMirror is a RELIABLE image mirror on /zerohop/image of a
+// new participant, both closed when t ends.
+func newReliableImageMirror(t *testing.T, cfg Config) *MirrorWriter {
+	t.Helper()
+	p, err := NewParticipant(cfg, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	m, err := p.NewImageMirror("/zerohop/image", QoS{Reliability: Reliable})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
 func fnv32a(b []byte) string {
 	h := fnv.New32a()
 	h.Write(b)
@@ -43,16 +60,7 @@ func fnv32a(b []byte) string {
 // it matches a BEST_EFFORT subscriber too.
 func TestReliableMirrorReachesReliableSubscribers(t *testing.T) {
 	cfg := loopbackConfig(t)
-	p, err := NewParticipant(cfg, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	m, err := p.NewImageMirror("/zerohop/image", QoS{Reliability: Reliable})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := newReliableImageMirror(t, cfg)
 	// 320 × 240: 231 kB, four UDP fragments (testdata/loopback.xml), all
 	// of which must arrive for the frame to.
 	h, data := mirrorImage(t, 320, 240)
@@ -145,16 +153,7 @@ func TestBestEffortMirrorDoesNotMatchReliableSubscribers(t *testing.T) {
 // max_blocking_time 0 (see mirrorMaxBlocking) must keep every write short.
 func TestReliableMirrorNeverWaitsForAStalledSubscriber(t *testing.T) {
 	cfg := loopbackConfig(t)
-	p, err := NewParticipant(cfg, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	m, err := p.NewImageMirror("/zerohop/image", QoS{Reliability: Reliable})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := newReliableImageMirror(t, cfg)
 	// 640 × 480 rgb8: 923 kB, above the WHC's largest high-water mark
 	// (500 kB), so a writer that throttles would do so from the second
 	// unacknowledged frame on.
