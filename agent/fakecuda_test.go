@@ -69,11 +69,16 @@ func fakeCUDANoNVRTCChild(t *testing.T) {
 	if nv, err := gpu.OpenNVRTC(); err == nil {
 		t.Fatalf("$%s=%s, yet OpenNVRTC loaded %s", gpu.EnvNVRTC, gpu.NVRTCNone, nv.Soname())
 	}
-	g := openGPUForTest(t)
-	if !strings.Contains(g.name, "fake") || g.filter.Target() != gpu.EmbeddedTarget {
-		t.Fatalf("device %q, kernels for %q; want the fake driver running the embedded PTX (%s)", g.name, g.filter.Target(), gpu.EmbeddedTarget)
-	}
-	gpuPipelineMatchesCPU(t, g, smallScene, 2)
+	t.Run("pipeline outputs equal the CPU path's", func(t *testing.T) {
+		g := openGPUForTest(t)
+		if !strings.Contains(g.name, "fake") || g.filter.Target() != gpu.EmbeddedTarget {
+			t.Fatalf("device %q, kernels for %q; want the fake driver running the embedded PTX (%s)", g.name, g.filter.Target(), gpu.EmbeddedTarget)
+		}
+		gpuPipelineMatchesCPU(t, g, smallScene, 2)
+	})
+	t.Run("composed node", func(t *testing.T) {
+		composedFakeCUDANode(t, filepath.Join(os.Getenv("LD_LIBRARY_PATH"), "libcuda.so.1"), gpu.EmbeddedTarget)
+	})
 }
 
 // runTestChild runs test name again in a child process that finds the
@@ -130,34 +135,49 @@ func fakeCUDAChild(t *testing.T) {
 		fakeCUDANode(t, driver, live, 0, 0)
 	})
 	t.Run("composed node, camera pools in cuMemHostAlloc'd memory", func(t *testing.T) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		composedFakeCUDANode(t, driver, "sm_90")
+	})
+}
+
+// composedFakeCUDANode runs RunNode --gpu on with the synthetic camera in
+// process until two frames are processed, and checks that the camera's
+// pools are in the GPU's pinned memory, the GPU path stayed on with the
+// kernels wantKernels (/latency's gpu_kernels), and nothing is left in the
+// fake driver afterwards.
+func composedFakeCUDANode(t *testing.T, driver, wantKernels string) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostAllocs := uint64(0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- RunNode(ctx, NodeConfig{Camera: "synthetic", Rate: 10, Beams: smallScene.Beams,
+			AzimuthSteps: smallScene.AzimuthSteps, Listener: ln, Sink: &recordingSink{},
+			Threads: 1, Providers: "cpu", GPU: GPUOn, CubinCache: t.TempDir(), Watchdog: 5 * time.Second})
+	}()
+	// The emulation is slow, under -race slower still.
+	lat := waitFrames(t, ln.Addr().String(), done, 2, 90*time.Second, func() {
+		n, err := fakecuda.Live(driver, fakecuda.LiveHostAllocs)
 		if err != nil {
 			t.Fatal(err)
 		}
-		hostAllocs := uint64(0)
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		done := make(chan error, 1)
-		go func() {
-			done <- RunNode(ctx, NodeConfig{Camera: "synthetic", Rate: 10, Beams: smallScene.Beams,
-				AzimuthSteps: smallScene.AzimuthSteps, Listener: ln, Sink: &recordingSink{},
-				Threads: 1, Providers: "cpu", GPU: GPUOn, CubinCache: t.TempDir(), Watchdog: 5 * time.Second})
-		}()
-		// The emulation is slow, under -race slower still.
-		lat := waitFrames(t, ln.Addr().String(), done, 2, 90*time.Second, func() { hostAllocs = live(fakecuda.LiveHostAllocs) })
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-		// Two camera pools, the BEV input and the filter's host block.
-		if hostAllocs < 4 || lat.VoxelPath != "gpu" || lat.Counters["gpu_voxel_failures_total"] != 0 {
-			t.Fatalf("while running: %d pinned host allocations (want ≥ 4), voxel path %q, GPU failures %v",
-				hostAllocs, lat.VoxelPath, lat.Counters["gpu_voxel_failures_total"])
-		}
-		if left, err := fakecuda.Leaks(driver); err != nil || len(left) > 0 {
-			t.Errorf("after RunNode, left in the fake driver: %v %v", left, err)
-		}
+		hostAllocs = n
 	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// Two camera pools, the BEV input and the filter's host block.
+	if hostAllocs < 4 || lat.VoxelPath != "gpu" || lat.GPUKernels != wantKernels || lat.Counters["gpu_voxel_failures_total"] != 0 {
+		t.Fatalf("while running: %d pinned host allocations (want ≥ 4), voxel path %q, kernels %q (want %q), GPU failures %v",
+			hostAllocs, lat.VoxelPath, lat.GPUKernels, wantKernels, lat.Counters["gpu_voxel_failures_total"])
+	}
+	if left, err := fakecuda.Leaks(driver); err != nil || len(left) > 0 {
+		t.Errorf("after RunNode, left in the fake driver: %v %v", left, err)
+	}
 }
 
 // fakeCUDANode runs RunNode --gpu on against a camera process until three
@@ -210,8 +230,8 @@ func fakeCUDANode(t *testing.T, driver string, live func(int) uint64, registrati
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if lat.VoxelPath != "gpu" || !strings.Contains(lat.GPU, "fake") || lat.Counters["gpu_voxel_failures_total"] != 0 {
-		t.Fatalf("/latency voxel path %q, gpu %q, GPU failures %v; want gpu, the fake, 0", lat.VoxelPath, lat.GPU, lat.Counters["gpu_voxel_failures_total"])
+	if lat.VoxelPath != "gpu" || !strings.Contains(lat.GPU, "fake") || lat.GPUKernels != "sm_90" || lat.Counters["gpu_voxel_failures_total"] != 0 {
+		t.Fatalf("/latency voxel path %q, gpu %q, kernels %q, GPU failures %v; want gpu, the fake, sm_90, 0", lat.VoxelPath, lat.GPU, lat.GPUKernels, lat.Counters["gpu_voxel_failures_total"])
 	}
 	if len(sink.since(time.Time{})) == 0 {
 		t.Fatal("no command published")
@@ -224,9 +244,10 @@ func fakeCUDANode(t *testing.T, driver string, live func(int) uint64, registrati
 
 // latencyView is the part of /latency the GPU start-up tests read.
 type latencyView struct {
-	GPU       string             `json:"gpu"`
-	VoxelPath string             `json:"voxel_path"`
-	Counters  map[string]float64 `json:"counters"`
+	GPU        string             `json:"gpu"`
+	VoxelPath  string             `json:"voxel_path"`
+	GPUKernels string             `json:"gpu_kernels"`
+	Counters   map[string]float64 `json:"counters"`
 }
 
 // waitFrames polls the node's /latency at addr until it has processed

@@ -217,6 +217,9 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		}
 	}
 	rec.SetGPU(gpuName)
+	if gv != nil {
+		_ = rec.SetLabel(telemetry.LabelGPUKernels, gv.filter.Target())
+	}
 	var pinner pinned.Pinner
 	var allocator pinned.HostAllocator
 	if gv != nil {

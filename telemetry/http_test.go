@@ -107,6 +107,7 @@ func TestMetricsText(t *testing.T) {
 		`zerohop_execution_provider_info{provider="cpu"} 1`,
 		`zerohop_gpu_info{gpu="none"} 1`,
 		`zerohop_voxel_path_info{voxel_path="unknown"} 1`,
+		`zerohop_gpu_kernels_info{gpu_kernels="none"} 1`,
 		"zerohop_pool_in_use 4",
 		"zerohop_uptime_seconds",
 		"go_goroutines",

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -92,6 +93,9 @@ const (
 	// the camera's socket), "rings" (a spinning agent polling handle rings),
 	// "copy" (the copy baseline) or "inproc" (composed mode).
 	LabelHandoff = "handoff"
+	// LabelGPUKernels is what the GPU voxel kernels were loaded from: the
+	// device's "sm_XY" (compiled by NVRTC), a "compute_XY" PTX, or "none".
+	LabelGPUKernels = "gpu_kernels"
 )
 
 type labelSpec struct{ key, metric, help, initial string }
@@ -99,7 +103,7 @@ type labelSpec struct{ key, metric, help, initial string }
 // labelInfo lists the label keys with their info metric names (a function,
 // not a package variable, so it cannot be changed at run time).
 // numLabels is how many labels labelInfo describes.
-const numLabels = 4
+const numLabels = 5
 
 func labelInfo() [numLabels]labelSpec {
 	return [...]labelSpec{
@@ -107,6 +111,7 @@ func labelInfo() [numLabels]labelSpec {
 		{LabelGPU, "gpu_info", "GPU in use, or \"none\" (value is always 1).", "none"},
 		{LabelVoxelPath, "voxel_path_info", "Where voxel filtering runs, \"cpu\" or \"gpu\" (value is always 1).", "unknown"},
 		{LabelHandoff, "handoff_info", "How frames reach the pipeline: \"socket\", \"rings\", \"copy\" or \"inproc\" (value is always 1).", "unknown"},
+		{LabelGPUKernels, "gpu_kernels_info", "What the GPU voxel kernels were loaded from: \"sm_XY\" (NVRTC), \"compute_XY\" PTX (the driver JIT-compiled it), or \"none\" (value is always 1).", "none"},
 	}
 }
 
@@ -290,8 +295,10 @@ func (r *Recorder) Count(c Counter) uint64 {
 }
 
 // SetLabel sets one of the label values (LabelProvider, LabelGPU,
-// LabelVoxelPath, LabelHandoff). Invalid UTF-8 is dropped from value.
+// LabelVoxelPath, LabelHandoff, LabelGPUKernels). Invalid UTF-8 is dropped
+// from value.
 func (r *Recorder) SetLabel(key, value string) error {
+	var keys []string
 	for _, l := range labelInfo() {
 		if l.key == key {
 			r.labelsMu.Lock()
@@ -299,8 +306,9 @@ func (r *Recorder) SetLabel(key, value string) error {
 			r.labelsMu.Unlock()
 			return nil
 		}
+		keys = append(keys, strconv.Quote(l.key))
 	}
-	return fmt.Errorf("telemetry: unknown label %q: want %q, %q, %q or %q", key, LabelProvider, LabelGPU, LabelVoxelPath, LabelHandoff)
+	return fmt.Errorf("telemetry: unknown label %q: want one of %s", key, strings.Join(keys, ", "))
 }
 
 // SetProvider, SetGPU, SetVoxelPath and SetHandoff are SetLabel for the
@@ -405,16 +413,18 @@ type StageSnapshot struct {
 
 // Snapshot is what /latency serves.
 type Snapshot struct {
-	Unit      string             `json:"unit"` // latency unit: "us"
-	UptimeS   float64            `json:"uptime_s"`
-	WindowS   float64            `json:"window_s"`
-	Provider  string             `json:"provider"`
-	GPU       string             `json:"gpu"`
-	VoxelPath string             `json:"voxel_path"`
-	Handoff   string             `json:"handoff"`
-	Stages    []StageSnapshot    `json:"stages"`
-	Counters  map[string]float64 `json:"counters"` // built-in frame counters and AddCounterFunc
-	Gauges    map[string]float64 `json:"gauges"`   // AddGaugeFunc
+	Unit      string  `json:"unit"` // latency unit: "us"
+	UptimeS   float64 `json:"uptime_s"`
+	WindowS   float64 `json:"window_s"`
+	Provider  string  `json:"provider"`
+	GPU       string  `json:"gpu"`
+	VoxelPath string  `json:"voxel_path"`
+	Handoff   string  `json:"handoff"`
+	// GPUKernels is LabelGPUKernels: "sm_90", "compute_70" (PTX), "none".
+	GPUKernels string             `json:"gpu_kernels"`
+	Stages     []StageSnapshot    `json:"stages"`
+	Counters   map[string]float64 `json:"counters"` // built-in frame counters and AddCounterFunc
+	Gauges     map[string]float64 `json:"gauges"`   // AddGaugeFunc
 }
 
 // Snapshot flushes the record buffers and summarises everything. It
@@ -431,7 +441,7 @@ func (r *Recorder) Snapshot() Snapshot {
 	}
 	r.labelsMu.Lock()
 	snap.Provider, snap.GPU, snap.VoxelPath = r.labels[LabelProvider], r.labels[LabelGPU], r.labels[LabelVoxelPath]
-	snap.Handoff = r.labels[LabelHandoff]
+	snap.Handoff, snap.GPUKernels = r.labels[LabelHandoff], r.labels[LabelGPUKernels]
 	r.labelsMu.Unlock()
 
 	r.readMu.Lock()

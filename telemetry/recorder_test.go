@@ -309,8 +309,8 @@ func TestFuncMetrics(t *testing.T) {
 
 func TestLabels(t *testing.T) {
 	r, _ := newRecorder(t, Options{})
-	if s := r.Snapshot(); s.Provider != "unknown" || s.GPU != "none" || s.VoxelPath != "unknown" {
-		t.Fatalf("initial labels %q %q %q", s.Provider, s.GPU, s.VoxelPath)
+	if s := r.Snapshot(); s.Provider != "unknown" || s.GPU != "none" || s.VoxelPath != "unknown" || s.GPUKernels != "none" {
+		t.Fatalf("initial labels %q %q %q %q", s.Provider, s.GPU, s.VoxelPath, s.GPUKernels)
 	}
 	r.SetProvider("cuda")
 	r.SetProvider("cpu") // replaces, not adds
@@ -319,12 +319,18 @@ func TestLabels(t *testing.T) {
 	if err := r.SetLabel(LabelHandoff, "rings"); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.SetLabel("colour", "red"); err == nil || !strings.Contains(err.Error(), `"colour"`) {
-		t.Fatalf("unknown label: %v", err)
+	if err := r.SetLabel(LabelGPUKernels, "compute_70"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetLabel("colour", "red"); err == nil || !strings.Contains(err.Error(), `"colour"`) || !strings.Contains(err.Error(), `"gpu_kernels"`) {
+		t.Fatalf("unknown label: %v; want it named, with the known ones", err)
 	}
 	s := r.Snapshot()
-	if s.Provider != "cpu" || s.GPU != "NVIDIA H200" || s.VoxelPath != "gpu" || s.Handoff != "rings" || r.Label(LabelGPU) != "NVIDIA H200" {
-		t.Fatalf("labels %q %q %q %q", s.Provider, s.GPU, s.VoxelPath, s.Handoff)
+	if s.Provider != "cpu" || s.GPU != "NVIDIA H200" || s.VoxelPath != "gpu" || s.Handoff != "rings" || s.GPUKernels != "compute_70" || r.Label(LabelGPU) != "NVIDIA H200" {
+		t.Fatalf("labels %q %q %q %q %q", s.Provider, s.GPU, s.VoxelPath, s.Handoff, s.GPUKernels)
+	}
+	if ms := gather(t, r, "zerohop_gpu_kernels_info"); len(ms) != 1 || ms[0].GetLabel()[0].GetValue() != "compute_70" {
+		t.Fatalf("gpu kernels info metric %v", ms)
 	}
 	if ms := gather(t, r, "zerohop_handoff_info"); len(ms) != 1 || ms[0].GetLabel()[0].GetValue() != "rings" {
 		t.Fatalf("handoff info metric %v", ms)
