@@ -32,10 +32,14 @@ type NodeConfig struct {
 	Socket       string
 	AllowGID     int
 	Slots        uint32
-	Lock         bool
-	Checksum     bool
-	Frames       uint64
-	MetricsAddr  string // "" disables
+	// Subscribers is how many subscribers the pools are sized for
+	// (--subscribers; 0 means 2): the slot count when Slots is 0, and each
+	// subscriber's share of a pool (transport.ServerConfig.Subscribers).
+	Subscribers int
+	Lock        bool
+	Checksum    bool
+	Frames      uint64
+	MetricsAddr string // "" disables
 	// Transport is "unix" (zero-copy, default) or "copy": the benchmark
 	// baseline that sends every payload through a stream socket per topic
 	// (Socket + ".points", Socket + ".image").
@@ -75,7 +79,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		return err
 	}
 	cam, err := New(Config{
-		Source: src, Rate: cfg.Rate, Slots: cfg.Slots, Shared: true, Lock: cfg.Lock,
+		Source: src, Rate: cfg.Rate, Slots: cfg.Slots, Subscribers: cfg.Subscribers, Shared: true, Lock: cfg.Lock,
 		Checksum: cfg.Checksum, Frames: cfg.Frames, Log: log,
 	})
 	if err != nil {
@@ -89,7 +93,8 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if cfg.Transport != "" && cfg.Transport != "unix" {
 		return fmt.Errorf(`--transport %q: want "unix" or "copy"`, cfg.Transport)
 	}
-	srv, err := transport.NewServer(transport.ServerConfig{Path: cfg.Socket, AllowGID: cfg.AllowGID, Topics: topics, Log: log})
+	srv, err := transport.NewServer(transport.ServerConfig{Path: cfg.Socket, AllowGID: cfg.AllowGID, Topics: topics,
+		Subscribers: cfg.Subscribers, Log: log})
 	if err != nil {
 		return err
 	}

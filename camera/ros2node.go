@@ -65,14 +65,15 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 	if rc.ImageTopic != "" {
 		sizes.ImageBytes = rc.MaxImageBytes
 	}
-	cam, err := New(Config{Source: sizes, Rate: cfg.Rate, Slots: cfg.Slots, Shared: true, Lock: cfg.Lock,
+	cam, err := New(Config{Source: sizes, Rate: cfg.Rate, Slots: cfg.Slots, Subscribers: cfg.Subscribers, Shared: true, Lock: cfg.Lock,
 		Checksum: cfg.Checksum, Log: log})
 	if err != nil {
 		return err
 	}
 	defer cam.Close()
 	topics := cam.Topics()
-	srv, err := transport.NewServer(transport.ServerConfig{Path: cfg.Socket, AllowGID: cfg.AllowGID, Topics: topics, Log: log})
+	srv, err := transport.NewServer(transport.ServerConfig{Path: cfg.Socket, AllowGID: cfg.AllowGID, Topics: topics,
+		Subscribers: cfg.Subscribers, Log: log})
 	if err != nil {
 		return err
 	}

@@ -36,7 +36,13 @@ type ServerConfig struct {
 	// Slack is how many slots a subscriber may hold beyond its depth (in
 	// transit, being replaced). Default 2.
 	Slack int
-	Log   *zap.Logger
+	// Subscribers is how many subscribers the pools are sized for (the
+	// camera's --subscribers; default 2). Each may hold at most its share
+	// of a pool, (slots−1)/Subscribers (at least 2), so that up to that
+	// many cannot together leave the camera without a slot, however many
+	// frames each keeps. More may connect, without that guarantee (logged).
+	Subscribers int
+	Log         *zap.Logger
 }
 
 // DefaultSocketPath is $XDG_RUNTIME_DIR/zerohop/camera.sock, or
@@ -107,6 +113,12 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	if cfg.Slack <= 0 {
 		cfg.Slack = 2
+	}
+	if cfg.Subscribers == 0 {
+		cfg.Subscribers = 2
+	}
+	if cfg.Subscribers < 0 || cfg.Subscribers > pinned.MaxSubscribers {
+		return nil, fmt.Errorf("transport server: pools sized for %d subscribers, want 1..%d", cfg.Subscribers, pinned.MaxSubscribers)
 	}
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
@@ -235,6 +247,10 @@ func (s *Server) serveConn(ctx context.Context, c *conn) {
 		handoff = "rings" // a spinning subscriber: handles go into shared rings
 	}
 	log.Info("subscriber connected", zap.String("handles_via", handoff))
+	if n := s.Stats().Connected; n > s.cfg.Subscribers {
+		log.Warn("more subscribers than the pools are sized for: one that keeps its frames can now leave the camera without slots, and the others without frames (start the camera with --subscribers for this many)",
+			zap.Int("connected", n), zap.Int("sized_for", s.cfg.Subscribers))
+	}
 	reason := s.receiveReleases(c)
 	if reason != nil {
 		s.garbage.Add(1) // before drop, so that it is counted once the subscriber is gone
@@ -292,7 +308,7 @@ func (s *Server) admit(c *conn) error {
 			return fmt.Errorf("topic %q asked for twice", name)
 		}
 		t := s.topics[ti]
-		id, err := t.Pool.Subscribe(holdLimit(limit, t.Pool.Geometry().SlotCount))
+		id, err := t.Pool.Subscribe(holdLimit(limit, t.Pool.Geometry().SlotCount, s.cfg.Subscribers))
 		if err != nil {
 			return err
 		}
@@ -333,14 +349,16 @@ func (s *Server) admit(c *conn) error {
 }
 
 // holdLimit is how many slots of a pool of slots one subscriber asking for
-// limit (depth + slack) may hold at once: never all of them from 3 slots
-// up, so that a subscriber that keeps what it gets cannot leave the camera
-// without a slot to write, and every other subscriber without frames. But
-// at least 2: a subscriber holding its current frame must be able to get
-// the next (the agent keeps an image until a newer one arrives; at a limit
-// of 1 it never would, and stopped pairing for good).
-func holdLimit(limit int, slots uint32) int {
-	return min(limit, max(2, int(slots)-1))
+// limit (depth + slack) may hold at once, when the pool is sized for
+// subscribers: its share, (slots−1)/subscribers, so that that many
+// subscribers keeping all they get hold at most slots−1 together, and the
+// camera always has one to write and every other subscriber gets frames
+// (one share each is what pinned.SlotsFor sizes a pool with). But at least
+// 2: a subscriber holding its current frame must be able to get the next
+// (the agent keeps an image until a newer one arrives; at a limit of 1 it
+// never would, and stopped pairing for good).
+func holdLimit(limit int, slots uint32, subscribers int) int {
+	return min(limit, max(2, (int(slots)-1)/max(subscribers, 1)))
 }
 
 // makeRings gives c one handle ring per joined topic (in welcome order),
@@ -351,7 +369,7 @@ func holdLimit(limit int, slots uint32) int {
 func (s *Server) makeRings(c *conn, joined []int, limit int) (uint32, error) {
 	hold := 0
 	for _, ti := range joined {
-		hold = max(hold, holdLimit(limit, s.topics[ti].Pool.Geometry().SlotCount))
+		hold = max(hold, holdLimit(limit, s.topics[ti].Pool.Geometry().SlotCount, s.cfg.Subscribers))
 	}
 	entries, err := ringEntriesFor(hold)
 	if err != nil {

@@ -1,0 +1,24 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// Flag values out of range are refused before anything starts, naming the
+// flag and the value.
+func TestRunRefusesBadSizingFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--subscribers", "0"}, "--subscribers 0: want 1..31"},
+		{[]string{"--subscribers", "32"}, "--subscribers 32: want 1..31"},
+		{[]string{"--slots", "2000000"}, "--slots 2000000: at most 1048576"},
+	} {
+		err := run(append(tc.args, "--socket", t.TempDir()+"/c.sock", "--metrics", "", "--frames", "1"))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("run(%q) = %v, want an error with %q", tc.args, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,93 @@
+package transport
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zerohop/zerohop/handles"
+	"github.com/zerohop/zerohop/pinned"
+)
+
+func TestHoldLimitIsAShareOfThePool(t *testing.T) {
+	for _, tc := range []struct {
+		limit       int
+		slots       uint32
+		subscribers int
+		want        int
+	}{
+		{3, 9, 2, 3},    // the agent (depth 1 + slack 2) on the camera's default pool
+		{18, 9, 2, 4},   // a recorder with depth 16: (9−1)/2
+		{18, 9, 1, 8},   // sized for one: all but the camera's slot
+		{18, 9, 4, 2},   // (9−1)/4
+		{18, 9, 8, 2},   // never below 2
+		{18, 3, 2, 2},   // a tiny pool: still 2
+		{1, 9, 2, 1},    // asking for less gets less
+		{40, 33, 0, 32}, // 0 counts as 1 here (NewServer makes it 2)
+	} {
+		if got := holdLimit(tc.limit, tc.slots, tc.subscribers); got != tc.want {
+			t.Errorf("holdLimit(%d, %d slots, %d subscribers) = %d, want %d", tc.limit, tc.slots, tc.subscribers, got, tc.want)
+		}
+	}
+}
+
+// TestHoarderCannotStarveTheAgent: on the camera's default pool (9 slots,
+// sized for 2 subscribers), a subscriber that never releases (a recorder
+// with depth 16, a stalled process) beside one that keeps its newest frame
+// until the next arrives (the agent): the camera must find a slot for every
+// frame and the agent get every one. Before the share, the recorder could
+// hold 8 slots and the agent the 9th, and the camera had none for good.
+func TestHoarderCannotStarveTheAgent(t *testing.T) {
+	slots, err := pinned.SlotsFor(time.Second/30, 50*time.Millisecond, 2)
+	if err != nil || slots != 9 {
+		t.Fatalf("SlotsFor = %d, %v; this test is about the camera's default of 9", slots, err)
+	}
+	f := newFixture(t, slots)
+	var mu sync.Mutex
+	var hoard []Lease
+	recorder, _, _ := startSubscriber(t, SubscriberConfig{Path: f.path, Name: "recorder", Depth: 16,
+		OnLease: func(l Lease) { mu.Lock(); hoard = append(hoard, l); mu.Unlock() }})
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, l := range hoard {
+			l.Release()
+		}
+	})
+	var held Lease
+	agent, _, _ := startSubscriber(t, SubscriberConfig{Path: f.path, Name: "agent",
+		OnLease: func(l Lease) { mu.Lock(); old := held; held = l; mu.Unlock(); old.Release() }})
+	t.Cleanup(func() { mu.Lock(); held.Release(); mu.Unlock() })
+	f.waitSubscribers(2)
+	for seq := uint64(1); seq <= 3*uint64(slots); seq++ {
+		slot, err := f.pool.AcquireBefore(time.Now().Add(2 * time.Second))
+		if err != nil {
+			t.Fatalf("frame %d: %v; pool of %d, the agent got %d frames, the recorder holds %d", seq, err, slots, agent.Stats().Received, len(hoard))
+		}
+		h := handles.Handle{Kind: handles.KindPoints, Seq: seq, Length: 32, Points: handles.PointFormat{
+			Count: 2, Step: 16, Y: 4, Z: 8, Intensity: 12, Datatype: handles.DatatypeFloat32}}
+		if _, err := f.srv.Publish(0, slot, &h); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 5*time.Second, fmt.Sprintf("frame %d at the agent", seq), func() bool { return agent.Stats().Received >= seq })
+		// The agent's release of its previous frame has reached the camera.
+		waitFor(t, 5*time.Second, "the agent's release", func() bool {
+			for _, s := range f.pool.Stats().Subscribers {
+				if s.Limit == 3 && s.InFlight != 1 {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	mu.Lock()
+	n := len(hoard)
+	mu.Unlock()
+	if want := int(slots-1) / 2; n != want {
+		t.Errorf("the recorder holds %d frames, want its share of %d", n, want)
+	}
+	if st := recorder.Stats(); st.Received != uint64(n) {
+		t.Errorf("the recorder received %d frames, holds %d", st.Received, n)
+	}
+}
