@@ -18,12 +18,15 @@ type CopySource struct {
 	subs     []*CopySubscriber
 	ch       []chan Lease
 	released []chan struct{}
-	held     []atomic.Bool
+	// lent[topic] is the ticket of the lease lent out now (0: none); the
+	// tickets count from 1 per topic.
+	lent    []atomic.Uint64
+	tickets []uint64 // written by topic's reader only
 }
 
 // NewCopySource wraps subs; topic i is subs[i].
 func NewCopySource(subs ...*CopySubscriber) *CopySource {
-	c := &CopySource{subs: subs, held: make([]atomic.Bool, len(subs))}
+	c := &CopySource{subs: subs, lent: make([]atomic.Uint64, len(subs)), tickets: make([]uint64, len(subs))}
 	for range subs {
 		c.ch = append(c.ch, make(chan Lease, 1))
 		c.released = append(c.released, make(chan struct{}, 1))
@@ -66,8 +69,9 @@ func (c *CopySource) read(ctx context.Context, topic int) error {
 		if err != nil {
 			return err
 		}
-		c.held[topic].Store(true)
-		l := Lease{Handle: h, Topic: topic, ReceivedNs: monotime.Now(), data: data, owner: c}
+		c.tickets[topic]++
+		c.lent[topic].Store(c.tickets[topic])
+		l := Lease{Handle: h, Topic: topic, ReceivedNs: monotime.Now(), data: data, owner: c, ticket: c.tickets[topic]}
 		select {
 		case c.ch[topic] <- l:
 		case <-ctx.Done():
@@ -94,12 +98,14 @@ func (c *CopySource) TryLatest(topic int) (Lease, bool) {
 	}
 }
 
-func (c *CopySource) release(topic int, _, _ uint32, _ uint64) error {
-	if !c.held[topic].CompareAndSwap(true, false) {
+func (c *CopySource) release(topic int, _, _ uint32, _, ticket uint64) error {
+	if ticket == 0 || !c.lent[topic].CompareAndSwap(ticket, 0) {
 		return ErrReleased
 	}
 	c.released[topic] <- struct{}{}
 	return nil
 }
 
-func (c *CopySource) valid() bool { return true }
+func (c *CopySource) valid(topic int, _ uint32, _, ticket uint64) bool {
+	return ticket != 0 && c.lent[topic].Load() == ticket
+}

@@ -90,14 +90,16 @@ func (t *Inproc) Publish(topic int, slot pinned.Slot, h *handles.Handle) (int, e
 	return bits.OnesCount32(uint32(held)), nil
 }
 
-func (t *Inproc) release(topic int, _ uint32, slot uint32, gen uint64) error {
+func (t *Inproc) release(topic int, _ uint32, slot uint32, gen, _ uint64) error {
 	if !t.holds.give(topic, slot, gen) {
 		return ErrReleased
 	}
 	return t.topics[topic].Pool.Release(t.subIDs[topic], slot, gen)
 }
 
-func (t *Inproc) valid() bool { return !t.closed.Load() }
+func (t *Inproc) valid(topic int, slot uint32, gen, _ uint64) bool {
+	return !t.closed.Load() && t.holds.holds(topic, slot, gen)
+}
 
 // Latest waits for topic's freshest lease; see Subscriber.Latest.
 func (t *Inproc) Latest(ctx context.Context, topic int) (Lease, error) {

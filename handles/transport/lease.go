@@ -31,6 +31,7 @@ type Lease struct {
 	ReceivedNs int64
 	data       []byte
 	owner      leaseOwner
+	ticket     uint64 // the owner's number for this lease, where Handle's slot and generation do not name it (CopySource)
 }
 
 // leaseOwner is what a lease returns its hold to: a unix-transport session
@@ -38,16 +39,21 @@ type Lease struct {
 // Its methods take plain values: a *Lease passed through an interface
 // would escape to the heap, one allocation per frame.
 type leaseOwner interface {
-	release(topic int, pool, slot uint32, gen uint64) error
-	valid() bool
+	release(topic int, pool, slot uint32, gen, ticket uint64) error
+	// valid reports whether this lease (topic, slot, generation, ticket)
+	// is still held: not released, and the owner alive.
+	valid(topic int, slot uint32, gen, ticket uint64) bool
 }
 
 // Bytes returns the payload (Handle.Length bytes of the slot).
 func (l *Lease) Bytes() []byte { return l.data }
 
-// Valid reports whether the hold still stands: the lease was not released
-// and its camera connection is alive.
-func (l *Lease) Valid() bool { return l.owner != nil && l.owner.valid() }
+// Valid reports whether the hold still stands: neither this lease nor a
+// copy of it was released, and its camera connection is alive. Once it is
+// false, Bytes may already hold a later frame.
+func (l *Lease) Valid() bool {
+	return l.owner != nil && l.owner.valid(l.Topic, l.Handle.Slot, l.Handle.Generation, l.ticket)
+}
 
 // Release returns the slot to the camera. A second release of the same hold
 // returns ErrReleased and sends nothing.
@@ -55,7 +61,7 @@ func (l *Lease) Release() error {
 	if l.owner == nil {
 		return ErrReleased
 	}
-	return l.owner.release(l.Topic, l.Handle.PoolID, l.Handle.Slot, l.Handle.Generation)
+	return l.owner.release(l.Topic, l.Handle.PoolID, l.Handle.Slot, l.Handle.Generation, l.ticket)
 }
 
 // holdTable records, per topic and slot, the generation this subscriber
@@ -74,6 +80,11 @@ func (t *holdTable) take(topic int, slot uint32, gen uint64) bool {
 
 func (t *holdTable) give(topic int, slot uint32, gen uint64) bool {
 	return t[topic][slot].CompareAndSwap(gen, 0)
+}
+
+// holds reports whether (slot, gen) is held now.
+func (t *holdTable) holds(topic int, slot uint32, gen uint64) bool {
+	return gen != 0 && topic >= 0 && topic < MaxTopics && slot < uint32(len(t[topic])) && t[topic][slot].Load() == gen
 }
 
 // mailbox keeps the last depth leases of one topic; putting into a full

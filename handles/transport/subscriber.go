@@ -234,9 +234,11 @@ func (ss *session) unref() {
 	closeFd(ss.fd)
 }
 
-func (ss *session) valid() bool { return !ss.dead.Load() }
+func (ss *session) valid(topic int, slot uint32, gen, _ uint64) bool {
+	return !ss.dead.Load() && ss.holds.holds(topic, slot, gen)
+}
 
-func (ss *session) release(topic int, pool, slot uint32, gen uint64) error {
+func (ss *session) release(topic int, pool, slot uint32, gen, _ uint64) error {
 	if !ss.holds.give(topic, slot, gen) {
 		return ErrReleased
 	}
