@@ -91,6 +91,9 @@ type Pipeline struct {
 	// staleLogged: a frame was dropped as stale and logged; no more lines
 	// until a fresh one arrives.
 	staleLogged bool
+	// reclaimedLogged: a frame whose slots the camera reclaimed mid-stages
+	// was dropped and logged (once per pipeline: a reconnect follows).
+	reclaimedLogged bool
 	// gpuOversize counts clouds the GPU path could not take in
 	// (gpu.ErrInputTooLarge) and the CPU filtered instead.
 	gpuOversize atomic.Uint64
@@ -309,6 +312,19 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 	defer p.busySince.Store(0)
 	if err := p.stages(&cloud); err != nil {
 		rec.Inc(telemetry.FramesDropped)
+		return
+	}
+	// The camera reclaims every slot of a subscriber whose connection
+	// dropped (a release it could not be sent) and writes them again: what
+	// the stages read may then be a later frame's, half written. Never
+	// plan from it (invariant 1 seen from this side).
+	if !cloud.Valid() || !p.image.Valid() {
+		rec.Inc(telemetry.FramesDropped)
+		if !p.reclaimedLogged {
+			p.reclaimedLogged = true
+			p.log.Warn("frame dropped: the camera reclaimed its slots while the stages read them (connection lost); not planned",
+				zap.Uint64("seq", cloud.Handle.Seq))
+		}
 		return
 	}
 	p.stage.Store(int32(telemetry.StagePlan))
