@@ -90,6 +90,8 @@ func TestForgedReleasesDisconnectTheForgerOnly(t *testing.T) {
 		}},
 		{"truncated datagram", func(c *rawClient, _, _ handles.Handle) { sendBlocking(c.fd, []byte("ZHRL\x01"), nil) }},
 		{"oversized datagram", func(c *rawClient, _, _ handles.Handle) { sendBlocking(c.fd, make([]byte, 4000), nil) }},
+		// recv reads 0 bytes, as for a hang-up; the peer is still there.
+		{"empty datagram", func(c *rawClient, _, _ handles.Handle) { sendBlocking(c.fd, nil, nil) }},
 		{"garbage of the right size", func(c *rawClient, _, _ handles.Handle) {
 			sendBlocking(c.fd, []byte("0123456789abcdefghijklmn"), nil)
 		}},

@@ -414,7 +414,10 @@ func (s *Server) receiveReleases(c *conn) error {
 			return fmt.Errorf("receive: %w", err)
 		}
 		if n == 0 {
-			return nil // orderly close, or our own shutdown
+			if hungUp(c.fd) {
+				return nil // orderly close, or our own shutdown
+			}
+			return fmt.Errorf("%w: empty datagram, not a %d-byte release", ErrProtocol, handles.ReleaseSize)
 		}
 		if trunc {
 			return fmt.Errorf("%w: datagram longer than a %d-byte release", ErrProtocol, handles.ReleaseSize)

@@ -260,4 +260,14 @@ func closeFds(fds []int) {
 
 func shutdown(fd int) { unix.Shutdown(fd, unix.SHUT_RDWR) }
 
+// hungUp reports whether a SOCK_SEQPACKET socket's reading side is shut:
+// the peer closed or shut down, or we did. A recv of 0 bytes is either
+// that or an empty datagram from a live peer, which only poll tells apart
+// (the kernel sets RDHUP on a unix socket whose peer is gone).
+func hungUp(fd int) bool {
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+	n, err := unix.Poll(pfd, 0)
+	return err != nil || n > 0 && pfd[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0
+}
+
 func closeFd(fd int) { unix.Close(fd) }
