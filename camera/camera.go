@@ -139,6 +139,10 @@ func New(cfg Config) (*Camera, error) {
 			return nil, fmt.Errorf("camera: %w", err)
 		}
 	}
+	if need := transport.MinShare*cfg.Subscribers + 1; int(slots) < need {
+		c.log.Warn("pools too small for the subscribers they are sized for: a subscriber that keeps its frames can leave the camera, or the others, without slots (raise --slots, or lower --subscribers)",
+			zap.Uint32("slots", slots), zap.Int("subscribers", cfg.Subscribers), zap.Int("need", need))
+	}
 	sizes := [2]uint64{
 		uint64(cfg.Source.MaxPoints()) * sensor.PointStep,
 		uint64(cfg.Source.MaxImageBytes()),

@@ -81,8 +81,9 @@ func newZeroCopyLane(cfg benchConfig, size int, name string) (*lane, error) {
 	// applies releases on its own goroutine, which a busy machine can stall
 	// for a millisecond or more; with the default slack of 2 the subscriber
 	// would then sit at its in-flight limit and miss a message. Allow it
-	// every slot instead: acquire waits (unmeasured) when none is free.
-	srv, err := transport.NewServer(transport.ServerConfig{Path: sock, AllowGID: -1, Slack: cfg.Slots - 1,
+	// every slot but the writer's instead (one subscriber: its share is
+	// all of them); acquire waits (unmeasured) when none is free.
+	srv, err := transport.NewServer(transport.ServerConfig{Path: sock, AllowGID: -1, Slack: cfg.Slots - 1, Subscribers: 1,
 		Topics: []transport.Topic{{Name: topicName, Kind: handles.KindPoints, Pool: pool}}})
 	if err != nil {
 		pool.Close()

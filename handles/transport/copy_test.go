@@ -388,7 +388,7 @@ func TestCopyWriteMessageResumesPartialWrites(t *testing.T) {
 func TestCopyServeEndWakesAPublishBlockedOnAStalledSubscriber(t *testing.T) {
 	noGoroutineLeak(t)
 	f := newCopyFixture(t)
-	dialCopyT(t, f.srv.Path(), 16) // connected, never reads
+	sub := dialCopyT(t, f.srv.Path(), 16) // connected, never reads
 	f.waitSubscribers(t, 1)
 	type result struct {
 		sent int
@@ -400,7 +400,18 @@ func TestCopyServeEndWakesAPublishBlockedOnAStalledSubscriber(t *testing.T) {
 		sent, err := f.srv.Publish(&h, make([]byte, 4<<20)) // far more than the socket buffers hold
 		done <- result{sent, err}
 	}()
-	time.Sleep(20 * time.Millisecond) // let Publish block in writev
+	// Publish is under way once bytes wait in the subscriber's socket (a
+	// fixed sleep was too short on a loaded machine: Publish had not
+	// started, found the server closed and said so).
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if n, err := unix.IoctlGetInt(sub.fd, unix.SIOCINQ); err == nil && n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Publish wrote nothing to the subscriber in 5 s")
+		}
+	}
+	time.Sleep(20 * time.Millisecond) // and is blocked in writev, the buffers full
 	select {
 	case r := <-done:
 		t.Fatalf("Publish to a subscriber that never reads returned early: %+v", r)

@@ -247,7 +247,7 @@ func (s *Server) serveConn(ctx context.Context, c *conn) {
 		handoff = "rings" // a spinning subscriber: handles go into shared rings
 	}
 	log.Info("subscriber connected", zap.String("handles_via", handoff))
-	if n := s.Stats().Connected; n > s.cfg.Subscribers {
+	if n := s.admitted(); n > s.cfg.Subscribers {
 		log.Warn("more subscribers than the pools are sized for: one that keeps its frames can now leave the camera without slots, and the others without frames (start the camera with --subscribers for this many)",
 			zap.Int("connected", n), zap.Int("sized_for", s.cfg.Subscribers))
 	}
@@ -353,13 +353,23 @@ func (s *Server) admit(c *conn) error {
 // subscribers: its share, (slots−1)/subscribers, so that that many
 // subscribers keeping all they get hold at most slots−1 together, and the
 // camera always has one to write and every other subscriber gets frames
-// (one share each is what pinned.SlotsFor sizes a pool with). But at least
-// 2: a subscriber holding its current frame must be able to get the next
-// (the agent keeps an image until a newer one arrives; at a limit of 1 it
-// never would, and stopped pairing for good).
+// (pinned.SlotsFor gives each at least MinShare). But at least MinShare
+// (2 on pools of 2 or 3 slots): what a depth-1 subscriber needs to act on
+// the freshest frame: the one it works on, one queued, and a newer one
+// arriving to replace the queued one. At 2 the camera skips it while it
+// works, and it would take up a stale frame next; at 1 a subscriber
+// holding its current frame (the agent keeps an image until a newer one
+// arrives) never got the next. Pools smaller than MinShare per subscriber
+// plus one lose the guarantee; the camera warns at start.
 func holdLimit(limit int, slots uint32, subscribers int) int {
-	return min(limit, max(2, (int(slots)-1)/max(subscribers, 1)))
+	floor := max(2, min(MinShare, int(slots)-1))
+	return min(limit, max(floor, (int(slots)-1)/max(subscribers, 1)))
 }
+
+// MinShare is the fewest slots a subscriber may hold (holdLimit): a pool
+// sized for N subscribers needs at least MinShare·N + 1 slots for the
+// camera to guarantee that none starves the others.
+const MinShare = 3
 
 // makeRings gives c one handle ring per joined topic (in welcome order),
 // each longer than the subscriber's hold limit on that topic, and returns
@@ -435,8 +445,22 @@ func (s *Server) receiveReleases(c *conn) error {
 	}
 }
 
+// admitted is how many subscribers joined a topic and are still connected
+// (connections in their hello, or refused, are not).
+func (s *Server) admitted() int {
+	n := 0
+	for _, t := range s.topics {
+		n = max(n, bits.OnesCount32(t.wanted.Load()))
+	}
+	return n
+}
+
 // drop unregisters a connection, returns every slot it held and closes it.
+// The socket is shut down first, so that the subscriber can see the end
+// before any of its slots is written again (it checks its leases after
+// reading them; see Lease.Valid).
 func (s *Server) drop(c *conn) {
+	shutdown(c.fd)
 	for ti, t := range s.topics {
 		if !c.joined[ti] {
 			continue

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -20,9 +21,11 @@ func TestHoldLimitIsAShareOfThePool(t *testing.T) {
 		{3, 9, 2, 3},    // the agent (depth 1 + slack 2) on the camera's default pool
 		{18, 9, 2, 4},   // a recorder with depth 16: (9−1)/2
 		{18, 9, 1, 8},   // sized for one: all but the camera's slot
-		{18, 9, 4, 2},   // (9−1)/4
-		{18, 9, 8, 2},   // never below 2
-		{18, 3, 2, 2},   // a tiny pool: still 2
+		{18, 9, 4, 3},   // (9−1)/4 = 2, but never below MinShare
+		{3, 6, 2, 3},    // the agent on --slots 6: (6−1)/2 = 2, MinShare keeps it fresh
+		{18, 4, 2, 3},   // a tiny pool: MinShare, all but the camera's slot
+		{18, 3, 2, 2},   // tinier: 2
+		{18, 2, 1, 2},   // 2 slots: 2 (a depth-1 subscriber must get the next frame)
 		{1, 9, 2, 1},    // asking for less gets less
 		{40, 33, 0, 32}, // 0 counts as 1 here (NewServer makes it 2)
 	} {
@@ -89,5 +92,40 @@ func TestHoarderCannotStarveTheAgent(t *testing.T) {
 	}
 	if st := recorder.Stats(); st.Received != uint64(n) {
 		t.Errorf("the recorder received %d frames, holds %d", st.Received, n)
+	}
+}
+
+// TestBusyAgentGetsTheFreshestFrame: a depth-1 subscriber (the agent)
+// busy with frame 1 while frames 2–4 arrive must take up frame 4 next, not
+// 2, on a pool whose share, (6−1)/2, is below what it needs for that
+// (MinShare: the frame it works on, one queued, one arriving).
+func TestBusyAgentGetsTheFreshestFrame(t *testing.T) {
+	f := newFixture(t, 6)
+	sub, _, _ := startSubscriber(t, SubscriberConfig{Path: f.path, Name: "agent"})
+	f.waitSubscribers(1)
+	f.publish(1)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	busy, err := sub.Latest(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Frames 33 ms apart, as from a camera: each replaced queued frame's
+	// release reaches the camera before the next frame.
+	for seq := uint64(2); seq <= 4; seq++ {
+		f.publish(seq)
+		waitFor(t, 5*time.Second, fmt.Sprintf("frame %d handled", seq), func() bool {
+			st := f.pool.Stats().Subscribers
+			return len(st) == 1 && st[0].InFlight+st[0].Drops >= 2 && st[0].InFlight <= 2
+		})
+	}
+	busy.Release()
+	next, err := sub.Latest(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Release()
+	if next.Handle.Seq != 4 {
+		t.Fatalf("the busy agent's next frame is %d, want the freshest, 4 (pool stats %+v)", next.Handle.Seq, f.pool.Stats().Subscribers)
 	}
 }

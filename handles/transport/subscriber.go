@@ -257,6 +257,9 @@ func (ss *session) release(topic int, pool, slot uint32, gen, _ uint64) error {
 		// The camera cannot learn of this release; drop the connection so
 		// that it reclaims every hold instead of leaking this one.
 		ss.log.Warn("release not delivered; reconnecting", zap.Error(err))
+		// Dead before the camera can see the close and reclaim: a lease
+		// read after this is not Valid (the reader would set it later).
+		ss.dead.Store(true)
 		shutdown(ss.fd)
 		return fmt.Errorf("send release of pool %d slot %d: %w", r.PoolID, r.Slot, err)
 	}
