@@ -1,0 +1,37 @@
+package camera
+
+import (
+	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// Pools too small for the subscribers they are sized for (fewer than
+// 3N+1 slots: the shares cannot keep N subscribers from starving each
+// other) are logged at start; the sizing rule's own pools are not.
+func TestSmallPoolsAreLogged(t *testing.T) {
+	for _, tc := range []struct {
+		slots       uint32
+		subscribers int
+		warn        bool
+	}{
+		{0, 2, false}, // the sizing rule: 9 slots
+		{0, 4, false}, // 17
+		{7, 2, false},
+		{6, 2, true},
+		{9, 3, true},
+	} {
+		core, logs := observer.New(zapcore.WarnLevel)
+		cam, err := New(Config{Source: PoolSizes{Points: 16, ImageBytes: 16}, Slots: tc.slots, Subscribers: tc.subscribers, Log: zap.New(core)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cam.Close()
+		got := logs.FilterMessageSnippet("pools too small").Len() > 0
+		if got != tc.warn {
+			t.Errorf("slots %d, subscribers %d: warned %t, want %t (%v)", tc.slots, tc.subscribers, got, tc.warn, logs.All())
+		}
+	}
+}
