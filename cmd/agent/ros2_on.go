@@ -27,7 +27,7 @@ func ros2Flags(fs *flag.FlagSet) func(*zap.Logger) (agent.CmdSink, func(), error
 	var (
 		enable  = fs.Bool("ros2", false, "publish cmd_vel over ROS 2 (Cyclone DDS); domain and discovery from ROS_DOMAIN_ID, ROS_AUTOMATIC_DISCOVERY_RANGE, ROS_LOCALHOST_ONLY, ROS_STATIC_PEERS, CYCLONEDDS_URI")
 		topic   = fs.String("cmd-vel-topic", "/cmd_vel", "ROS 2 topic for velocity commands (--ros2)")
-		stamped = fs.Bool("twist-stamped", false, "publish geometry_msgs/TwistStamped instead of Twist (--ros2; newer controllers)")
+		stamped = fs.Bool("twist-stamped", false, "publish geometry_msgs/TwistStamped instead of Twist (--ros2; newer controllers); stamped with this machine's clock, so under use_sim_time keep Twist (see README)")
 		frame   = fs.String("cmd-vel-frame", "base_link", "header.frame_id of TwistStamped commands (--twist-stamped)")
 		domain  = fs.Int("ros-domain", -1, fmt.Sprintf("DDS domain id 0..%d, overriding ROS_DOMAIN_ID (--ros2; -1: from the environment, default 0)", ros2.MaxDomainID))
 		node    = fs.String("ros2-node-name", "zerohop_agent", "ROS node name in ros2 node list / rqt_graph (--ros2)")
