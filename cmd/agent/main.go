@@ -41,7 +41,8 @@ a stage fails. Per-stage latency: http://<--http>/ (page), /latency (JSON),
 time) voxel filter and BEV run on it, reading the slot in place: kernels
 compiled for the device by NVRTC when found ($ZEROHOP_NVRTC names one; "none":
 never), else the embedded PTX, which the driver JIT-compiles. /latency's
-voxel_path says where they run, and the log says why when it is the CPU.
+voxel_path and gpu_kernels say where they run and what was loaded, and the
+log says why when it is the CPU.
 
 Flags:
 `)

@@ -38,9 +38,11 @@ type ServerConfig struct {
 	Slack int
 	// Subscribers is how many subscribers the pools are sized for (the
 	// camera's --subscribers; default 2). Each may hold at most its share
-	// of a pool, (slots−1)/Subscribers (at least 2), so that up to that
-	// many cannot together leave the camera without a slot, however many
-	// frames each keeps. More may connect, without that guarantee (logged).
+	// of a pool, (slots−1)/Subscribers (at least MinShare; 2 on pools of 2
+	// or 3 slots), so that up to that many cannot together leave the
+	// camera without a slot, however many frames each keeps, when the
+	// pools have at least MinShare·Subscribers+1 slots. More may connect,
+	// without that guarantee (logged).
 	Subscribers int
 	Log         *zap.Logger
 }
