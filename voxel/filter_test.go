@@ -435,10 +435,33 @@ func TestRunAfterClose(t *testing.T) {
 	}
 }
 
+// teamHelpers counts the goroutines running a team's helper loop: the
+// filters' helpers, whatever else the test binary runs (a count of all
+// goroutines failed when another test's goroutine ended meanwhile).
+func teamHelpers() int {
+	buf := make([]byte, 8<<20)
+	n := runtime.Stack(buf, true)
+	return strings.Count(string(buf[:n]), "internal/team.(*Team).helperLoop(")
+}
+
+// waitTeamHelpers waits up to 2 s for want helper goroutines: Close waits
+// for the helpers' WaitGroup, the goroutines themselves end a moment after.
+func waitTeamHelpers(want int) int {
+	deadline := time.Now().Add(2 * time.Second)
+	got := teamHelpers()
+	for got != want && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+		got = teamHelpers()
+	}
+	return got
+}
+
 // TestCloseStopsHelpers checks that every helper goroutine ends with Close.
 func TestCloseStopsHelpers(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
-	before := runtime.NumGoroutine()
+	if got := waitTeamHelpers(0); got != 0 {
+		t.Fatalf("%d helper goroutines left by earlier tests", got)
+	}
 	cloud := kittiCloud(uniformCloud(parallelMin*2, -20, 20, 3))
 	var filters []*Filter
 	for range 3 {
@@ -451,20 +474,14 @@ func TestCloseStopsHelpers(t *testing.T) {
 		}
 		filters = append(filters, f)
 	}
-	if got := runtime.NumGoroutine(); got != before+9 {
-		t.Fatalf("%d goroutines with 3 filters of 4 workers, want %d", got, before+9)
+	if got := teamHelpers(); got != 9 {
+		t.Fatalf("%d helper goroutines with 3 filters of 4 workers, want 9", got)
 	}
 	for _, f := range filters {
 		f.Close()
 	}
-	// Close waits for the helpers' WaitGroup; the goroutines themselves end
-	// a moment after.
-	deadline := time.Now().Add(2 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	if got := runtime.NumGoroutine(); got > before {
-		t.Fatalf("%d goroutines after Close, want %d", got, before)
+	if got := waitTeamHelpers(0); got != 0 {
+		t.Fatalf("%d helper goroutines after Close, want 0", got)
 	}
 }
 
