@@ -270,3 +270,22 @@ func TestRunReturnsWhileWaitingForTheWelcome(t *testing.T) {
 		t.Fatal("Run did not return")
 	}
 }
+
+// TestEmptyDatagramFromTheCameraIsCounted: a camera that sends an empty
+// datagram and stays connected is a protocol violation (counted as
+// invalid), not a hang-up (recv reads 0 bytes for both).
+func TestEmptyDatagramFromTheCameraIsCounted(t *testing.T) {
+	var mu sync.Mutex
+	var fds []int
+	path := fakeCamera(t, func(fd int) {
+		sendBlocking(fd, nil, nil)
+		mu.Lock()
+		fds = append(fds, fd) // kept open: the subscriber must tell it from a hang-up
+		mu.Unlock()
+	})
+	t.Cleanup(func() { mu.Lock(); closeFds(fds); mu.Unlock() })
+	sub, cancel, wait := startSubscriber(t, SubscriberConfig{Path: path, Name: "victim", Topics: []string{"points"}})
+	waitFor(t, 5*time.Second, "the empty datagram counted", func() bool { return sub.Stats().Invalid >= 1 })
+	cancel()
+	wait()
+}

@@ -406,7 +406,11 @@ func (s *Subscriber) receive(ctx context.Context, ss *session) error {
 			return fmt.Errorf("receive: %w", err)
 		}
 		if n == 0 {
-			return nil
+			if hungUp(ss.fd) {
+				return nil // the camera went away, or we shut the socket
+			}
+			s.invalid.Add(1)
+			return fmt.Errorf("%w: empty datagram, not a %d-byte handle", ErrProtocol, handles.Size)
 		}
 		now := monotime.Now()
 		if trunc {
@@ -460,7 +464,7 @@ func (s *Subscriber) receiveRings(ctx context.Context, ss *session) error {
 			return nil
 		case err != nil:
 			return fmt.Errorf("receive: %w", err)
-		case n == 0:
+		case n == 0 && hungUp(ss.fd):
 			return nil
 		default:
 			s.invalid.Add(1)
