@@ -250,7 +250,12 @@ type TwistOptions struct {
 	Topic   string // ROS topic; default "/cmd_vel"
 	Stamped bool   // publish geometry_msgs/TwistStamped (newer controllers) instead
 	FrameID string // TwistStamped header.frame_id; default "base_link"
-	QoS     QoS    // default DefaultQoS()
+	// ZeroStamp publishes every TwistStamped with header.stamp {0, 0},
+	// which diff_drive_controller (and controllers that follow it) stamp
+	// on arrival with their own clock: for use_sim_time, where this
+	// machine's clock lies in the simulation's future.
+	ZeroStamp bool
+	QoS       QoS // default DefaultQoS()
 }
 
 // HandleWriterOptions configure a HandleWriter. The zero value publishes

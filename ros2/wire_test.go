@@ -171,6 +171,34 @@ func TestTwistStampedOnTheWire(t *testing.T) {
 	}
 }
 
+// ZeroStamp (--twist-stamp zero): every command goes out with header.stamp
+// {0, 0}, whatever stamp the agent passes, so that the controller stamps it
+// on arrival with its own (simulation) clock.
+func TestTwistStampedZeroStamp(t *testing.T) {
+	cfg := loopbackConfig(t)
+	p, err := NewParticipant(cfg, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := p.NewTwistSink(TwistOptions{Topic: "/unstamped", ZeroStamp: true}); err == nil {
+		t.Fatal("a zero stamp for plain Twist was accepted")
+	}
+	sink, err := p.NewTwistSink(TwistOptions{Topic: "/cmd_vel", Stamped: true, ZeroStamp: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer := startPeer(t, cfg, "sub", "twist_stamped", "rt/cmd_vel", "reliable", "1")
+	peer.expect("MATCHED")
+	waitFor(t, "the publisher to match the peer", func() bool { return sink.Matched() == 1 })
+	if err := sink.PublishTwist(planner.Twist{LinearX: 0.25}, time.Unix(1700000000, 5)); err != nil {
+		t.Fatal(err)
+	}
+	if s := fields(peer.expect("SAMPLE")); s["sec"] != "0" || s["nanosec"] != "0" || parseHexFloat(t, s["lx"]) != 0.25 {
+		t.Fatalf("sample %v; want stamp 0.0 and linear.x 0.25", s)
+	}
+}
+
 // A non-finite command never reaches the robot: zero goes out instead.
 func TestNonFiniteTwistPublishesZero(t *testing.T) {
 	cfg := loopbackConfig(t)

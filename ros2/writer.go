@@ -17,9 +17,10 @@ import (
 // allocates nor blocks for long (RELIABLE KEEP_LAST writers do not wait
 // for readers).
 type TwistSink struct {
-	ep      *endpoint
-	stamped bool
-	frameID cString // TwistStamped header.frame_id, C memory; freed when the endpoint closes
+	ep        *endpoint
+	stamped   bool
+	zeroStamp bool    // TwistOptions.ZeroStamp
+	frameID   cString // TwistStamped header.frame_id, C memory; freed when the endpoint closes
 }
 
 // NewTwistSink creates the cmd_vel publisher.
@@ -43,7 +44,10 @@ func (p *Participant) NewTwistSink(opts TwistOptions) (*TwistSink, error) {
 	if opts.Stamped {
 		t = typeTwistStamped
 	}
-	s := &TwistSink{stamped: opts.Stamped}
+	if opts.ZeroStamp && !opts.Stamped {
+		return nil, fmt.Errorf("ros2: a zero stamp is for TwistStamped; Twist has no stamp")
+	}
+	s := &TwistSink{stamped: opts.Stamped, zeroStamp: opts.ZeroStamp}
 	var release func()
 	if opts.Stamped {
 		s.frameID = newCString(opts.FrameID)
@@ -60,7 +64,8 @@ func (p *Participant) NewTwistSink(opts TwistOptions) (*TwistSink, error) {
 // PublishTwist publishes t. A non-finite component is never published:
 // the robot gets the zero command instead, and the error (wrapping
 // planner.ErrNonFinite) says so. stamp becomes TwistStamped's
-// header.stamp; the zero time means "no stamp" ({0, 0}).
+// header.stamp; the zero time (or TwistOptions.ZeroStamp) means "no stamp"
+// ({0, 0}).
 func (s *TwistSink) PublishTwist(t planner.Twist, stamp time.Time) error {
 	var bad error
 	if !finite(t.LinearX) || !finite(t.AngularZ) {
@@ -76,6 +81,9 @@ func (s *TwistSink) PublishTwist(t planner.Twist, stamp time.Time) error {
 	}
 	var rc retcode
 	if s.stamped {
+		if s.zeroStamp {
+			stamp = time.Time{}
+		}
 		sec, ns := rosTime(stamp)
 		rc = writeTwistStamped(ep.e, sec, ns, s.frameID, t.LinearX, t.AngularZ)
 	} else {

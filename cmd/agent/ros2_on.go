@@ -27,7 +27,8 @@ func ros2Flags(fs *flag.FlagSet) func(*zap.Logger) (agent.CmdSink, func(), error
 	var (
 		enable  = fs.Bool("ros2", false, "publish cmd_vel over ROS 2 (Cyclone DDS); domain and discovery from ROS_DOMAIN_ID, ROS_AUTOMATIC_DISCOVERY_RANGE, ROS_LOCALHOST_ONLY, ROS_STATIC_PEERS, CYCLONEDDS_URI")
 		topic   = fs.String("cmd-vel-topic", "/cmd_vel", "ROS 2 topic for velocity commands (--ros2)")
-		stamped = fs.Bool("twist-stamped", false, "publish geometry_msgs/TwistStamped instead of Twist (--ros2; newer controllers); stamped with this machine's clock, so under use_sim_time keep Twist (see README)")
+		stamped = fs.Bool("twist-stamped", false, "publish geometry_msgs/TwistStamped instead of Twist (--ros2; newer controllers, Jazzy's diff_drive_controller)")
+		stampBy = fs.String("twist-stamp", "frame", `header.stamp of TwistStamped (--twist-stamped): "frame" (the capture time of the frame the command comes from, this machine's clock for zero commands) or "zero" ({0,0}: diff_drive_controller stamps it on arrival with its own clock; use it under use_sim_time, where this machine's clock lies in the simulation's future)`)
 		frame   = fs.String("cmd-vel-frame", "base_link", "header.frame_id of TwistStamped commands (--twist-stamped)")
 		domain  = fs.Int("ros-domain", -1, fmt.Sprintf("DDS domain id 0..%d, overriding ROS_DOMAIN_ID (--ros2; -1: from the environment, default 0)", ros2.MaxDomainID))
 		node    = fs.String("ros2-node-name", "zerohop_agent", "ROS node name in ros2 node list / rqt_graph (--ros2)")
@@ -38,7 +39,7 @@ func ros2Flags(fs *flag.FlagSet) func(*zap.Logger) (agent.CmdSink, func(), error
 			var stray []string
 			fs.Visit(func(f *flag.Flag) {
 				switch f.Name {
-				case "cmd-vel-topic", "twist-stamped", "cmd-vel-frame", "ros-domain", "ros2-node-name", "ros2-namespace":
+				case "cmd-vel-topic", "twist-stamped", "twist-stamp", "cmd-vel-frame", "ros-domain", "ros2-node-name", "ros2-namespace":
 					stray = append(stray, "--"+f.Name)
 				}
 			})
@@ -46,6 +47,17 @@ func ros2Flags(fs *flag.FlagSet) func(*zap.Logger) (agent.CmdSink, func(), error
 				return nil, nil, fmt.Errorf("%s: only with --ros2", strings.Join(stray, ", "))
 			}
 			return nil, func() {}, nil
+		}
+		var zeroStamp bool
+		switch *stampBy {
+		case "frame":
+		case "zero":
+			zeroStamp = true
+		default:
+			return nil, nil, fmt.Errorf(`--twist-stamp %q: want "frame" or "zero"`, *stampBy)
+		}
+		if zeroStamp && !*stamped {
+			return nil, nil, fmt.Errorf("--twist-stamp zero: only with --twist-stamped (Twist has no stamp)")
 		}
 		cfg, err := ros2.ConfigFromEnv(os.LookupEnv)
 		if err != nil {
@@ -62,7 +74,7 @@ func ros2Flags(fs *flag.FlagSet) func(*zap.Logger) (agent.CmdSink, func(), error
 		if err != nil {
 			return nil, nil, err
 		}
-		sink, err := p.NewTwistSink(ros2.TwistOptions{Topic: *topic, Stamped: *stamped, FrameID: *frame})
+		sink, err := p.NewTwistSink(ros2.TwistOptions{Topic: *topic, Stamped: *stamped, FrameID: *frame, ZeroStamp: zeroStamp})
 		if err != nil {
 			p.Close()
 			return nil, nil, err
