@@ -1,13 +1,6 @@
 package gpu
 
-import (
-	"bytes"
-	"crypto/sha256"
-	_ "embed"
-	"encoding/hex"
-	"fmt"
-	"strings"
-)
+import _ "embed"
 
 // The kernels also ship as PTX, so that a machine with a CUDA driver but
 // no NVRTC (a container with only the driver mounted, a bare host without
@@ -37,24 +30,3 @@ const (
 // EmbeddedTarget is what NewVoxelFilter runs without NVRTC (nil *NVRTC):
 // the embedded PTX for this virtual architecture.
 const EmbeddedTarget = "compute_70"
-
-// embeddedPTXOptions are NVRTC's options for kernels/voxel.ptx.
-func embeddedPTXOptions() []string {
-	return voxelCompileArgs(fmt.Sprintf("compute_%d", embeddedPTXArch))
-}
-
-// embeddedPTXHeader is the comment block kernels/voxel.ptx starts with.
-func embeddedPTXHeader(source string) string {
-	sum := sha256.Sum256([]byte(source))
-	return fmt.Sprintf("// zerohop: generated from kernels/voxel.cu by NVRTC %s with %s; do not edit.\n"+
-		"// zerohop: regenerate with ZEROHOP_UPDATE_TESTDATA=1 make test-cuda-libs\n"+
-		"// zerohop: voxel.cu sha256 %s\n",
-		embeddedPTXNVRTC, strings.Join(embeddedPTXOptions(), " "), hex.EncodeToString(sum[:]))
-}
-
-// embeddedPTXFile is kernels/voxel.ptx's content for NVRTC's PTX of
-// source (its trailing NUL dropped: a text file; LoadModule adds it back).
-func embeddedPTXFile(source string, ptx []byte) []byte {
-	ptx = bytes.TrimRight(ptx, "\x00")
-	return append([]byte(embeddedPTXHeader(source)), ptx...)
-}

@@ -2,6 +2,9 @@ package gpu
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
@@ -39,6 +42,9 @@ func ptxEntries(t *testing.T, ptx string) map[string][]int {
 // multiply-add (--fmad=false), in a PTX ISA that R520 drivers JIT.
 func TestEmbeddedPTXIsFromTheSource(t *testing.T) {
 	ptx := string(voxelPTX)
+	if want := fmt.Sprintf("compute_%d", embeddedPTXArch); EmbeddedTarget != want {
+		t.Fatalf("EmbeddedTarget %q, but the PTX is made for %s", EmbeddedTarget, want)
+	}
 	if want := embeddedPTXHeader(voxelSource); !strings.HasPrefix(ptx, want) {
 		t.Fatalf("kernels/voxel.ptx starts with\n%.400s\nwant\n%s(kernels/voxel.cu changed: regenerate with ZEROHOP_UPDATE_TESTDATA=1 make test-cuda-libs)", ptx, want)
 	}
@@ -74,4 +80,28 @@ func TestEmbeddedPTXIsFromTheSource(t *testing.T) {
 	if len(entries) != int(numVoxelKernels) {
 		t.Errorf("kernels/voxel.ptx has %d entries, Go launches %d", len(entries), numVoxelKernels)
 	}
+}
+
+// The generator's side of kernels/voxel.ptx (TestRealNVRTCMakesTheEmbeddedPTX
+// writes and compares it; TestEmbeddedPTXIsFromTheSource reads the header).
+
+// embeddedPTXOptions are NVRTC's options for kernels/voxel.ptx.
+func embeddedPTXOptions() []string {
+	return voxelCompileArgs(fmt.Sprintf("compute_%d", embeddedPTXArch))
+}
+
+// embeddedPTXHeader is the comment block kernels/voxel.ptx starts with.
+func embeddedPTXHeader(source string) string {
+	sum := sha256.Sum256([]byte(source))
+	return fmt.Sprintf("// zerohop: generated from kernels/voxel.cu by NVRTC %s with %s; do not edit.\n"+
+		"// zerohop: regenerate with ZEROHOP_UPDATE_TESTDATA=1 make test-cuda-libs\n"+
+		"// zerohop: voxel.cu sha256 %s\n",
+		embeddedPTXNVRTC, strings.Join(embeddedPTXOptions(), " "), hex.EncodeToString(sum[:]))
+}
+
+// embeddedPTXFile is kernels/voxel.ptx's content for NVRTC's PTX of
+// source (its trailing NUL dropped: a text file; LoadModule adds it back).
+func embeddedPTXFile(source string, ptx []byte) []byte {
+	ptx = bytes.TrimRight(ptx, "\x00")
+	return append([]byte(embeddedPTXHeader(source)), ptx...)
 }
