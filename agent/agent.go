@@ -317,11 +317,11 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 	// The camera reclaims every slot of a subscriber whose connection
 	// dropped (a release it could not be sent) and writes them again: what
 	// the stages read may then be a later frame's, half written. Do not
-	// plan from it (invariant 1 seen from this side). Best effort: the
-	// camera shuts the socket before it reclaims, and a failed release
-	// marks the session dead before it shuts it, but the lease can learn
-	// of the end only once it happened; shared memory has no generation to
-	// check against.
+	// plan from it (invariant 1 seen from this side). Valid reads the
+	// pool's generation table, which the camera updates before it writes a
+	// reused slot, so this holds even before our side has seen the
+	// connection end. The stages' reads are done by now: their helper
+	// goroutines and GPU streams have been waited for.
 	if !cloud.Valid() || !p.image.Valid() {
 		rec.Inc(telemetry.FramesDropped)
 		if !p.reclaimedLogged {

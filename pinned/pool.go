@@ -145,6 +145,7 @@ type Pool struct {
 	// a release on a VM, so 1 use in holdSample+1 is timed).
 	holdSample uint32
 	seg        *segment
+	gens       generations // in seg, after the last slot
 	slots      []slotMeta
 	subs       [MaxSubscribers]subMeta
 	start      time.Time
@@ -160,6 +161,9 @@ type Pool struct {
 	active  atomic.Uint32
 	nextID  atomic.Uint32 // where Subscribe starts looking for a free id
 	closed  atomic.Bool
+	// order is written only to order a Current caller's reads of a slot
+	// before its load of the generation table (generations.go).
+	order atomic.Uint32
 
 	stats counters
 }
@@ -181,6 +185,14 @@ func New(g Geometry, opts Options) (*Pool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new pool %q: %w", opts.Name, err)
 	}
+	gens, err := generationsOf(seg.mem, g)
+	if err != nil {
+		seg.close()
+		return nil, fmt.Errorf("new pool %q: %w", opts.Name, err)
+	}
+	// A HostAllocator's memory (cuMemHostAlloc) need not be zeroed, and a
+	// stale word could match a handle; a memfd's already is.
+	clear(seg.mem[g.GenerationsOffset():])
 	if err := setupSegment(seg, opts.Lock, opts.Pinner, ReadWrite); err != nil {
 		return nil, fmt.Errorf("new pool %q: %w", opts.Name, err)
 	}
@@ -204,6 +216,7 @@ func New(g Geometry, opts Options) (*Pool, error) {
 		epoch:      epoch,
 		holdSample: every - 1,
 		seg:        seg,
+		gens:       gens,
 		slots:      make([]slotMeta, g.SlotCount),
 		start:      time.Now(),
 	}
@@ -341,11 +354,27 @@ func (p *Pool) Acquire() (Slot, error) {
 
 // startWriting bumps a just-popped slot's generation and marks it written.
 // Only the popping goroutine touches the slot's word until it is stored.
+// The generation table gets the new generation before the writer can
+// write a byte (generations.go).
 func (p *Pool) startWriting(idx uint32) Slot {
 	s := &p.slots[idx]
 	gen := uint32(s.word.Load()>>32) + 1
 	s.word.Store(uint64(gen)<<32 | writerBit)
-	return Slot{pool: p, index: idx, gen: uint64(p.epoch)<<32 | uint64(gen)}
+	slot := Slot{pool: p, index: idx, gen: uint64(p.epoch)<<32 | uint64(gen)}
+	p.gens.publish(idx, slot.gen)
+	return slot
+}
+
+// Current reports whether gen is slot index's current generation: no later
+// use of the slot has been acquired, so nothing has rewritten what that
+// use's writer wrote (see View.Current, which a subscriber in another
+// process uses). False for an index out of range or generation 0.
+func (p *Pool) Current(index uint32, gen uint64) bool {
+	if gen == 0 || index >= p.geom.SlotCount {
+		return false
+	}
+	p.order.Add(1) // a release: the caller's reads are ordered before the load
+	return p.gens.current(index) == gen
 }
 
 // AcquireBefore is Acquire that retries until deadline when the pool is

@@ -1,6 +1,7 @@
 package pinned
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -471,8 +472,9 @@ func TestPinnerHookPlumbing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fp.pinned != 1 || fp.size != 3*PageSize || fp.access != ReadWrite {
-		t.Fatalf("fake pinner saw %+v, want one read-write pin of %d bytes", fp, 3*PageSize)
+	// Three slots of a page, then a page of generations: the pin covers both.
+	if fp.pinned != 1 || fp.size != 4*PageSize || fp.access != ReadWrite {
+		t.Fatalf("fake pinner saw %+v, want one read-write pin of %d bytes", fp, 4*PageSize)
 	}
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
@@ -493,13 +495,14 @@ func TestPinnerHookPlumbing(t *testing.T) {
 type fakeAllocator struct {
 	allocated, freed int
 	extra            int
+	fill             byte // what the memory holds when handed out (cuMemHostAlloc does not zero it)
 	last             []byte
 	freeErr          error
 }
 
 func (f *fakeAllocator) Allocate(size int) ([]byte, error) {
 	f.allocated++
-	f.last = make([]byte, size+f.extra)
+	f.last = bytes.Repeat([]byte{f.fill}, size+f.extra)
 	return f.last, nil
 }
 

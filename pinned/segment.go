@@ -27,8 +27,19 @@ func (g Geometry) Stride() uint64 {
 	return (g.SlotSize + PageSize - 1) &^ (PageSize - 1)
 }
 
-// SegmentSize is the byte size of the segment that holds every slot.
-func (g Geometry) SegmentSize() uint64 { return g.Stride() * uint64(g.SlotCount) }
+// GenerationsOffset is where the generation table starts: right after the
+// last slot (generations.go).
+func (g Geometry) GenerationsOffset() uint64 { return g.Stride() * uint64(g.SlotCount) }
+
+// generationsSize is the table's size: a u64 per slot, rounded up to whole
+// pages so that the segment stays a whole number of pages.
+func (g Geometry) generationsSize() uint64 {
+	return (8*uint64(g.SlotCount) + PageSize - 1) &^ (PageSize - 1)
+}
+
+// SegmentSize is the byte size of the segment: every slot, then the
+// generation table.
+func (g Geometry) SegmentSize() uint64 { return g.GenerationsOffset() + g.generationsSize() }
 
 // ErrGeometry reports an unusable pool geometry.
 var ErrGeometry = errors.New("invalid pool geometry")
@@ -45,9 +56,10 @@ func (g Geometry) Validate() error {
 	case g.SlotSize > MaxSegmentBytes:
 		return fmt.Errorf("%w: slot size %d bytes exceeds the segment limit %d", ErrGeometry, g.SlotSize, uint64(MaxSegmentBytes))
 	}
-	// SlotSize ≤ 2^40 so Stride cannot overflow; the product can.
-	if s := g.Stride(); s > MaxSegmentBytes/uint64(g.SlotCount) {
-		return fmt.Errorf("%w: %d slots × stride %d bytes exceeds the segment limit %d", ErrGeometry, g.SlotCount, s, uint64(MaxSegmentBytes))
+	// SlotSize ≤ 2^40 so Stride cannot overflow; the product can. The
+	// generation table is at most 8 MiB (MaxSlots u64s).
+	if s := g.Stride(); s > (MaxSegmentBytes-g.generationsSize())/uint64(g.SlotCount) {
+		return fmt.Errorf("%w: %d slots × stride %d bytes and their generation table exceed the segment limit %d", ErrGeometry, g.SlotCount, s, uint64(MaxSegmentBytes))
 	}
 	return nil
 }

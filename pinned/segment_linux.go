@@ -20,11 +20,14 @@ package pinned
 //
 //	segment (memfd or anonymous), Stride = roundup(SlotSize, 4096)
 //	0        Stride     2*Stride          (N-1)*Stride     N*Stride
-//	+----------+----------+----- ... -----+----------------+
-//	| slot 0   | slot 1   |               | slot N-1       |
-//	+----------+----------+----- ... -----+----------------+
-//	 ^ payload starts on a page boundary; metadata (generations, holds)
-//	   lives in the owner's private memory, never in the segment.
+//	+----------+----------+----- ... -----+----------------+-------------+
+//	| slot 0   | slot 1   |               | slot N-1       | generations |
+//	+----------+----------+----- ... -----+----------------+-------------+
+//	 ^ payload starts on a page boundary. The lease state (slot words,
+//	   holds, free list) lives in the owner's private memory, never in the
+//	   segment; the generation table after the last slot is a published
+//	   copy of each slot's current generation, u64 per slot, rounded up to
+//	   a page (generations.go).
 
 import (
 	"errors"

@@ -274,7 +274,7 @@ func TestOpenViewRejectsWhatIsNotTheAnnouncedMemfd(t *testing.T) {
 			return fd
 		}, "F_GET_SEALS"},
 		{"an unsealed memfd", func() int { return memfd(int64(g.SegmentSize()), false) }, "lack SHRINK|GROW"},
-		{"a sealed memfd that is too small", func() int { return memfd(PageSize, true) }, "geometry says 8192"},
+		{"a sealed memfd that is too small", func() int { return memfd(PageSize, true) }, "geometry says 12288"},
 		{"a sealed memfd that is too large", func() int { return memfd(1<<20, true) }, "is 1048576 bytes"},
 		{"a closed fd", func() int { return 1 << 20 }, "F_GET_SEALS"},
 	}

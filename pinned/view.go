@@ -2,6 +2,7 @@ package pinned
 
 import (
 	"fmt"
+	"sync/atomic"
 )
 
 // View is a subscriber's read-only mapping of a pool owned by another
@@ -12,6 +13,10 @@ type View struct {
 	geom   Geometry
 	stride uint64
 	seg    *segment
+	gens   generations
+	// order is written only to order a caller's reads of a slot before
+	// its load of the generation table (generations.go).
+	order atomic.Uint32
 }
 
 // ViewOptions configure OpenView. The zero value maps without locking or
@@ -35,10 +40,15 @@ func OpenView(fd int, id uint32, g Geometry, opts ViewOptions) (*View, error) {
 		closeFd(fd)
 		return nil, fmt.Errorf("open pool %d: %w", id, err)
 	}
+	gens, err := generationsOf(seg.mem, g)
+	if err != nil {
+		seg.close()
+		return nil, fmt.Errorf("open pool %d: %w", id, err)
+	}
 	if err := setupSegment(seg, opts.Lock, opts.Pinner, ReadOnly); err != nil {
 		return nil, fmt.Errorf("open pool %d: %w", id, err)
 	}
-	return &View{id: id, geom: g, stride: g.Stride(), seg: seg}, nil
+	return &View{id: id, geom: g, stride: g.Stride(), seg: seg, gens: gens}, nil
 }
 
 // ID is the pool id this view maps.
@@ -60,6 +70,21 @@ func (v *View) Slot(index uint32) []byte {
 	}
 	off := uint64(index) * v.stride
 	return v.seg.mem[off : off+v.geom.SlotSize : off+v.geom.SlotSize]
+}
+
+// Current reports whether gen is still slot index's current generation in
+// the owner's table: the owner has not acquired the slot for a later use,
+// so no byte of one reached what this process read of the slot before the
+// call (reads on other goroutines or a GPU must be synchronised with the
+// caller first). A lease that is still current after its stages has read
+// only its own frame, whatever the socket has said so far. False for an
+// index out of range or generation 0. It must not be called after Close.
+func (v *View) Current(index uint32, gen uint64) bool {
+	if gen == 0 || index >= v.geom.SlotCount {
+		return false
+	}
+	v.order.Add(1) // a release: the reads above are ordered before the load
+	return v.gens.current(index) == gen
 }
 
 // Close unmaps the view and closes its fd.

@@ -98,7 +98,7 @@ func (t *Inproc) release(topic int, _ uint32, slot uint32, gen, _ uint64) error 
 }
 
 func (t *Inproc) valid(topic int, slot uint32, gen, _ uint64) bool {
-	return !t.closed.Load() && t.holds.holds(topic, slot, gen)
+	return !t.closed.Load() && t.holds.holds(topic, slot, gen) && t.topics[topic].Pool.Current(slot, gen)
 }
 
 // Latest waits for topic's freshest lease; see Subscriber.Latest.

@@ -20,12 +20,14 @@ import (
 //	                               slot count u32, pad [4], slot size u64;
 //	                               with helloRing: ring entries u32, ring stride u32;
 //	                               the pools' memfds ride along as SCM_RIGHTS, in order,
-//	                               then (helloRing) the rings' memfd (see ring.go)
+//	                               then (helloRing) the rings' memfd (see ring.go);
+//	                               each pool's memfd ends with its generation table
+//	                               (pinned/generations.go), which version 1 lacked
 //	refuse  (camera → subscriber)  magic "ZHRF", version, reason length u16, reason
 //	handle  (camera → subscriber)  handles.Handle, 128 bytes
 //	release (subscriber → camera)  handles.Release, 24 bytes
 const (
-	ProtocolVersion = 1
+	ProtocolVersion = 2
 	MaxTopics       = 4
 	TopicNameSize   = 16
 	NameSize        = 32

@@ -234,8 +234,32 @@ func (ss *session) unref() {
 	closeFd(ss.fd)
 }
 
+// valid: held, the connection alive as far as we know, and the slot not
+// acquired again by the camera. The last is exact where the first two can
+// lag: the camera reclaims a connection's holds the moment it sees the
+// connection end, and may be rewriting them before our receive goroutine
+// learns of it; the generation table tells (pinned/generations.go). The
+// reference keeps the view mapped while it is read, should a copy of this
+// lease be released on another goroutine meanwhile.
 func (ss *session) valid(topic int, slot uint32, gen, _ uint64) bool {
-	return !ss.dead.Load() && ss.holds.holds(topic, slot, gen)
+	if ss.dead.Load() || !ss.holds.holds(topic, slot, gen) || !ss.tryRef() {
+		return false
+	}
+	defer ss.unref()
+	return ss.views[topic].Current(slot, gen)
+}
+
+// tryRef takes a reference unless the session is already freed.
+func (ss *session) tryRef() bool {
+	for {
+		n := ss.refs.Load()
+		if n <= 0 {
+			return false
+		}
+		if ss.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
 }
 
 func (ss *session) release(topic int, pool, slot uint32, gen, _ uint64) error {

@@ -3,10 +3,12 @@ package transport
 import (
 	"context"
 	"errors"
+	"math/bits"
 	"testing"
 	"time"
 
 	"github.com/zerohop/zerohop/handles"
+	"github.com/zerohop/zerohop/pinned"
 )
 
 // A released lease, and every copy of it, is no longer Valid, even while
@@ -105,5 +107,81 @@ func TestLeaseInvalidOnceReleased(t *testing.T) {
 			t.Fatalf("a stale copy's Release = %v, next still Valid %t; want ErrReleased and the next lease untouched", err, next.Valid())
 		}
 		next.Release()
+	})
+}
+
+// reuseSlotOf does what a camera does on seeing a subscriber's connection
+// end: it reclaims every hold of the pool's only subscriber, then acquires
+// slots (the free list is LIFO, so the reclaimed one comes first) until it
+// has l's slot again, for a later frame. It gives the slots back.
+func reuseSlotOf(t *testing.T, p *pinned.Pool, l Lease) {
+	t.Helper()
+	active := p.Active()
+	if active.Len() != 1 {
+		t.Fatalf("%d subscribers on the pool, want 1", active.Len())
+	}
+	if n := p.ReleaseAll(pinned.SubscriberID(bits.TrailingZeros32(uint32(active)))); n == 0 {
+		t.Fatal("the camera reclaimed no hold")
+	}
+	var taken []pinned.Slot
+	defer func() {
+		for _, s := range taken {
+			p.Abort(s)
+		}
+	}()
+	for {
+		s, err := p.Acquire()
+		if err != nil {
+			t.Fatalf("slot %d never came back: %v", l.Handle.Slot, err)
+		}
+		taken = append(taken, s)
+		if s.Index() == l.Handle.Slot {
+			s.Bytes()[0] = 0xEE // the later frame's first write
+			return
+		}
+	}
+}
+
+// TestLeaseInvalidOnceTheCameraReusesItsSlot: the camera reclaims a
+// connection's holds as soon as it sees the connection end, and may be
+// writing the slots again before this side's receive goroutine has noticed
+// (or when it never will: a reclaim this side did not cause). A lease whose
+// slot the camera has acquired again must not be Valid, however alive the
+// connection looks from here: the agent would plan from a later frame's
+// half-written bytes.
+func TestLeaseInvalidOnceTheCameraReusesItsSlot(t *testing.T) {
+	eachWaitMode(t, func(t *testing.T, mode waitMode) {
+		f := newFixture(t, 4)
+		got := make(chan Lease, 16)
+		startSubscriber(t, mode.apply(SubscriberConfig{Path: f.path, OnLease: func(l Lease) { got <- l }}))
+		f.waitSubscribers(1)
+		f.publish(1)
+		l := <-got
+		if !l.Valid() {
+			t.Fatal("a held lease is not Valid")
+		}
+		reuseSlotOf(t, f.pool, l)
+		if l.Valid() {
+			t.Fatalf("lease of slot %d generation %#x Valid after the camera acquired the slot again (first byte now %#x)", l.Handle.Slot, l.Handle.Generation, l.Bytes()[0])
+		}
+		l.Release() // the camera no longer holds it for us: a stale release, counted there
+	})
+	t.Run("in process", func(t *testing.T) {
+		p := newInprocPool(t)
+		tr, err := NewInproc(InprocConfig{Topics: []Topic{{Name: "points", Kind: handles.KindPoints, Pool: p}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		inprocPublish(t, tr, p, 1)
+		l, _ := tr.TryLatest(0)
+		if !l.Valid() {
+			t.Fatal("a held lease is not Valid")
+		}
+		reuseSlotOf(t, p, l)
+		if l.Valid() {
+			t.Fatalf("lease of slot %d Valid after the pool handed the slot to a writer again", l.Handle.Slot)
+		}
+		l.Release()
 	})
 }
