@@ -49,6 +49,25 @@ test: deps vet fmt-check
 	# The kernels' BEV cell sort on the CUDA emulation (the rest: make test-cudaemu).
 	$(GO) test -tags cudaemu -count=1 -run 'Emulated/reversed' ./gpu/
 	@$(MAKE) --no-print-directory test-cuda-libs
+	@$(MAKE) --no-print-directory test-arm64
+
+# Jetson is arm64, and nothing else here is. Cross-build every command as
+# Dockerfile.jetson does but without the ros2 tag (that needs an arm64
+# libddsc), then run the core packages' tests (pool, handoff, voxel,
+# planner, sensors, telemetry) as arm64 binaries under qemu-user. The
+# emulation runs on this x86 host's stronger memory order, so it checks
+# arm64 code and layouts, not arm64 reordering (see pinned/generations.go
+# for that argument). TestSharedSegmentAcrossProcesses re-executes its own
+# binary, which needs binfmt_misc; it runs natively above.
+ARM64_TESTS = ./pinned/ ./handles/... ./planner/ ./voxel/ ./monotime/ ./internal/team/ ./telemetry/ ./sensor/...
+.PHONY: test-arm64
+test-arm64:
+	@scripts/deps.sh arm64 >/dev/null
+	@out=$$(mktemp -d); trap 'rm -rf $$out' EXIT; \
+	GOARCH=arm64 CGO_ENABLED=1 CC=aarch64-linux-gnu-gcc $(GO) build -o $$out/ ./cmd/... && \
+	[ "$$(od -An -tx1 -j18 -N2 $$out/agent | tr -d ' \n')" = b700 ] && echo "test-arm64: cross-built $$(ls $$out | tr '\n' ' ')for arm64"
+	GOARCH=arm64 CGO_ENABLED=0 $(GO) vet $(ARM64_TESTS) ./gpu/
+	GOARCH=arm64 CGO_ENABLED=0 $(GO) test -count=1 -timeout 5m -exec qemu-aarch64 -skip '^TestSharedSegmentAcrossProcesses$$' $(ARM64_TESTS)
 
 # The GPU binding against NVIDIA's real libcuda.so.1 and NVRTC from Debian
 # non-free (12: driver 535 + NVRTC 11.8; 13: driver 550 + NVRTC 12.4), on a

@@ -11,6 +11,12 @@ pkg-config --exists CycloneDDS 2>/dev/null || need+=(cyclonedds-dev pkg-config)
 command -v idlc >/dev/null || need+=(cyclonedds-tools)
 # The GPU binding's plumbing tests build a fake libcuda/libnvrtc in C++20.
 command -v g++ >/dev/null || need+=(g++)
+# `deps.sh arm64` (make test-arm64): the Jetson cross build and the core
+# packages' tests under user-mode emulation.
+if [[ ${1:-} == arm64 ]]; then
+	command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
+	command -v qemu-aarch64 >/dev/null || need+=(qemu-user)
+fi
 if ((${#need[@]})); then
 	echo "deps: installing Debian packages: ${need[*]}"
 	sudo_cmd=""
