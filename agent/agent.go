@@ -92,7 +92,7 @@ type Pipeline struct {
 	// until a fresh one arrives.
 	staleLogged bool
 	// reclaimedLogged: a frame whose slots the camera reclaimed mid-stages
-	// was dropped and logged (once per pipeline: a reconnect follows).
+	// was dropped and logged; no more lines until a frame is planned.
 	reclaimedLogged bool
 	// gpuOversize counts clouds the GPU path could not take in
 	// (gpu.ErrInputTooLarge) and the CPU filtered instead.
@@ -331,6 +331,7 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 		}
 		return
 	}
+	p.reclaimedLogged = false
 	p.stage.Store(int32(telemetry.StagePlan))
 	now = time.Now()
 	cmd, err := p.cfg.Planner.Plan(planner.Input{Scores: p.cfg.Session.Scores(), Clearance: p.cfg.Session.Clearance(), Stamp: stamp}, now)

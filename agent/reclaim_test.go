@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/zerohop/zerohop/handles"
 	"github.com/zerohop/zerohop/telemetry"
 	"github.com/zerohop/zerohop/voxel"
@@ -55,5 +58,54 @@ func TestFrameWhoseSlotsWereReclaimedIsNotPlanned(t *testing.T) {
 		if !c.cmd.IsZero() {
 			t.Fatalf("a command from reclaimed slots: %+v", c.cmd)
 		}
+	}
+}
+
+// invalidatingGPUFilter is the FAKE GPU filter (fakeGPUFilter) that runs
+// during, when set, in the middle of each call: the stages' reads are then
+// done, and Valid is what the pipeline asks next.
+type invalidatingGPUFilter struct {
+	*fakeGPUFilter
+	during func()
+}
+
+func (f *invalidatingGPUFilter) Run(in voxel.Cloud, out *voxel.Points, bev []byte) error {
+	err := f.fakeGPUFilter.Run(in, out, bev)
+	if f.during != nil {
+		f.during()
+	}
+	return err
+}
+
+// TestEachReclaimIncidentIsLogged: frames whose leases go invalid during
+// the stages are dropped; a run of them is one incident and one log line,
+// and after a frame that is planned the next one is a new incident with a
+// line of its own.
+func TestEachReclaimIncidentIsLogged(t *testing.T) {
+	fake := newFakeGPUFilter(t, 0.2)
+	f := &invalidatingGPUFilter{fakeGPUFilter: fake}
+	g := newComposedWith(t, composedOptions{gpu: f, gpuBEV: make([]byte, 4*fake.bev.Len())})
+	core, logs := observer.New(zap.InfoLevel)
+	g.pipe.log = zap.New(core)
+	var h handles.Handle
+	for seq, invalidate := range []bool{true, true, false, true} {
+		if err := g.cam.Frame(uint64(seq), g.inproc, &h); err != nil {
+			t.Fatal(err)
+		}
+		l := <-g.inproc.C(TopicPoints)
+		f.during = nil
+		if invalidate {
+			// A released copy makes the pipeline's lease invalid, as the
+			// camera's reclaim and reuse of the slot does.
+			f.during = func() { l.Release() }
+		}
+		g.pipe.frame(l)
+	}
+	if d, n := g.rec.Count(telemetry.FramesDropped), g.rec.Count(telemetry.FramesProcessed); d != 3 || n != 1 {
+		t.Fatalf("%d frames dropped and %d processed, want 3 and 1", d, n)
+	}
+	lines := logs.FilterMessageSnippet("camera reclaimed its slots").Len()
+	if lines != 2 {
+		t.Fatalf("%d reclaim lines for two incidents (frames 0–1, frame 3), want 2", lines)
 	}
 }

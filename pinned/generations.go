@@ -17,16 +17,22 @@ package pinned
 //     visible to another CPU (or a GPU) before the new generation.
 //   - A reader that read a slot and then finds the generation it holds is
 //     therefore sure no write of a later use reached what it read. Its
-//     reads must be ordered before its load of the table; View.Current
-//     puts a release (the store half of an atomic add) between them, and
-//     reads done on other goroutines or a GPU must be synchronised with
+//     reads must be ordered before its load of the table. View.Current
+//     does an atomic add first: its store half is a release (STLR or
+//     STLXR; LOCK XADD on amd64), which keeps the reads before it, and the
+//     table load after it is an acquire (LDAR), which arm64 never moves
+//     before an earlier release. A plain load there would break this.
+//     Reads done on other goroutines or a GPU must be synchronised with
 //     the caller first (a channel, a WaitGroup, a stream synchronise).
 //   - Generation 0 means "never used": no pool issues it.
 //   - The words are accessed as atomic.Uint64 through unsafe.Pointer: the
-//     table starts on a page boundary of a page-aligned mapping (checked),
-//     so every word is 8-byte aligned. A subscriber's mapping is PROT_READ
-//     and it only loads, which a read-only mapping allows on every
-//     architecture Go supports.
+//     table starts at a multiple of PageSize in a page-aligned mapping, so
+//     every word is 8-byte aligned (generationsOf checks that). A
+//     subscriber's mapping is PROT_READ and it only loads, which a
+//     read-only mapping allows on amd64 and arm64, where 64-bit atomics
+//     are single instructions. (Where Go emulates them with a lock, as on
+//     32-bit mips or GOARM=5, the lock would not reach the other process:
+//     such targets are not supported.)
 
 import (
 	"fmt"

@@ -368,12 +368,15 @@ func (p *Pool) startWriting(idx uint32) Slot {
 // Current reports whether gen is slot index's current generation: no later
 // use of the slot has been acquired, so nothing has rewritten what that
 // use's writer wrote (see View.Current, which a subscriber in another
-// process uses). False for an index out of range or generation 0.
+// process uses). False for an index out of range, generation 0 or a closed
+// pool; it must not race with Close.
 func (p *Pool) Current(index uint32, gen uint64) bool {
-	if gen == 0 || index >= p.geom.SlotCount {
+	if gen == 0 || index >= p.geom.SlotCount || p.closed.Load() {
 		return false
 	}
-	p.order.Add(1) // a release: the caller's reads are ordered before the load
+	// The add's store is a release and the load an acquire: the caller's
+	// reads stay before the load (generations.go).
+	p.order.Add(1)
 	return p.gens.current(index) == gen
 }
 

@@ -80,10 +80,12 @@ func (v *View) Slot(index uint32) []byte {
 // only its own frame, whatever the socket has said so far. False for an
 // index out of range or generation 0. It must not be called after Close.
 func (v *View) Current(index uint32, gen uint64) bool {
-	if gen == 0 || index >= v.geom.SlotCount {
+	if gen == 0 || index >= v.geom.SlotCount || v.gens == nil {
 		return false
 	}
-	v.order.Add(1) // a release: the reads above are ordered before the load
+	// The add's store is a release and the load an acquire: the caller's
+	// reads stay before the load (generations.go).
+	v.order.Add(1)
 	return v.gens.current(index) == gen
 }
 
@@ -93,7 +95,7 @@ func (v *View) Close() error {
 		return nil
 	}
 	err := v.seg.close()
-	v.seg = nil
+	v.seg, v.gens = nil, nil
 	if err != nil {
 		return fmt.Errorf("close pool view %d: %w", v.id, err)
 	}

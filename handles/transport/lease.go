@@ -49,8 +49,12 @@ type leaseOwner interface {
 func (l *Lease) Bytes() []byte { return l.data }
 
 // Valid reports whether the hold still stands: neither this lease nor a
-// copy of it was released, and its camera connection is alive. Once it is
-// false, Bytes may already hold a later frame.
+// copy of it was released, its camera connection is alive as far as this
+// side knows, and the camera has not acquired the slot again (the pool's
+// generation table, which tells even before this side has seen the
+// connection end). Once it is false, Bytes may already hold a later frame.
+// Call it after reading Bytes: a true result covers the reads made before
+// it on this goroutine, or synchronised with it.
 func (l *Lease) Valid() bool {
 	return l.owner != nil && l.owner.valid(l.Topic, l.Handle.Slot, l.Handle.Generation, l.ticket)
 }
