@@ -15,6 +15,7 @@ command -v g++ >/dev/null || need+=(g++)
 # packages' tests under user-mode emulation.
 if [[ ${1:-} == arm64 ]]; then
 	command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
+	command -v aarch64-linux-gnu-g++ >/dev/null || need+=(g++-aarch64-linux-gnu) # the fake CUDA driver for arm64
 	command -v qemu-aarch64 >/dev/null || need+=(qemu-user)
 fi
 if ((${#need[@]})); then

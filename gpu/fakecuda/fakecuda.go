@@ -34,11 +34,17 @@ type Libraries struct {
 // NVRTC: the file name and soname for the version it reports by default.
 const BuiltinsName = "libnvrtc-builtins.so.12.9"
 
-// Build compiles the fakes into dir with g++ (C++20).
+// Build compiles the fakes into dir with g++ (C++20), or with the
+// compiler $ZEROHOP_FAKECUDA_CXX names: aarch64-linux-gnu-g++ for the
+// arm64 tests under emulation (make test-arm64).
 func Build(dir string) (Libraries, error) {
 	src, err := sourceDir()
 	if err != nil {
 		return Libraries{}, err
+	}
+	cxx := os.Getenv("ZEROHOP_FAKECUDA_CXX")
+	if cxx == "" {
+		cxx = "g++"
 	}
 	libs := Libraries{Dir: dir, Driver: filepath.Join(dir, "libcuda.so.1"), NVRTC: filepath.Join(dir, "libnvrtc.so.13")}
 	for _, b := range []struct{ out, src, soname string }{
@@ -47,10 +53,10 @@ func Build(dir string) (Libraries, error) {
 		// Beside the NVRTC, like a CUDA toolkit's lib64 (see BuiltinsName).
 		{filepath.Join(dir, BuiltinsName), "fakenvrtc_builtins.cpp", BuiltinsName},
 	} {
-		cmd := exec.Command("g++", "-std=c++20", "-O1", "-ffp-contract=off", "-fPIC", "-shared", "-pthread",
+		cmd := exec.Command(cxx, "-std=c++20", "-O1", "-ffp-contract=off", "-fPIC", "-shared", "-pthread",
 			"-Wl,-soname,"+b.soname, "-o", b.out, filepath.Join(src, b.src))
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return Libraries{}, fmt.Errorf("fakecuda: build %s (needs g++ with C++20): %v\n%s", b.src, err, out)
+			return Libraries{}, fmt.Errorf("fakecuda: build %s with %s (needs C++20): %v\n%s", b.src, cxx, err, out)
 		}
 	}
 	if _, err := os.Stat(libs.Driver); err != nil {
