@@ -14,15 +14,7 @@ import (
 // until it is acquired again.
 func TestCurrentFollowsTheOwnersAcquires(t *testing.T) {
 	p := newTestPool(t, 1, 100, Options{Shared: true})
-	fd, err := p.ShareFd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := OpenView(fd, 1, p.Geometry(), ViewOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
+	v := openTestView(t, p)
 	sub, err := p.Subscribe(1)
 	if err != nil {
 		t.Fatal(err)
@@ -120,15 +112,7 @@ func TestGenerationTableIsInTheSegment(t *testing.T) {
 // could.)
 func TestCurrentMeansTheBytesAreThatUse(t *testing.T) {
 	p := newTestPool(t, 1, 256, Options{Shared: true})
-	fd, err := p.ShareFd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := OpenView(fd, 1, p.Geometry(), ViewOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
+	v := openTestView(t, p)
 	var announced atomic.Uint64 // the generation whose bytes are complete
 	stop := make(chan struct{})
 	done := make(chan error, 1)

@@ -295,8 +295,10 @@ func TestOpenViewRejectsWhatIsNotTheAnnouncedMemfd(t *testing.T) {
 	}
 }
 
-func TestViewSlotBounds(t *testing.T) {
-	p := newTestPool(t, 3, 100, Options{Shared: true})
+// openTestView maps p, a shared pool, read-only as a subscriber would
+// (in this process), closed at the test's end.
+func openTestView(t *testing.T, p *Pool) *View {
+	t.Helper()
 	fd, err := p.ShareFd()
 	if err != nil {
 		t.Fatal(err)
@@ -305,7 +307,13 @@ func TestViewSlotBounds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer v.Close()
+	t.Cleanup(func() { v.Close() })
+	return v
+}
+
+func TestViewSlotBounds(t *testing.T) {
+	p := newTestPool(t, 3, 100, Options{Shared: true})
+	v := openTestView(t, p)
 	s, _ := p.Acquire()
 	copy(s.Bytes(), "hello")
 	if got := string(v.Slot(s.Index())[:5]); got != "hello" {

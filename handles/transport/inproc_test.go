@@ -17,6 +17,18 @@ func newInprocPool(t *testing.T) *pinned.Pool {
 	return p
 }
 
+// newInprocT is an in-process transport with one topic, "points", on p,
+// closed at the test's end.
+func newInprocT(t *testing.T, p *pinned.Pool) *Inproc {
+	t.Helper()
+	tr, err := NewInproc(InprocConfig{Topics: []Topic{{Name: "points", Kind: handles.KindPoints, Pool: p}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr
+}
+
 func inprocPublish(t *testing.T, tr *Inproc, p *pinned.Pool, seq uint64) {
 	t.Helper()
 	slot, err := p.Acquire()

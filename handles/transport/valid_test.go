@@ -49,11 +49,7 @@ func TestLeaseInvalidOnceReleased(t *testing.T) {
 	})
 	t.Run("in process", func(t *testing.T) {
 		p := newInprocPool(t)
-		tr, err := NewInproc(InprocConfig{Topics: []Topic{{Name: "points", Kind: handles.KindPoints, Pool: p}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tr.Close()
+		tr := newInprocT(t, p)
 		inprocPublish(t, tr, p, 1)
 		l, _ := tr.TryLatest(0)
 		stale := l
@@ -168,11 +164,7 @@ func TestLeaseInvalidOnceTheCameraReusesItsSlot(t *testing.T) {
 	})
 	t.Run("in process", func(t *testing.T) {
 		p := newInprocPool(t)
-		tr, err := NewInproc(InprocConfig{Topics: []Topic{{Name: "points", Kind: handles.KindPoints, Pool: p}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tr.Close()
+		tr := newInprocT(t, p)
 		inprocPublish(t, tr, p, 1)
 		l, _ := tr.TryLatest(0)
 		if !l.Valid() {
