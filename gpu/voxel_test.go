@@ -3,6 +3,7 @@ package gpu
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -400,5 +401,48 @@ func TestCompileTarget(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("compileTarget(%d, %v) = %q, %v; want %q", tc.dev, tc.archs, got, err, tc.want)
 		}
+	}
+}
+
+// TestOnlyARefusedImageIsAKernelImageError: the agent retries with the
+// embedded PTX only after ErrKernelImage, so only the codes with which a
+// driver refuses the image itself may carry it. Out of memory (a Jetson
+// sharing its memory with TensorRT), a lost context, a sticky launch
+// error, or a missing JIT compiler would fail the PTX too, after a JIT
+// compile of seconds. Every error keeps its CUDA code.
+func TestOnlyARefusedImageIsAKernelImageError(t *testing.T) {
+	tests := []struct {
+		code  Result
+		image bool
+	}{
+		{200, true},  // INVALID_IMAGE
+		{209, true},  // NO_BINARY_FOR_GPU
+		{218, true},  // INVALID_PTX
+		{222, true},  // UNSUPPORTED_PTX_VERSION
+		{300, true},  // INVALID_SOURCE
+		{500, true},  // NOT_FOUND: a kernel missing
+		{1, false},   // INVALID_VALUE
+		{2, false},   // OUT_OF_MEMORY
+		{3, false},   // NOT_INITIALIZED
+		{4, false},   // DEINITIALIZED
+		{201, false}, // INVALID_CONTEXT
+		{221, false}, // JIT_COMPILER_NOT_FOUND
+		{223, false}, // JIT_COMPILATION_DISABLED
+		{700, false}, // ILLEGAL_ADDRESS (sticky, from an earlier launch)
+		{719, false}, // LAUNCH_FAILED
+		{999, false}, // UNKNOWN
+	}
+	f := &VoxelFilter{target: "sm_90"}
+	for _, tt := range tests {
+		t.Run(tt.code.Name(), func(t *testing.T) {
+			// Wrapped as LoadModule wraps the binding's error.
+			err := f.imageError(fmt.Errorf("gpu: load module of 4096 bytes: %w", &Error{Op: "cuModuleLoadDataEx", Code: tt.code}))
+			if got := errors.Is(err, ErrKernelImage); got != tt.image {
+				t.Errorf("errors.Is(%v, ErrKernelImage) = %t, want %t", err, got, tt.image)
+			}
+			if !errors.Is(err, tt.code) || !strings.Contains(err.Error(), "sm_90") {
+				t.Errorf("%v: lost its CUDA code %d or the image's target", err, int32(tt.code))
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package gpu
 import (
 	_ "embed"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -315,16 +316,42 @@ func newVoxelLayout(maxPoints, maxInputBytes, cells int) voxelLayout {
 	return l
 }
 
+// imageRefusals are the codes with which a driver refuses a module or a
+// kernel for the image itself: another image (the embedded PTX) may load.
+// Not these: out of memory, a lost or uninitialised context, a sticky error
+// from an earlier launch, or no JIT compiler (221, 223), which the PTX
+// needs as much as any image NVRTC made. Retrying with the PTX then costs a
+// JIT compile (seconds on a Jetson) that cannot help.
+var imageRefusals = []Result{
+	200, // CUDA_ERROR_INVALID_IMAGE
+	209, // CUDA_ERROR_NO_BINARY_FOR_GPU
+	218, // CUDA_ERROR_INVALID_PTX
+	222, // CUDA_ERROR_UNSUPPORTED_PTX_VERSION (PTX newer than the driver)
+	300, // CUDA_ERROR_INVALID_SOURCE
+	500, // CUDA_ERROR_NOT_FOUND (cuModuleGetFunction: a kernel missing from the image)
+}
+
+// imageError is a failed module load or kernel lookup, marked
+// ErrKernelImage when the image itself was refused (imageRefusals).
+func (f *VoxelFilter) imageError(err error) error {
+	for _, code := range imageRefusals {
+		if errors.Is(err, code) {
+			return fmt.Errorf("%w (%s): %w", ErrKernelImage, f.target, err)
+		}
+	}
+	return fmt.Errorf("kernels (%s): %w", f.target, err)
+}
+
 func (f *VoxelFilter) setup(cubin []byte) error {
 	c := f.c
 	return c.Do(func() error {
 		var err error
 		if f.mod, err = c.LoadModule(cubin); err != nil {
-			return fmt.Errorf("%w (%s): %w", ErrKernelImage, f.target, err)
+			return f.imageError(err)
 		}
 		for k, name := range voxelKernelNames {
 			if f.fn[k], err = f.mod.Function(name); err != nil {
-				return fmt.Errorf("%w (%s): %w", ErrKernelImage, f.target, err)
+				return f.imageError(err)
 			}
 		}
 		if f.stream, err = c.NewStream(); err != nil {
