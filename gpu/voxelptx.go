@@ -10,7 +10,8 @@ import _ "embed"
 //
 // The PTX is for compute_70, the oldest architecture the kernels run on
 // (warp match intrinsics), made by NVRTC 11.8 (PTX ISA 7.8), so that every
-// driver from R520 on can JIT it. --fmad=false is kept in PTX as explicit
+// driver for CUDA 11.8 on can JIT it (R520 on; JetPack 6, not JetPack 5's
+// CUDA 11.4). --fmad=false is kept in PTX as explicit
 // .rn multiplies and adds, which the JIT may not fuse: the same rounding
 // as a cubin and the CPU filter. kernels/voxel.ptx starts with comment
 // lines naming how it was made and the sha256 of the voxel.cu it came
