@@ -34,6 +34,14 @@ const (
 	ImageTopicName  = "image"
 )
 
+// MinSlots is the fewest slots a pool may have, and MinSlotsWhy says why:
+// the agent keeps its newest image (for pairing) until a newer one
+// arrives, so with one slot the camera could never write another.
+const (
+	MinSlots    = 2
+	MinSlotsWhy = "the agent keeps its newest image until a newer one arrives, so with one slot the camera could never write another"
+)
+
 // TopicName returns the name of topic index i.
 func TopicName(i int) string {
 	if i == TopicImage {
@@ -138,6 +146,9 @@ func New(cfg Config) (*Camera, error) {
 		if slots, err = pinned.SlotsFor(period, cfg.ConsumerTime, cfg.Subscribers); err != nil {
 			return nil, fmt.Errorf("camera: %w", err)
 		}
+	}
+	if slots < MinSlots {
+		return nil, fmt.Errorf("camera: %d slots per pool: at least %d: %s", slots, MinSlots, MinSlotsWhy)
 	}
 	if need := transport.MinShare*cfg.Subscribers + 1; int(slots) < need {
 		c.log.Warn("pools too small for the subscribers they are sized for: a subscriber that keeps its frames can leave the camera, or the others, without slots (raise --slots, or lower --subscribers)",

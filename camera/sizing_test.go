@@ -1,6 +1,7 @@
 package camera
 
 import (
+	"strings"
 	"testing"
 
 	"go.uber.org/zap"
@@ -34,4 +35,17 @@ func TestSmallPoolsAreLogged(t *testing.T) {
 			t.Errorf("slots %d, subscribers %d: warned %t, want %t (%v)", tc.slots, tc.subscribers, got, tc.warn, logs.All())
 		}
 	}
+}
+
+// A one-slot pool is refused: the agent's kept image would hold it for
+// good. Two is the least that works.
+func TestOneSlotPoolsAreRefused(t *testing.T) {
+	if _, err := New(Config{Source: PoolSizes{Points: 16, ImageBytes: 16}, Slots: 1, Subscribers: 1}); err == nil || !strings.Contains(err.Error(), "at least 2") {
+		t.Fatalf("New with 1 slot = %v, want an error saying at least 2", err)
+	}
+	cam, err := New(Config{Source: PoolSizes{Points: 16, ImageBytes: 16}, Slots: 2, Subscribers: 1})
+	if err != nil {
+		t.Fatalf("New with 2 slots: %v", err)
+	}
+	cam.Close()
 }

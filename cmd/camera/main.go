@@ -54,8 +54,8 @@ Flags:
 	fs.StringVar(&imageSize, "image-size", "1280x720", "synthetic image size WIDTHxHEIGHT")
 	fs.StringVar(&cfg.Socket, "socket", transport.DefaultSocketPath(), "unix socket to serve subscribers on, mode 0660; its folder is created 0750 if missing, an existing one is left as it is (if not given: $XDG_RUNTIME_DIR/zerohop/camera.sock, else /run/zerohop/camera.sock)")
 	fs.IntVar(&cfg.AllowGID, "allow-gid", -1, "also admit subscribers with this primary gid (-1: only the camera's own uid)")
-	fs.UintVar(&slots, "slots", 0, "slots per pool (0: sizing rule for --subscribers subscribers taking up to 50 ms: 9 for 2 at 30 fps)")
-	fs.IntVar(&cfg.Subscribers, "subscribers", 2, fmt.Sprintf("subscribers the pools are sized for (1..%d): each may hold at most (slots-1)/N slots of a pool (at least 3, what a subscriber needs to act on the freshest frame), so that up to N cannot leave the camera or each other without frames, however many each keeps, when the pools have at least 3N+1 slots (the sizing rule gives them that; smaller --slots are logged); more subscribers may connect, without that guarantee (logged)", pinned.MaxSubscribers))
+	fs.UintVar(&slots, "slots", 0, "slots per pool, at least 2 (0: sizing rule for --subscribers subscribers taking up to 50 ms: 9 for 2 at 30 fps)")
+	fs.IntVar(&cfg.Subscribers, "subscribers", 2, fmt.Sprintf("subscribers the pools are sized for (1..%d): each may hold at most (slots-1)/N slots of a pool (at least 3, what a subscriber needs to act on the freshest frame; 2 on pools of 2 or 3 slots), so that up to N cannot leave the camera or each other without frames, however many each keeps, when the pools have at least 3N+1 slots (the sizing rule gives them that; smaller --slots are logged); more subscribers may connect, without that guarantee (logged)", pinned.MaxSubscribers))
 	fs.BoolVar(&cfg.Lock, "mlock", false, "lock the pools in memory (needs RLIMIT_MEMLOCK)")
 	fs.BoolVar(&cfg.Checksum, "checksum", false, "test mode: put a CRC-64 of each payload in its handle")
 	fs.Uint64Var(&cfg.Frames, "frames", 0, "stop after this many frames (0: run until stopped)")
@@ -78,6 +78,9 @@ Flags:
 	}
 	if slots > pinned.MaxSlots {
 		return fmt.Errorf("--slots %d: at most %d", slots, pinned.MaxSlots)
+	}
+	if slots == 1 {
+		return fmt.Errorf("--slots 1: at least %d (0: the sizing rule): %s", camera.MinSlots, camera.MinSlotsWhy)
 	}
 	if cfg.Subscribers < 1 || cfg.Subscribers > pinned.MaxSubscribers {
 		return fmt.Errorf("--subscribers %d: want 1..%d", cfg.Subscribers, pinned.MaxSubscribers)

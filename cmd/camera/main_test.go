@@ -15,6 +15,7 @@ func TestRunRefusesBadSizingFlags(t *testing.T) {
 		{[]string{"--subscribers", "0"}, "--subscribers 0: want 1..31"},
 		{[]string{"--subscribers", "32"}, "--subscribers 32: want 1..31"},
 		{[]string{"--slots", "2000000"}, "--slots 2000000: at most 1048576"},
+		{[]string{"--slots", "1"}, "--slots 1: at least 2"},
 	} {
 		err := run(append(tc.args, "--socket", t.TempDir()+"/c.sock", "--metrics", "", "--frames", "1"))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -51,7 +51,7 @@ func fakeCamera(t *testing.T, after func(fd int)) string {
 				return
 			}
 			g := pool.Geometry()
-			sendBlocking(fd, marshalWelcome([]poolInfo{{topic: "points", geom: handles.Geometry{PoolID: 1, SlotCount: g.SlotCount, SlotCapacity: g.SlotSize, Kind: handles.KindPoints}}}, 0), []int{mfd})
+			sendBlocking(fd, marshalWelcome([]poolInfo{{topic: "points", hold: 3, geom: handles.Geometry{PoolID: 1, SlotCount: g.SlotCount, SlotCapacity: g.SlotSize, Kind: handles.KindPoints}}}, 0), []int{mfd})
 			closeFd(mfd)
 			after(fd)
 		}

@@ -91,23 +91,29 @@ func (t *holdTable) holds(topic int, slot uint32, gen uint64) bool {
 	return gen != 0 && topic >= 0 && topic < MaxTopics && slot < uint32(len(t[topic])) && t[topic][slot].Load() == gen
 }
 
-// mailbox keeps the last depth leases of one topic; putting into a full
-// mailbox releases the oldest (superseded).
+// mailbox keeps the last keep (≤ depth) leases of one topic; putting into
+// a full mailbox releases the oldest (superseded).
 type mailbox struct {
 	ch         chan Lease
 	superseded *atomic.Uint64
+	// keep is how many leases put keeps queued: the depth, or fewer when
+	// the camera grants too few slots for it (Subscriber.connect). Only the
+	// goroutine that puts reads and sets it.
+	keep int
 }
 
 func newMailbox(depth int, superseded *atomic.Uint64) *mailbox {
-	return &mailbox{ch: make(chan Lease, depth), superseded: superseded}
+	return &mailbox{ch: make(chan Lease, depth), superseded: superseded, keep: depth}
 }
 
 func (m *mailbox) put(l Lease) {
 	for {
-		select {
-		case m.ch <- l:
-			return
-		default:
+		if len(m.ch) < m.keep {
+			select {
+			case m.ch <- l:
+				return
+			default:
+			}
 		}
 		select {
 		case old := <-m.ch:

@@ -17,12 +17,14 @@ import (
 //	                               flag 1 (helloRing): send handles through rings
 //	welcome (camera → subscriber)  magic "ZHWE", version, pool count u16,
 //	                               per pool: topic [16], pool id u32, kind u8, pad [3],
-//	                               slot count u32, pad [4], slot size u64;
+//	                               slot count u32, hold limit u32, slot size u64;
 //	                               with helloRing: ring entries u32, ring stride u32;
 //	                               the pools' memfds ride along as SCM_RIGHTS, in order,
 //	                               then (helloRing) the rings' memfd (see ring.go);
 //	                               each pool's memfd ends with its generation table
-//	                               (pinned/generations.go), which version 1 lacked
+//	                               (pinned/generations.go), which version 1 lacked, as
+//	                               it lacked the hold limit (how many of the pool's slots
+//	                               the subscriber may hold at once)
 //	refuse  (camera → subscriber)  magic "ZHRF", version, reason length u16, reason
 //	handle  (camera → subscriber)  handles.Handle, 128 bytes
 //	release (subscriber → camera)  handles.Release, 24 bytes
@@ -150,6 +152,7 @@ func (h *hello) unmarshal(b []byte) error {
 type poolInfo struct {
 	topic string
 	geom  handles.Geometry
+	hold  uint32 // the subscriber's hold limit on the pool (holdLimit)
 }
 
 // marshalWelcome encodes the pools, and the ring geometry when ringEntries
@@ -166,6 +169,7 @@ func marshalWelcome(pools []poolInfo, ringEntries uint32) []byte {
 		binary.LittleEndian.PutUint32(e[16:], p.geom.PoolID)
 		e[20] = byte(p.geom.Kind)
 		binary.LittleEndian.PutUint32(e[24:], p.geom.SlotCount)
+		binary.LittleEndian.PutUint32(e[28:], p.hold)
 		binary.LittleEndian.PutUint64(e[32:], p.geom.SlotCapacity)
 	}
 	if ringEntries != 0 {
@@ -215,7 +219,10 @@ func unmarshalWelcome(b []byte, ring bool) ([]poolInfo, uint32, error) {
 			Kind:         handles.Kind(e[20]),
 			SlotCount:    binary.LittleEndian.Uint32(e[24:]),
 			SlotCapacity: binary.LittleEndian.Uint64(e[32:]),
-		}}
+		}, hold: binary.LittleEndian.Uint32(e[28:])}
+		if p := pools[i]; p.hold == 0 || p.hold > p.geom.SlotCount {
+			return nil, 0, fmt.Errorf("%w: topic %q: hold limit %d on a pool of %d slots", ErrProtocol, p.topic, p.hold, p.geom.SlotCount)
+		}
 	}
 	return pools, entries, nil
 }

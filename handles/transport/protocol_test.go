@@ -1,7 +1,9 @@
 package transport
 
 import (
+	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/zerohop/zerohop/handles"
@@ -14,8 +16,8 @@ func FuzzControlMessages(f *testing.F) {
 	f.Add((&hello{depth: 1, name: "agent", topics: []string{"points", "image"}}).marshal())
 	f.Add((&hello{depth: 16, flags: helloRing, name: "a", topics: []string{"p"}}).marshal())
 	pools := []poolInfo{
-		{topic: "points", geom: handles.Geometry{PoolID: 1, Kind: handles.KindPoints, SlotCount: 8, SlotCapacity: 4096}},
-		{topic: "image", geom: handles.Geometry{PoolID: 2, Kind: handles.KindImage, SlotCount: 8, SlotCapacity: 1 << 20}},
+		{topic: "points", hold: 3, geom: handles.Geometry{PoolID: 1, Kind: handles.KindPoints, SlotCount: 8, SlotCapacity: 4096}},
+		{topic: "image", hold: 8, geom: handles.Geometry{PoolID: 2, Kind: handles.KindImage, SlotCount: 8, SlotCapacity: 1 << 20}},
 	}
 	f.Add(marshalWelcome(pools, 0))
 	f.Add(marshalWelcome(pools, 8))
@@ -44,4 +46,22 @@ func FuzzControlMessages(f *testing.F) {
 		}
 		refusal(b)
 	})
+}
+
+// A welcome's hold limit must be one the pool can honour: 0 would let the
+// subscriber hold nothing, more than the pool's slots is a broken camera.
+func TestWelcomeHoldLimitIsChecked(t *testing.T) {
+	for _, tt := range []struct {
+		hold uint32
+		ok   bool
+	}{{0, false}, {1, true}, {8, true}, {9, false}, {^uint32(0), false}} {
+		p := []poolInfo{{topic: "points", hold: tt.hold, geom: handles.Geometry{PoolID: 1, Kind: handles.KindPoints, SlotCount: 8, SlotCapacity: 4096}}}
+		got, _, err := unmarshalWelcome(marshalWelcome(p, 0), false)
+		if tt.ok && (err != nil || got[0].hold != tt.hold) {
+			t.Errorf("hold %d on 8 slots: %+v, %v; want it accepted", tt.hold, got, err)
+		}
+		if !tt.ok && (!errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), "hold limit")) {
+			t.Errorf("hold %d on 8 slots: %v; want a protocol error naming the hold limit", tt.hold, err)
+		}
+	}
 }

@@ -310,7 +310,8 @@ func (s *Server) admit(c *conn) error {
 			return fmt.Errorf("topic %q asked for twice", name)
 		}
 		t := s.topics[ti]
-		id, err := t.Pool.Subscribe(holdLimit(limit, t.Pool.Geometry().SlotCount, s.cfg.Subscribers))
+		hold := holdLimit(limit, t.Pool.Geometry().SlotCount, s.cfg.Subscribers)
+		id, err := t.Pool.Subscribe(hold)
 		if err != nil {
 			return err
 		}
@@ -322,7 +323,7 @@ func (s *Server) admit(c *conn) error {
 		}
 		fds = append(fds, fd)
 		g := t.Pool.Geometry()
-		infos = append(infos, poolInfo{topic: name, geom: handles.Geometry{
+		infos = append(infos, poolInfo{topic: name, hold: uint32(hold), geom: handles.Geometry{
 			PoolID: t.Pool.ID(), SlotCount: g.SlotCount, SlotCapacity: g.SlotSize, Kind: t.Kind,
 		}})
 	}

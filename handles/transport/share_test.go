@@ -129,3 +129,43 @@ func TestBusyAgentGetsTheFreshestFrame(t *testing.T) {
 		t.Fatalf("the busy agent's next frame is %d, want the freshest, 4 (pool stats %+v)", next.Handle.Seq, f.pool.Stats().Subscribers)
 	}
 }
+
+// TestDeepSubscriberGetsTheFreshestFrames: keep-last-N needs N+2 slots (the
+// frame worked on, N queued, one arriving to supersede the oldest). When
+// the camera grants fewer (its share of a pool sized for several
+// subscribers: 4 of the default 9 slots), a subscriber that kept N queued
+// would sit at its limit, be skipped, and take up the frames from when it
+// went busy. It keeps fewer instead, as many as its grant allows, and
+// still gets the freshest frame next.
+func TestDeepSubscriberGetsTheFreshestFrames(t *testing.T) {
+	for _, depth := range []int{1, 2, 3, 4} {
+		t.Run(fmt.Sprint("depth ", depth), func(t *testing.T) {
+			f := newFixture(t, 9)
+			sub, _, _ := startSubscriber(t, SubscriberConfig{Path: f.path, Name: "tracker", Depth: depth})
+			f.waitSubscribers(1)
+			f.publish(1)
+			busy, err := sub.Latest(ctxT(t), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for seq := uint64(2); seq <= 8; seq++ {
+				f.publish(seq)
+				// Delivered (or dropped), and the release of what it
+				// superseded handled: frames are ~33 ms apart in life.
+				waitFor(t, 5*time.Second, fmt.Sprintf("frame %d delivered or dropped", seq), func() bool {
+					st := f.pool.Stats().Subscribers[0]
+					return sub.Stats().Received+st.Drops == seq && (st.InFlight < st.Limit || st.Drops > 0)
+				})
+			}
+			busy.Release()
+			next, err := sub.Latest(ctxT(t), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer next.Release()
+			if st := f.pool.Stats().Subscribers[0]; next.Handle.Seq != 8 || st.Drops != 0 {
+				t.Errorf("next frame %d, want the freshest, 8 (hold limit %d, %d frames dropped for it)", next.Handle.Seq, st.Limit, st.Drops)
+			}
+		})
+	}
+}

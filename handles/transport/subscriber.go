@@ -21,7 +21,8 @@ type SubscriberConfig struct {
 	Path   string   // camera socket; default DefaultSocketPath()
 	Name   string   // shown in the camera's logs
 	Topics []string // e.g. "points", "image"
-	// Depth is keep-last-N per topic (default 1): older undelivered leases
+	// Depth is keep-last-N per topic (default 1; fewer, with a warning, when
+	// the camera grants fewer than Depth+2 slots): older undelivered leases
 	// are released as soon as a newer one arrives.
 	Depth int
 	// Spin makes the receive goroutine poll instead of sleeping in recv:
@@ -389,6 +390,7 @@ func (s *Subscriber) connect(ctx context.Context) (*session, error) {
 		ss.topicPool[ti] = p.geom.PoolID
 		ss.holds.init(ti, p.geom.SlotCount)
 		geoms[i] = p.geom
+		s.keepWithin(ti, p.topic, int(p.hold))
 	}
 	if ss.validator, err = handles.NewValidator(geoms...); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrProtocol, err)
@@ -398,6 +400,21 @@ func (s *Subscriber) connect(ctx context.Context) (*session, error) {
 	}
 	ok = true
 	return ss, nil
+}
+
+// keepWithin sets how many leases topic ti's mailbox keeps queued under a
+// hold limit of hold slots: keep-last-N needs N+2 (the lease being worked
+// on, N queued, and one arriving to supersede the oldest). With fewer, a
+// busy subscriber would sit at its limit with N stale leases queued, the
+// camera would skip it, and it would take those up next.
+func (s *Subscriber) keepWithin(ti int, topic string, hold int) {
+	keep := min(s.cfg.Depth, max(1, hold-2))
+	s.mail[ti].keep = keep
+	if keep < s.cfg.Depth {
+		s.log.Warn("the camera grants fewer slots than keep-last-N needs: keeping fewer frames",
+			zap.String("topic", topic), zap.Int("granted_slots", hold), zap.Int("depth", s.cfg.Depth), zap.Int("keeping", keep),
+			zap.String("why", "keep-last-N needs depth+2 slots; the camera shares each pool among its --subscribers: give it more --slots, or fewer --subscribers"))
+	}
 }
 
 // receive takes handles until the connection ends. nil means the camera
