@@ -224,10 +224,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 // stop publishes zero and releases what is held: SIGINT/SIGTERM path.
 func (p *Pipeline) stop() {
 	p.publish(planner.Zero(), time.Now())
-	if p.hasImg {
-		p.image.Release()
-		p.hasImg = false
-	}
+	p.dropImage()
 }
 
 // keepImage holds the freshest image for pairing, releasing the older one.
@@ -293,6 +290,11 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 		}
 		return
 	}
+	// From here the paired image is used up, whatever becomes of the
+	// frame: the next cloud, a period later, pairs with a newer one.
+	// Holding it after a drop would stall the copy baseline for good, whose
+	// image stream reads the next image only once this one is released.
+	defer p.dropImage()
 	// A frame too old to act on (delivered late, stamp 0, a camera clock
 	// off by more than the watchdog period) is not planned at all; the
 	// watchdog's incident line names its age.
@@ -346,9 +348,14 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 	p.publishFrame(out, stamp)
 	rec.Record(telemetry.StageE2E, time.Duration(time.Now().UnixNano()-cloud.Handle.CaptureNs))
 	rec.Inc(telemetry.FramesProcessed)
-	// The image is released once used; the next cloud pairs with a newer one.
-	p.image.Release()
-	p.hasImg = false
+}
+
+// dropImage releases the held image, if any.
+func (p *Pipeline) dropImage() {
+	if p.hasImg {
+		p.image.Release()
+		p.hasImg = false
+	}
 }
 
 // stages runs voxel → BEV → preprocess → infer; a failure is reported to
