@@ -253,6 +253,13 @@ func (p *Pipeline) pairImage(cloud *handles.Handle) bool {
 	if p.hasImg && p.image.Handle.CaptureNs >= cloud.CaptureNs-tol {
 		return p.image.Handle.CaptureNs <= cloud.CaptureNs+tol
 	}
+	// The held image, if any, is older than this cloud, and so than every
+	// later one: of no more use. Give it back before waiting: over the
+	// copy baseline the next image is read only once it is.
+	if p.hasImg {
+		p.dropImage()
+		p.cfg.Recorder.Inc(telemetry.FramesSuperseded)
+	}
 	// One timer for the pipeline's life: a new one per frame would allocate.
 	if p.pairWait == nil {
 		p.pairWait = time.NewTimer(p.cfg.PairTolerance)
