@@ -158,6 +158,20 @@ func openGPUVoxel(cfg gpuVoxelConfig) (*gpuVoxel, error) {
 	if v.bevF, err = gpu.Float32View(v.bev); err != nil {
 		return fail(name, "pinned BEV buffer", err)
 	}
+	input, err := v.ctx.Allocate(selfCheckPoints * selfCheckStep)
+	if err != nil {
+		return fail(name, "self-check input", err)
+	}
+	voxels, err := checkGPUFilter(v.filter, selfCheckCloud(input), v.bev, cfg.Filter)
+	if ferr := v.ctx.Free(input); err == nil && ferr != nil {
+		err = ferr
+	}
+	if err != nil {
+		return fail(name, "self-check against the CPU path ("+v.filter.Target()+" kernels)", err)
+	}
+	log.Info("gpu: self-check passed: the voxel kernels give the CPU path's points and raster, bit for bit",
+		zap.String("device", name), zap.String("kernels", v.filter.Target()),
+		zap.Int("points", selfCheckPoints), zap.Int("voxels", voxels))
 	ok = true
 	return v, nil
 }

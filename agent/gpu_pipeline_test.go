@@ -3,6 +3,9 @@ package agent
 import (
 	"testing"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/zerohop/zerohop/handles"
 	"github.com/zerohop/zerohop/sensor"
 	"github.com/zerohop/zerohop/telemetry"
@@ -13,12 +16,17 @@ import (
 // whatever libcuda.so.1 the process finds) or fails the test.
 func openGPUForTest(t *testing.T) *gpuVoxel {
 	t.Helper()
+	core, logs := observer.New(zap.InfoLevel)
 	g, err := openGPUVoxel(gpuVoxelConfig{Filter: voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}, MaxPoints: 200_000,
-		CacheDir: t.TempDir()})
+		CacheDir: t.TempDir(), Log: zap.New(core)})
 	if err != nil {
 		t.Fatalf("the GPU path did not start: %v", err)
 	}
-	t.Logf("GPU path on %s", g.name)
+	passed := logs.FilterMessageSnippet("self-check passed").All()
+	if len(passed) != 1 {
+		t.Fatalf("the GPU path started without its self-check passing once: %v", logs.All())
+	}
+	t.Logf("GPU path on %s; %s %v", g.name, passed[0].Message, passed[0].ContextMap())
 	// Registered before the pipeline that uses it, so that this runs after
 	// that pipeline's cleanups (camera pools, session) are done with its
 	// memory.

@@ -1,0 +1,120 @@
+package agent
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/zerohop/zerohop/voxel"
+)
+
+// The GPU path's start-up self-check: one run of the GPU filter on a
+// small fixed cloud, compared bit for bit with the CPU path's points and
+// raster. The kernels are meant to give the CPU's results exactly
+// (--fmad=false, the same order), but a GPU path that starts and computes
+// something else (a driver's JIT, an architecture these kernels have not
+// run on, a binding bug) must not steer the robot: the agent uses the CPU
+// instead, saying why. The run also makes the driver finish loading the
+// kernels (lazy loading, CUDA ≥ 12.2) before the first frame, so a failure
+// there shows at start, not on a frame.
+
+// selfCheckPoints is the self-check cloud's size: enough for the sort and
+// scan kernels to run several blocks and for voxels to hold several points,
+// few enough for the CPU reference to take well under a millisecond.
+const (
+	selfCheckPoints = 4096
+	selfCheckStep   = 16 // x, y, z, intensity float32
+)
+
+// selfCheckCloud writes the fixed cloud into buf (selfCheckPoints ×
+// selfCheckStep bytes): points over the raster's area and beyond it,
+// heights around the ground, clusters that share voxels, and a few
+// non-finite points that both paths must skip.
+func selfCheckCloud(buf []byte) voxel.Cloud {
+	state := uint32(2463534242) // xorshift32: the same cloud every start
+	next := func() float32 {
+		state ^= state << 13
+		state ^= state >> 17
+		state ^= state << 5
+		return float32(state>>8) / (1 << 24) // [0, 1)
+	}
+	var x, y, z float32
+	for i := range selfCheckPoints {
+		if i%4 == 0 { // a new cluster centre; the next three fall near it
+			x, y, z = -20+60*next(), -25+50*next(), -1+3*next()
+		}
+		p := [4]float32{x + 0.1*next(), y + 0.1*next(), z + 0.1*next(), next()}
+		switch i {
+		case 101:
+			p[0] = float32(math.NaN())
+		case 202:
+			p[1] = float32(math.Inf(1))
+		case 303:
+			p[2] = float32(math.Inf(-1))
+		}
+		for j, v := range p {
+			binary.LittleEndian.PutUint32(buf[i*selfCheckStep+4*j:], math.Float32bits(v))
+		}
+	}
+	return voxel.Cloud{Data: buf[:selfCheckPoints*selfCheckStep], Count: selfCheckPoints, Step: selfCheckStep, OffX: 0, OffY: 4, OffZ: 8, OffI: 12}
+}
+
+// checkGPUFilter runs f once on in, writing its raster into bev, and
+// compares its points and raster with voxel.Filter's (cfg) and
+// voxel.BEV's default raster of them, bit for bit. It returns the number
+// of voxels.
+func checkGPUFilter(f GPUFilter, in voxel.Cloud, bev []byte, cfg voxel.Config) (int, error) {
+	cpu, err := voxel.NewFilter(cfg, in.Count)
+	if err != nil {
+		return 0, fmt.Errorf("CPU reference filter: %w", err)
+	}
+	defer cpu.Close()
+	want := voxel.NewPoints(in.Count)
+	if err := cpu.Run(in, want); err != nil {
+		return 0, fmt.Errorf("CPU reference filter: %w", err)
+	}
+	raster, err := voxel.NewBEV(voxel.BEVConfig{})
+	if err != nil {
+		return 0, fmt.Errorf("CPU reference raster: %w", err)
+	}
+	wantBEV := make([]float32, raster.Len())
+	if err := raster.Fill(want, wantBEV); err != nil {
+		return 0, fmt.Errorf("CPU reference raster: %w", err)
+	}
+	if len(bev) != 4*len(wantBEV) {
+		return 0, fmt.Errorf("BEV buffer of %d bytes, the CPU raster has %d float32", len(bev), len(wantBEV))
+	}
+	got := voxel.NewPoints(in.Count)
+	if err := f.Run(in, got, bev); err != nil {
+		return 0, fmt.Errorf("run on %d points: %w", in.Count, err)
+	}
+	if len(got.P) != len(want.P) {
+		return 0, fmt.Errorf("%d points gave %d voxels on the GPU, %d on the CPU", in.Count, len(got.P), len(want.P))
+	}
+	bad, first := 0, -1
+	for i, w := range want.P {
+		g := got.P[i]
+		if math.Float32bits(g.X) != math.Float32bits(w.X) || math.Float32bits(g.Y) != math.Float32bits(w.Y) ||
+			math.Float32bits(g.Z) != math.Float32bits(w.Z) || math.Float32bits(g.I) != math.Float32bits(w.I) {
+			if bad++; first < 0 {
+				first = i
+			}
+		}
+	}
+	if bad > 0 {
+		return 0, fmt.Errorf("%d of %d voxels differ from the CPU's (first, voxel %d: GPU %+v, CPU %+v)", bad, len(want.P), first, got.P[first], want.P[first])
+	}
+	for i, w := range wantBEV {
+		if g := binary.LittleEndian.Uint32(bev[4*i:]); g != math.Float32bits(w) {
+			bad++
+			if first < 0 {
+				first = i
+			}
+		}
+	}
+	if bad > 0 {
+		return 0, fmt.Errorf("%d of %d BEV elements differ from the CPU's (first, element %d: GPU %g, CPU %g)",
+			bad, len(wantBEV), first, math.Float32frombits(binary.LittleEndian.Uint32(bev[4*first:])), wantBEV[first])
+	}
+	return len(want.P), nil
+}
