@@ -20,10 +20,14 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/zerohop/zerohop/gpu"
 	"github.com/zerohop/zerohop/gpu/fakecuda"
 	"github.com/zerohop/zerohop/internal/childproc/childproctest"
 	"github.com/zerohop/zerohop/internal/sockdir"
+	"github.com/zerohop/zerohop/voxel"
 )
 
 const envFakeCUDAChild = "ZEROHOP_AGENT_TEST_FAKE_CUDA"
@@ -114,6 +118,19 @@ func fakeCUDAChild(t *testing.T) {
 			t.Fatalf("device %q: not the fake driver (LD_LIBRARY_PATH %q)", g.name, os.Getenv("LD_LIBRARY_PATH"))
 		}
 		gpuPipelineMatchesCPU(t, g, smallScene, 2)
+	})
+	t.Run("self-check with --max-points below its cloud", func(t *testing.T) {
+		core, logs := observer.New(zap.InfoLevel)
+		g, err := openGPUVoxel(gpuVoxelConfig{Filter: voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}, MinPoints: 5}, MaxPoints: 1000,
+			CacheDir: t.TempDir(), Log: zap.New(core)})
+		if err != nil {
+			t.Fatalf("the GPU path did not start with --max-points 1000 --min-points 5: %v", err)
+		}
+		defer g.Close()
+		passed := logs.FilterMessageSnippet("self-check passed").All()
+		if len(passed) != 1 || passed[0].ContextMap()["points"] != int64(1000) || passed[0].ContextMap()["voxels"].(int64) == 0 {
+			t.Fatalf("want one self-check passed on 1000 points with voxels to compare: %v", logs.All())
+		}
 	})
 	t.Run("NVRTC that cannot compile for the device: the embedded PTX", func(t *testing.T) {
 		nvrtc := filepath.Join(filepath.Dir(driver), "libnvrtc.so.13")

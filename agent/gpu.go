@@ -158,20 +158,24 @@ func openGPUVoxel(cfg gpuVoxelConfig) (*gpuVoxel, error) {
 	if v.bevF, err = gpu.Float32View(v.bev); err != nil {
 		return fail(name, "pinned BEV buffer", err)
 	}
-	input, err := v.ctx.Allocate(selfCheckPoints * selfCheckStep)
+	points := min(selfCheckPoints, cfg.MaxPoints)
+	input, err := v.ctx.Allocate(points * selfCheckStep)
 	if err != nil {
 		return fail(name, "self-check input", err)
 	}
-	voxels, err := checkGPUFilter(v.filter, selfCheckCloud(input), v.bev, cfg.Filter)
+	voxels, err := checkGPUFilter(v.filter, selfCheckCloud(input, points, cfg.Filter), v.bev, cfg.Filter)
 	if ferr := v.ctx.Free(input); err == nil && ferr != nil {
 		err = ferr
 	}
 	if err != nil {
 		return fail(name, "self-check against the CPU path ("+v.filter.Target()+" kernels)", err)
 	}
-	log.Info("gpu: self-check passed: the voxel kernels give the CPU path's points and raster, bit for bit",
-		zap.String("device", name), zap.String("kernels", v.filter.Target()),
-		zap.Int("points", selfCheckPoints), zap.Int("voxels", voxels))
+	fields := []zap.Field{zap.String("device", name), zap.String("kernels", v.filter.Target()), zap.Int("points", points), zap.Int("voxels", voxels)}
+	if voxels == 0 {
+		log.Warn("gpu: self-check compared no voxels (the CPU found none in its cloud at this --min-points): the voxel kernels are not checked", fields...)
+	} else {
+		log.Info("gpu: self-check passed: the voxel kernels give the CPU path's points and raster, bit for bit", fields...)
+	}
 	ok = true
 	return v, nil
 }

@@ -18,19 +18,22 @@ import (
 // kernels (lazy loading, CUDA ≥ 12.2) before the first frame, so a failure
 // there shows at start, not on a frame.
 
-// selfCheckPoints is the self-check cloud's size: enough for the sort and
-// scan kernels to run several blocks and for voxels to hold several points,
-// few enough for the CPU reference to take well under a millisecond.
+// selfCheckPoints is the self-check cloud's size (fewer when the filter
+// takes fewer: --max-points): enough for the sort and scan kernels to run
+// several blocks and for voxels to hold several points, few enough for the
+// CPU reference to take well under a millisecond.
 const (
 	selfCheckPoints = 4096
 	selfCheckStep   = 16 // x, y, z, intensity float32
 )
 
-// selfCheckCloud writes the fixed cloud into buf (selfCheckPoints ×
-// selfCheckStep bytes): points over the raster's area and beyond it,
-// heights around the ground, clusters that share voxels, and a few
-// non-finite points that both paths must skip.
-func selfCheckCloud(buf []byte) voxel.Cloud {
+// selfCheckCloud writes the fixed cloud of n points into buf (n ×
+// selfCheckStep bytes): clusters of points that share voxels (more points
+// each than cfg.MinPoints asks of a voxel, within a quarter leaf), spread
+// over the raster's area and beyond it (within cfg.Crop, when set),
+// heights around the ground, and a few non-finite points that both paths
+// must skip.
+func selfCheckCloud(buf []byte, n int, cfg voxel.Config) voxel.Cloud {
 	state := uint32(2463534242) // xorshift32: the same cloud every start
 	next := func() float32 {
 		state ^= state << 13
@@ -38,12 +41,25 @@ func selfCheckCloud(buf []byte) voxel.Cloud {
 		state ^= state << 5
 		return float32(state>>8) / (1 << 24) // [0, 1)
 	}
-	var x, y, z float32
-	for i := range selfCheckPoints {
-		if i%4 == 0 { // a new cluster centre; the next three fall near it
-			x, y, z = -20+60*next(), -25+50*next(), -1+3*next()
+	lo, hi := [3]float32{-20, -25, -1}, [3]float32{40, 25, 2}
+	if c := cfg.Crop; c != nil {
+		for a := range 3 {
+			lo[a], hi[a] = max(lo[a], c.Min[a]), min(hi[a], c.Max[a])
+			if hi[a] <= lo[a] { // a crop away from that area: inside it instead
+				lo[a], hi[a] = c.Min[a], min(c.Max[a], c.Min[a]+60)
+			}
 		}
-		p := [4]float32{x + 0.1*next(), y + 0.1*next(), z + 0.1*next(), next()}
+	}
+	spread := 0.25 * min(cfg.Leaf[0], cfg.Leaf[1], cfg.Leaf[2])
+	cluster := max(4, 4*cfg.MinPoints)
+	var centre [3]float32
+	for i := range n {
+		if i%cluster == 0 {
+			for a := range 3 {
+				centre[a] = lo[a] + (hi[a]-lo[a])*next()
+			}
+		}
+		p := [4]float32{centre[0] + spread*next(), centre[1] + spread*next(), centre[2] + spread*next(), next()}
 		switch i {
 		case 101:
 			p[0] = float32(math.NaN())
@@ -56,13 +72,14 @@ func selfCheckCloud(buf []byte) voxel.Cloud {
 			binary.LittleEndian.PutUint32(buf[i*selfCheckStep+4*j:], math.Float32bits(v))
 		}
 	}
-	return voxel.Cloud{Data: buf[:selfCheckPoints*selfCheckStep], Count: selfCheckPoints, Step: selfCheckStep, OffX: 0, OffY: 4, OffZ: 8, OffI: 12}
+	return voxel.Cloud{Data: buf[:n*selfCheckStep], Count: n, Step: selfCheckStep, OffX: 0, OffY: 4, OffZ: 8, OffI: 12}
 }
 
 // checkGPUFilter runs f once on in, writing its raster into bev, and
 // compares its points and raster with voxel.Filter's (cfg) and
 // voxel.BEV's default raster of them, bit for bit. It returns the number
-// of voxels.
+// of voxels: 0 when the CPU found none (a --min-points above what the
+// cloud's clusters hold), and then only the empty raster was compared.
 func checkGPUFilter(f GPUFilter, in voxel.Cloud, bev []byte, cfg voxel.Config) (int, error) {
 	cpu, err := voxel.NewFilter(cfg, in.Count)
 	if err != nil {

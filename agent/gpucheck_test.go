@@ -29,7 +29,7 @@ func (m *mutatingGPUFilter) Run(in voxel.Cloud, out *voxel.Points, bev []byte) e
 // number of voxels, in one raster element, or that fails.
 func TestGPUSelfCheck(t *testing.T) {
 	cfg := voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}
-	cloud := selfCheckCloud(make([]byte, selfCheckPoints*selfCheckStep))
+	cloud := selfCheckCloud(make([]byte, selfCheckPoints*selfCheckStep), selfCheckPoints, cfg)
 	tests := []struct {
 		name   string
 		filter func(fake *fakeGPUFilter) GPUFilter
@@ -69,6 +69,54 @@ func TestGPUSelfCheck(t *testing.T) {
 			}
 			if tt.name == "a failing run" && !errors.Is(err, errFakeCUDA) {
 				t.Fatalf("%v does not wrap the filter's error", err)
+			}
+		})
+	}
+}
+
+// fakeGPUFilterFor is newFakeGPUFilter with the whole filter configuration.
+func fakeGPUFilterFor(t *testing.T, cfg voxel.Config) *fakeGPUFilter {
+	t.Helper()
+	filter, err := voxel.NewFilter(cfg, selfCheckPoints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { filter.Close() })
+	bev, err := voxel.NewBEV(voxel.BEVConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fakeGPUFilter{filter: filter, bev: bev, raster: make([]float32, bev.Len())}
+}
+
+// The self-check's cloud gives voxels to compare whatever the agent's
+// filter flags say: a --min-points above the clusters' old size, a small
+// leaf, a crop box away from the raster, fewer --max-points than the
+// cloud's default size.
+func TestGPUSelfCheckCloudFitsTheConfiguration(t *testing.T) {
+	leaf := func(l float32) [3]float32 { return [3]float32{l, l, l} }
+	tests := []struct {
+		name   string
+		cfg    voxel.Config
+		points int
+	}{
+		{"defaults", voxel.Config{Leaf: leaf(0.2)}, selfCheckPoints},
+		{"min points 5", voxel.Config{Leaf: leaf(0.2), MinPoints: 5}, selfCheckPoints},
+		{"min points 20, leaf 0.05", voxel.Config{Leaf: leaf(0.05), MinPoints: 20}, selfCheckPoints},
+		{"a crop box far away", voxel.Config{Leaf: leaf(0.5), Crop: &voxel.Box{Min: [3]float32{100, 100, 10}, Max: [3]float32{200, 150, 20}}}, selfCheckPoints},
+		{"a crop box overlapping", voxel.Config{Leaf: leaf(0.2), Crop: &voxel.Box{Min: [3]float32{0, -5, -2}, Max: [3]float32{10, 5, 3}}}, selfCheckPoints},
+		{"--max-points 1000", voxel.Config{Leaf: leaf(0.2)}, 1000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake := fakeGPUFilterFor(t, tt.cfg)
+			cloud := selfCheckCloud(make([]byte, tt.points*selfCheckStep), tt.points, tt.cfg)
+			voxels, err := checkGPUFilter(fake, cloud, make([]byte, 4*fake.bev.Len()), tt.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if voxels < tt.points/(8*max(4, 4*tt.cfg.MinPoints)) || voxels > tt.points/2 {
+				t.Fatalf("%d voxels from %d points: want clusters that share voxels, and some that reach min points %d", voxels, tt.points, tt.cfg.MinPoints)
 			}
 		})
 	}
