@@ -193,6 +193,71 @@ func atan2(y, x float64) float64 { return math.Atan2(y, x) }
 // TestPairingWaitAllocatesNothing drives the path where a cloud's image
 // has not arrived: the pipeline waits up to the pairing tolerance, drops
 // the cloud and counts it, without allocating a timer per frame.
+// A frame dropped after pairing (here: too old to act on) gives its image
+// back at once, as a processed one does, and allocates nothing doing so.
+func TestStaleFrameReleasesItsImageAndAllocatesNothing(t *testing.T) {
+	c := newComposed(t)
+	var h handles.Handle
+	seq := uint64(0)
+	var late camera.Publisher = skewedPublisher{c.inproc, -time.Second}
+	stale := func() {
+		if err := c.cam.Frame(seq, late, &h); err != nil {
+			t.Fatal(err)
+		}
+		seq++
+		c.pipe.frame(<-c.inproc.C(TopicPoints))
+		if c.pipe.hasImg || c.cam.Pool(TopicImage).InUse() != 0 {
+			t.Fatalf("frame %d dropped as stale still holds its image (%d image slots in use)", seq-1, c.cam.Pool(TopicImage).InUse())
+		}
+	}
+	stale() // warm up: the first drop logs
+	before := c.rec.Count(telemetry.FramesDropped)
+	if allocs := testing.AllocsPerRun(20, stale); allocs != 0 {
+		t.Fatalf("a stale frame allocates %.1f times, want 0", allocs)
+	}
+	if got := c.rec.Count(telemetry.FramesDropped) - before; got != 21 {
+		t.Fatalf("dropped %d stale frames, want 21", got)
+	}
+}
+
+// A held image older than the cloud being paired is given back before the
+// wait for a newer one (no later cloud can pair with it), counted as
+// superseded, without allocating.
+func TestOlderHeldImageIsGivenBackAndAllocatesNothing(t *testing.T) {
+	c := newComposed(t)
+	c.pipe.cfg.PairTolerance = time.Millisecond
+	var h handles.Handle
+	seq := uint64(0)
+	frame := func() {
+		if err := c.cam.Frame(seq, c.inproc, &h); err != nil {
+			t.Fatal(err)
+		}
+		seq++
+	}
+	olderImage := func() {
+		frame()
+		c.pipe.keepImage(<-c.inproc.C(TopicImage)) // held, its cloud lost
+		l := <-c.inproc.C(TopicPoints)
+		l.Release()
+		time.Sleep(2 * time.Millisecond) // the next capture more than the tolerance later
+		frame()
+		l = <-c.inproc.C(TopicImage) // this image goes missing
+		l.Release()
+		c.pipe.frame(<-c.inproc.C(TopicPoints))
+		if c.pipe.hasImg || c.cam.Pool(TopicImage).InUse() != 0 {
+			t.Fatalf("the older image is still held (%d image slots in use)", c.cam.Pool(TopicImage).InUse())
+		}
+	}
+	olderImage()
+	superseded := c.rec.Count(telemetry.FramesSuperseded)
+	if allocs := testing.AllocsPerRun(20, olderImage); allocs != 0 {
+		t.Fatalf("giving back an older image allocates %.1f times, want 0", allocs)
+	}
+	if got := c.rec.Count(telemetry.FramesSuperseded) - superseded; got != 21 {
+		t.Fatalf("%d images counted superseded, want 21 (one per round)", got)
+	}
+}
+
 func TestPairingWaitAllocatesNothing(t *testing.T) {
 	c := newComposed(t)
 	c.pipe.cfg.PairTolerance = time.Millisecond

@@ -366,7 +366,9 @@ func (s *Server) admit(c *conn) error {
 // plus one lose the guarantee; the camera warns at start.
 func holdLimit(limit int, slots uint32, subscribers int) int {
 	floor := max(2, min(MinShare, int(slots)-1))
-	return min(limit, max(floor, (int(slots)-1)/max(subscribers, 1)))
+	// Never more than the pool has: a 1-slot pool (the camera refuses one;
+	// the API does not) grants its one slot.
+	return min(limit, max(floor, (int(slots)-1)/max(subscribers, 1)), int(slots))
 }
 
 // MinShare is the fewest slots a subscriber may hold (holdLimit): a pool

@@ -28,6 +28,7 @@ func TestHoldLimitIsAShareOfThePool(t *testing.T) {
 		{18, 2, 1, 2},   // 2 slots: 2 (a depth-1 subscriber must get the next frame)
 		{1, 9, 2, 1},    // asking for less gets less
 		{40, 33, 0, 32}, // 0 counts as 1 here (NewServer makes it 2)
+		{3, 1, 2, 1},    // 1 slot (the API allows it): never more than the pool has
 	} {
 		if got := holdLimit(tc.limit, tc.slots, tc.subscribers); got != tc.want {
 			t.Errorf("holdLimit(%d, %d slots, %d subscribers) = %d, want %d", tc.limit, tc.slots, tc.subscribers, got, tc.want)
@@ -168,4 +169,25 @@ func TestDeepSubscriberGetsTheFreshestFrames(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A one-slot pool served through the API (the camera refuses --slots 1)
+// still admits a subscriber: its hold limit is the pool's one slot, which
+// the subscriber accepts. It used to be 2, which the subscriber took for a
+// broken camera and reconnected forever.
+func TestOneSlotPoolAdmitsASubscriber(t *testing.T) {
+	f := newFixture(t, 1)
+	sub, _, _ := startSubscriber(t, SubscriberConfig{Path: f.path})
+	if err := sub.WaitConnected(ctxT(t)); err != nil {
+		t.Fatalf("no connection to a 1-slot pool: %v (camera: %+v)", err, f.srv.Stats())
+	}
+	f.publish(1)
+	l, err := sub.Latest(ctxT(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Handle.Seq != 1 || !l.Valid() {
+		t.Fatalf("lease of frame %d, valid %t; want frame 1", l.Handle.Seq, l.Valid())
+	}
+	l.Release()
 }

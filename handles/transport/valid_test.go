@@ -177,3 +177,24 @@ func TestLeaseInvalidOnceTheCameraReusesItsSlot(t *testing.T) {
 		l.Release()
 	})
 }
+
+// Lease.Valid is called once per frame: on a socket lease (the session's
+// reference, the generation table) it allocates nothing.
+func TestSocketLeaseValidAllocatesNothing(t *testing.T) {
+	eachWaitMode(t, func(t *testing.T, mode waitMode) {
+		f := newFixture(t, 4)
+		got := make(chan Lease, 4)
+		startSubscriber(t, mode.apply(SubscriberConfig{Path: f.path, OnLease: func(l Lease) { got <- l }}))
+		f.waitSubscribers(1)
+		f.publish(1)
+		l := <-got
+		defer l.Release()
+		if allocs := testing.AllocsPerRun(100, func() {
+			if !l.Valid() {
+				t.Fatal("a held lease is not Valid")
+			}
+		}); allocs != 0 {
+			t.Fatalf("Lease.Valid allocates %.1f times, want 0", allocs)
+		}
+	})
+}
