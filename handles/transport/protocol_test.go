@@ -1,7 +1,9 @@
 package transport
 
 import (
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -63,5 +65,34 @@ func TestWelcomeHoldLimitIsChecked(t *testing.T) {
 		if !tt.ok && (!errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), "hold limit")) {
 			t.Errorf("hold %d on 8 slots: %v; want a protocol error naming the hold limit", tt.hold, err)
 		}
+	}
+}
+
+// A subscriber of another protocol version (an agent from an older build
+// beside a newer camera) is refused with a reason naming both versions,
+// which the subscriber reports as ErrRefused rather than retrying.
+func TestOtherProtocolVersionIsRefusedByName(t *testing.T) {
+	f := newFixture(t, 4)
+	fd, err := dialSeqpacket(f.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeFd(fd)
+	old := (&hello{depth: 1, name: "old-agent", topics: []string{"points"}}).marshal()
+	binary.LittleEndian.PutUint16(old[4:], ProtocolVersion-1)
+	if err := sendBlocking(fd, old, nil); err != nil {
+		t.Fatal(err)
+	}
+	setRecvTimeout(fd, 5)
+	buf := make([]byte, 512)
+	n, fds, err := recvWithFds(fd, buf, MaxTopics+1)
+	closeFds(fds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reason, refused := refusal(buf[:n])
+	want := fmt.Sprintf("protocol version %d, camera speaks %d", ProtocolVersion-1, ProtocolVersion)
+	if !refused || !strings.Contains(reason, want) {
+		t.Fatalf("camera answered %q (refused %t), want a refusal naming %q", buf[:n], refused, want)
 	}
 }
