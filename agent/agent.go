@@ -94,6 +94,10 @@ type Pipeline struct {
 	// reclaimedLogged: a frame whose slots the camera reclaimed mid-stages
 	// was dropped and logged; no more lines until a frame is planned.
 	reclaimedLogged bool
+	// unpaired counts clouds in a row that found no image; lastImageNs is
+	// the capture time of the last image taken up (0: none yet).
+	unpaired    int
+	lastImageNs int64
 	// gpuOversize counts clouds the GPU path could not take in
 	// (gpu.ErrInputTooLarge) and the CPU filtered instead.
 	gpuOversize atomic.Uint64
@@ -240,6 +244,36 @@ func (p *Pipeline) keepImage(l transport.Lease) {
 		p.cfg.Recorder.Inc(telemetry.FramesSuperseded)
 	}
 	p.image, p.hasImg = l, true
+	p.lastImageNs = l.Handle.CaptureNs
+}
+
+// unpairedWarnAfter is how many clouds in a row must find no image before
+// the agent warns: a single one is a lost image, a run of them (100 ms at
+// 30 Hz) something to fix, most often two drivers stamping by different
+// clocks, or no image topic at all.
+const unpairedWarnAfter = 3
+
+// noteUnpaired counts a cloud that found no image, and warns once per run
+// of them, saying how far the last image's stamp lay from the cloud's.
+func (p *Pipeline) noteUnpaired(cloud *handles.Handle) {
+	if p.unpaired++; p.unpaired != unpairedWarnAfter {
+		return
+	}
+	fields := []zap.Field{zap.Uint64("seq", cloud.Seq), zap.Duration("pair_tolerance", p.cfg.PairTolerance), zap.Int("clouds_in_a_row", p.unpaired)}
+	if p.lastImageNs == 0 {
+		p.log.Warn("frames dropped: no image has arrived to pair the clouds with (is the camera's image stream publishing?)", fields...)
+		return
+	}
+	p.log.Warn("frames dropped: the clouds find no image within the pairing tolerance (are the images and clouds stamped by one clock?)",
+		append(fields, zap.Duration("last_image_minus_cloud", time.Duration(p.lastImageNs-cloud.CaptureNs)))...)
+}
+
+// notePaired ends a run of unpaired clouds, saying so if it was warned of.
+func (p *Pipeline) notePaired() {
+	if p.unpaired >= unpairedWarnAfter {
+		p.log.Info("pairing resumed", zap.Int("clouds_dropped_unpaired", p.unpaired))
+	}
+	p.unpaired = 0
 }
 
 // pairImage returns the held image if its capture time is within tolerance
@@ -291,12 +325,14 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 	stamp := time.Unix(0, cloud.Handle.CaptureNs)
 	if !p.pairImage(&cloud.Handle) {
 		rec.Inc(telemetry.FramesDropped)
+		p.noteUnpaired(&cloud.Handle)
 		// Check first: building the fields would allocate on every drop.
 		if ce := p.log.Check(zap.DebugLevel, "no image within the pairing tolerance"); ce != nil {
 			ce.Write(zap.Uint64("seq", cloud.Handle.Seq))
 		}
 		return
 	}
+	p.notePaired()
 	// From here the paired image is used up, whatever becomes of the
 	// frame: the next cloud, a period later, pairs with a newer one.
 	// Holding it after a drop would stall the copy baseline for good, whose

@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/zerohop/zerohop/camera"
 	"github.com/zerohop/zerohop/gpu"
 	"github.com/zerohop/zerohop/handles"
@@ -281,5 +284,53 @@ func TestPairingWaitAllocatesNothing(t *testing.T) {
 	}
 	if got := c.pipe.cfg.Recorder.Count(telemetry.FramesDropped) - before; got != 21 {
 		t.Fatalf("dropped %d clouds without an image, want 21", got)
+	}
+}
+
+// Clouds that find no image are dropped; a run of unpairedWarnAfter or
+// more is one warning, saying how far the last image's stamp lay from the
+// cloud's (or that no image ever came), and its end one info line. Single
+// lost images say nothing above debug.
+func TestUnpairedCloudsAreWarnedOncePerRun(t *testing.T) {
+	c := newComposed(t)
+	c.pipe.cfg.PairTolerance = time.Millisecond
+	core, logs := observer.New(zap.InfoLevel)
+	c.pipe.log = zap.New(core)
+	var h handles.Handle
+	seq := uint64(0)
+	cloud := func(withImage bool) {
+		if err := c.cam.Frame(seq, c.inproc, &h); err != nil {
+			t.Fatal(err)
+		}
+		seq++
+		if !withImage {
+			l := <-c.inproc.C(TopicImage)
+			l.Release()
+		}
+		c.pipe.frame(<-c.inproc.C(TopicPoints))
+	}
+	for range 3 {
+		cloud(false) // no image ever
+	}
+	if n := logs.FilterMessageSnippet("no image has arrived").Len(); n != 1 {
+		t.Fatalf("%d warnings for three clouds without any image, want 1: %v", n, logs.All())
+	}
+	cloud(true)
+	for range 5 {
+		cloud(false)
+	}
+	cloud(true)
+	cloud(false) // one lost image: no warning
+	cloud(true)
+	warned := logs.FilterMessageSnippet("no image within the pairing tolerance").All()
+	if len(warned) != 1 {
+		t.Fatalf("%d warnings for one run of five unpaired clouds and one lone one, want 1: %v", len(warned), logs.All())
+	}
+	if off, ok := warned[0].ContextMap()["last_image_minus_cloud"].(time.Duration); !ok || off >= 0 {
+		t.Fatalf("warning without the last image's offset before the cloud: %v", warned[0].ContextMap())
+	}
+	resumed := logs.FilterMessageSnippet("pairing resumed").All()
+	if len(resumed) != 2 || resumed[1].ContextMap()["clouds_dropped_unpaired"] != int64(5) {
+		t.Fatalf("want two 'pairing resumed' lines, the second after 5 clouds: %v", resumed)
 	}
 }
