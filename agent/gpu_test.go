@@ -45,7 +45,13 @@ type fakeGPUFilter struct {
 
 func newFakeGPUFilter(t *testing.T, leaf float32) *fakeGPUFilter {
 	t.Helper()
-	filter, err := voxel.NewFilter(voxel.Config{Leaf: [3]float32{leaf, leaf, leaf}}, 200_000)
+	return fakeGPUFilterFor(t, voxel.Config{Leaf: [3]float32{leaf, leaf, leaf}}, 200_000)
+}
+
+// fakeGPUFilterFor is newFakeGPUFilter with the whole filter configuration.
+func fakeGPUFilterFor(t *testing.T, cfg voxel.Config, maxPoints int) *fakeGPUFilter {
+	t.Helper()
+	filter, err := voxel.NewFilter(cfg, maxPoints)
 	if err != nil {
 		t.Fatal(err)
 	}

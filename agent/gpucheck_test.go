@@ -74,21 +74,6 @@ func TestGPUSelfCheck(t *testing.T) {
 	}
 }
 
-// fakeGPUFilterFor is newFakeGPUFilter with the whole filter configuration.
-func fakeGPUFilterFor(t *testing.T, cfg voxel.Config) *fakeGPUFilter {
-	t.Helper()
-	filter, err := voxel.NewFilter(cfg, selfCheckPoints)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { filter.Close() })
-	bev, err := voxel.NewBEV(voxel.BEVConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &fakeGPUFilter{filter: filter, bev: bev, raster: make([]float32, bev.Len())}
-}
-
 // The self-check's cloud gives voxels to compare whatever the agent's
 // filter flags say: a --min-points above the clusters' old size, a small
 // leaf, a crop box away from the raster, fewer --max-points than the
@@ -109,7 +94,7 @@ func TestGPUSelfCheckCloudFitsTheConfiguration(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fake := fakeGPUFilterFor(t, tt.cfg)
+			fake := fakeGPUFilterFor(t, tt.cfg, selfCheckPoints)
 			cloud := selfCheckCloud(make([]byte, tt.points*selfCheckStep), tt.points, tt.cfg)
 			voxels, err := checkGPUFilter(fake, cloud, make([]byte, 4*fake.bev.Len()), tt.cfg)
 			if err != nil {
