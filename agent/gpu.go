@@ -270,18 +270,28 @@ func (b *bestEffortAllocator) Free(mem []byte) error {
 	return b.gpu.Free(mem)
 }
 
+// gpuModes returns cfg's --gpu and --gpu-input, defaults applied, or an
+// error naming the flag.
+func gpuModes(cfg NodeConfig) (mode, input string, err error) {
+	mode, input = orDefault(cfg.GPU, GPUAuto), orDefault(cfg.GPUInput, GPUInputMapped)
+	switch {
+	case mode != GPUAuto && mode != GPUOn && mode != GPUOff:
+		return "", "", fmt.Errorf("--gpu %q: want %q, %q or %q", cfg.GPU, GPUAuto, GPUOn, GPUOff)
+	case input != GPUInputMapped && input != GPUInputCopy:
+		return "", "", fmt.Errorf("--gpu-input %q: want %q or %q", cfg.GPUInput, GPUInputMapped, GPUInputCopy)
+	}
+	return mode, input, nil
+}
+
 // startGPU applies NodeConfig.GPU and GPUInput. It returns the GPU path, or
 // nil and why the CPU path is used; device names the GPU when one was
 // found ("none" otherwise). An error only for --gpu on (or a bad value).
 func startGPU(cfg NodeConfig, log *zap.Logger) (g *gpuVoxel, device, why string, err error) {
-	mode := orDefault(cfg.GPU, GPUAuto)
-	input := orDefault(cfg.GPUInput, GPUInputMapped)
-	switch {
-	case mode != GPUAuto && mode != GPUOn && mode != GPUOff:
-		return nil, "none", "", fmt.Errorf("--gpu %q: want %q, %q or %q", cfg.GPU, GPUAuto, GPUOn, GPUOff)
-	case input != GPUInputMapped && input != GPUInputCopy:
-		return nil, "none", "", fmt.Errorf("--gpu-input %q: want %q or %q", cfg.GPUInput, GPUInputMapped, GPUInputCopy)
-	case mode == GPUOff:
+	mode, input, err := gpuModes(cfg)
+	if err != nil {
+		return nil, "none", "", err
+	}
+	if mode == GPUOff {
 		return nil, "none", "--gpu off", nil
 	}
 	g, err = openGPUVoxel(gpuVoxelConfig{

@@ -83,33 +83,25 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	switch {
-	case cfg.Duration < 0:
-		return fmt.Errorf("--duration %v: want 0 (until SIGINT/SIGTERM) or a positive duration", cfg.Duration)
-	case cfg.MaxPoints < 0 || cfg.MaxPoints > maxMaxPoints:
-		return fmt.Errorf("--max-points %d: want 1 to %d (0: the default, 500000)", cfg.MaxPoints, maxMaxPoints)
-	case cfg.Threads < 0 || cfg.Threads > maxORTThreads:
-		return fmt.Errorf("--ort-threads %d: want 1 to %d (0: ONNX Runtime's default)", cfg.Threads, maxORTThreads)
+	cfg, err := resolveNodeConfig(cfg)
+	if err != nil {
+		return err
 	}
 	if cfg.Duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, cfg.Duration)
 		defer cancel()
 	}
-	if cfg.MaxPoints == 0 {
-		cfg.MaxPoints = 500_000
+	// Listen before anything starts, so a taken port fails the start-up
+	// before a model load (a TensorRT engine build can take minutes).
+	ln := cfg.Listener
+	if ln == nil {
+		addr := orDefault(cfg.HTTP, telemetry.DefaultAddr)
+		if ln, err = telemetry.Listen(ctx, addr); err != nil {
+			return fmt.Errorf("--http %q: %w", addr, err)
+		}
 	}
-	if cfg.Leaf == 0 {
-		cfg.Leaf = 0.2
-	}
-	// A leaf below a millimetre overflows the voxel grid of any real cloud:
-	// every frame would fail and cmd_vel stay zero. NaN fails the test too.
-	if !(cfg.Leaf >= 0.001 && cfg.Leaf <= 100) {
-		return fmt.Errorf("--leaf %g: want 0.001 to 100 metres", cfg.Leaf)
-	}
-	if cfg.PrepThreads < 0 {
-		return fmt.Errorf("--prep-threads %d: want 0 (one per core, at most %d) or more", cfg.PrepThreads, infer.DefaultPreprocessParallelism)
-	}
+	defer ln.Close()
 
 	// Inference first: it is what most often fails to start.
 	lib, err := infer.FindLibrary(cfg.ORTLib)
@@ -236,16 +228,6 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		log.Info("voxel filter and BEV on the CPU", zap.String("gpu", gpuName), zap.String("why", gpuWhy))
 	}
 
-	// Listen before anything starts, so a taken port fails the start-up.
-	ln := cfg.Listener
-	if ln == nil {
-		addr := orDefault(cfg.HTTP, telemetry.DefaultAddr)
-		if ln, err = telemetry.Listen(ctx, addr); err != nil {
-			return fmt.Errorf("--http %q: %w", addr, err)
-		}
-	}
-	defer ln.Close()
-
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var bg []<-chan error
@@ -272,8 +254,6 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	var src FrameSource
 	copyErr := make(chan error, 1) // the copy transport's end, if it ends first
 	switch {
-	case cfg.Transport != "" && cfg.Transport != "unix" && cfg.Transport != "copy":
-		return fmt.Errorf(`--transport %q: want "unix" or "copy"`, cfg.Transport)
 	case cfg.Camera == "" && cfg.Transport == "copy":
 		var subs []*transport.CopySubscriber
 		for i := range 2 {
@@ -418,6 +398,50 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	default:
 		return err
 	}
+}
+
+// resolveNodeConfig applies the defaults and checks every setting that
+// can be checked without starting anything: a typo in a flag must not wait
+// for the model, a JIT compile or a TensorRT engine build to be reported.
+func resolveNodeConfig(cfg NodeConfig) (NodeConfig, error) {
+	if cfg.MaxPoints == 0 {
+		cfg.MaxPoints = 500_000
+	}
+	if cfg.Leaf == 0 {
+		cfg.Leaf = 0.2
+	}
+	if _, _, err := gpuModes(cfg); err != nil {
+		return cfg, err
+	}
+	switch {
+	case cfg.Duration < 0:
+		return cfg, fmt.Errorf("--duration %v: want 0 (until SIGINT/SIGTERM) or a positive duration", cfg.Duration)
+	case cfg.MaxPoints < 0 || cfg.MaxPoints > maxMaxPoints:
+		return cfg, fmt.Errorf("--max-points %d: want 1 to %d (0: the default, 500000)", cfg.MaxPoints, maxMaxPoints)
+	case cfg.Threads < 0 || cfg.Threads > maxORTThreads:
+		return cfg, fmt.Errorf("--ort-threads %d: want 1 to %d (0: ONNX Runtime's default)", cfg.Threads, maxORTThreads)
+	// A leaf below a millimetre overflows the voxel grid of any real cloud:
+	// every frame would fail and cmd_vel stay zero. NaN fails the test too.
+	case !(cfg.Leaf >= 0.001 && cfg.Leaf <= 100):
+		return cfg, fmt.Errorf("--leaf %g: want 0.001 to 100 metres", cfg.Leaf)
+	case cfg.MinPoints < 0:
+		return cfg, fmt.Errorf("--min-points %d: want 0 or more (0 and 1: every voxel with a point)", cfg.MinPoints)
+	case cfg.PrepThreads < 0:
+		return cfg, fmt.Errorf("--prep-threads %d: want 0 (one per core, at most %d) or more", cfg.PrepThreads, infer.DefaultPreprocessParallelism)
+	case cfg.Watchdog < 0:
+		return cfg, fmt.Errorf("--watchdog %v: want a positive duration (0: the default, %v)", cfg.Watchdog, planner.DefaultWatchdogTimeout)
+	case cfg.Transport != "" && cfg.Transport != "unix" && cfg.Transport != "copy":
+		return cfg, fmt.Errorf(`--transport %q: want "unix" or "copy"`, cfg.Transport)
+	}
+	if cfg.Camera == "" {
+		return cfg, nil
+	}
+	if cfg.Rate != 0 {
+		if err := camera.CheckRate(cfg.Rate); err != nil {
+			return cfg, fmt.Errorf("--rate: %w (0: the default, 30)", err)
+		}
+	}
+	return cfg, camera.CheckSource("--camera", cfg.Camera)
 }
 
 func orDefault(s, def string) string {

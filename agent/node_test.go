@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -382,6 +383,70 @@ func TestStartupErrorsNameTheProblem(t *testing.T) {
 			}
 			if ctx.Err() != nil {
 				t.Fatal("RunNode hung instead of failing at start-up")
+			}
+		})
+	}
+}
+
+// TestFlagErrorsComeBeforeAnythingStarts gives RunNode a bad setting and
+// an ONNX Runtime library that does not exist: the error must name the
+// setting, not the library, since it is checked before anything slow
+// starts (the model, a GPU JIT compile, a TensorRT engine build).
+func TestFlagErrorsComeBeforeAnythingStarts(t *testing.T) {
+	dir := t.TempDir()
+	notDir := filepath.Join(dir, "file")
+	if err := os.WriteFile(notDir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	tests := []struct {
+		name string
+		cfg  NodeConfig
+		want []string
+	}{
+		{"transport", NodeConfig{Transport: "carrier-pigeon"}, []string{"--transport", "carrier-pigeon"}},
+		{"GPU mode", NodeConfig{GPU: "maybe"}, []string{"--gpu", "maybe"}},
+		{"GPU input", NodeConfig{GPUInput: "teleport"}, []string{"--gpu-input", "teleport"}},
+		{"negative watchdog", NodeConfig{Watchdog: -time.Second}, []string{"--watchdog", "-1s"}},
+		{"negative min points", NodeConfig{MinPoints: -3}, []string{"--min-points", "-3"}},
+		{"negative preprocessing threads", NodeConfig{PrepThreads: -3}, []string{"--prep-threads", "-3"}},
+		{"negative duration", NodeConfig{Duration: -time.Second}, []string{"--duration", "-1s"}},
+		{"max points", NodeConfig{MaxPoints: maxMaxPoints + 1}, []string{"--max-points"}},
+		{"ONNX Runtime threads", NodeConfig{Threads: 5000}, []string{"--ort-threads", "5000"}},
+		{"leaf", NodeConfig{Leaf: 1e-30}, []string{"--leaf 1e-30"}},
+		{"NaN leaf", NodeConfig{Leaf: float32(math.NaN())}, []string{"--leaf NaN"}},
+		{"unknown in-process camera", NodeConfig{Camera: "bogus"}, []string{`--camera "bogus"`}},
+		{"replay without a folder", NodeConfig{Camera: "replay:"}, []string{"--camera replay:DIR"}},
+		{"replay of a missing folder", NodeConfig{Camera: "replay:" + filepath.Join(dir, "missing")}, []string{"--camera", "missing", "no such file"}},
+		{"replay of a file", NodeConfig{Camera: "replay:" + notDir}, []string{"--camera", notDir, "not a directory"}},
+		{"in-process camera rate", NodeConfig{Camera: "synthetic", Rate: 20000}, []string{"--rate", "20000 Hz"}},
+		{"taken HTTP port", NodeConfig{HTTP: taken.Addr().String()}, []string{"--http", taken.Addr().String()}},
+		{"HTTP address without a port", NodeConfig{HTTP: "localhost"}, []string{`--http "localhost"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			tt.cfg.ORTLib = filepath.Join(dir, "libonnxruntime.so.1")
+			tt.cfg.Socket = filepath.Join(dir, "none.sock")
+			if tt.cfg.HTTP == "" {
+				tt.cfg.HTTP = "127.0.0.1:0"
+			}
+			err := RunNode(ctx, tt.cfg)
+			if err == nil {
+				t.Fatal("RunNode started")
+			}
+			if strings.Contains(err.Error(), "libonnxruntime") {
+				t.Fatalf("error %q is about the library: the setting was not checked first", err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
 			}
 		})
 	}

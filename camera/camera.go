@@ -104,6 +104,16 @@ type Camera struct {
 	published, exhausted, sent [2]atomic.Uint64
 }
 
+// CheckRate accepts a frame rate of 0.001 to 10000 Hz: at least 0.001, so
+// that the period fits a time.Duration. !(in range) rather than (out of
+// range): NaN fails every comparison.
+func CheckRate(hz float64) error {
+	if !(hz >= 0.001 && hz <= 10000) {
+		return fmt.Errorf("rate %g Hz, want 0.001 to 10000", hz)
+	}
+	return nil
+}
+
 // New creates the camera's pools, sized for the source.
 func New(cfg Config) (*Camera, error) {
 	if cfg.Source == nil {
@@ -112,10 +122,8 @@ func New(cfg Config) (*Camera, error) {
 	if cfg.Rate == 0 {
 		cfg.Rate = 30
 	}
-	// !(in range) rather than (out of range): NaN fails every comparison.
-	// At least 0.001 Hz, so that the period fits a time.Duration.
-	if !(cfg.Rate >= 0.001 && cfg.Rate <= 10000) {
-		return nil, fmt.Errorf("camera: rate %g Hz, want 0.001 to 10000", cfg.Rate)
+	if err := CheckRate(cfg.Rate); err != nil {
+		return nil, fmt.Errorf("camera: %w", err)
 	}
 	if cfg.ConsumerTime == 0 {
 		cfg.ConsumerTime = 50 * time.Millisecond

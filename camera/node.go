@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -51,20 +52,38 @@ type NodeConfig struct {
 // (read into memory, until ctx is done). flag names the flag spec came
 // from, for errors ("--source", or the agent's "--camera").
 func OpenSource(ctx context.Context, flag, spec string, cfg NodeConfig) (sensor.Source, error) {
-	switch {
-	case spec == "" || spec == "synthetic":
-		return sensor.NewSynthetic(sensor.SyntheticConfig{
-			Rate: cfg.Rate, Beams: cfg.Beams, AzimuthSteps: cfg.AzimuthSteps,
-			ImageWidth: cfg.ImageWidth, ImageHeight: cfg.ImageHeight,
-		})
-	case strings.HasPrefix(spec, "replay:"):
-		dir := strings.TrimPrefix(spec, "replay:")
-		if dir == "" {
-			return nil, fmt.Errorf(`%s replay:DIR needs a directory, e.g. replay:/data/kitti/seq00`, flag)
-		}
+	if err := CheckSource(flag, spec); err != nil {
+		return nil, err
+	}
+	if dir, ok := strings.CutPrefix(spec, "replay:"); ok {
 		return sensor.NewReplayContext(ctx, dir, sensor.ReplayConfig{Loop: cfg.Loop, Preload: true})
 	}
-	return nil, fmt.Errorf(`%s %q: want "synthetic" or "replay:DIR"`, flag, spec)
+	return sensor.NewSynthetic(sensor.SyntheticConfig{
+		Rate: cfg.Rate, Beams: cfg.Beams, AzimuthSteps: cfg.AzimuthSteps,
+		ImageWidth: cfg.ImageWidth, ImageHeight: cfg.ImageHeight,
+	})
+}
+
+// CheckSource reports whether spec names a source OpenSource can open
+// ("" and "synthetic", or "replay:DIR" with DIR a folder), without reading
+// it: a process checks its flags before it starts anything slow.
+func CheckSource(flag, spec string) error {
+	if spec == "" || spec == "synthetic" {
+		return nil
+	}
+	dir, ok := strings.CutPrefix(spec, "replay:")
+	switch {
+	case !ok:
+		return fmt.Errorf(`%s %q: want "synthetic" or "replay:DIR"`, flag, spec)
+	case dir == "":
+		return fmt.Errorf(`%s replay:DIR needs a directory, e.g. replay:/data/kitti/seq00`, flag)
+	}
+	if fi, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("%s %s: %w", flag, spec, err)
+	} else if !fi.IsDir() {
+		return fmt.Errorf("%s %s: not a directory", flag, spec)
+	}
+	return nil
 }
 
 // RunNode runs a camera process: source, shared pools, the unix socket
@@ -73,6 +92,13 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	log := cfg.Log
 	if log == nil {
 		log = zap.NewNop()
+	}
+	// Every setting first: a replay is read into memory before it runs.
+	switch {
+	case cfg.Transport != "" && cfg.Transport != "unix" && cfg.Transport != "copy":
+		return fmt.Errorf(`--transport %q: want "unix" or "copy"`, cfg.Transport)
+	case cfg.Rate != 0 && CheckRate(cfg.Rate) != nil:
+		return fmt.Errorf("--rate: %w (0: the default, 30)", CheckRate(cfg.Rate))
 	}
 	src, err := OpenSource(ctx, "--source", cfg.Source, cfg)
 	if err != nil {
@@ -89,9 +115,6 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	topics := cam.Topics()
 	if cfg.Transport == "copy" {
 		return runCopy(ctx, cfg, cam, log)
-	}
-	if cfg.Transport != "" && cfg.Transport != "unix" {
-		return fmt.Errorf(`--transport %q: want "unix" or "copy"`, cfg.Transport)
 	}
 	srv, err := transport.NewServer(transport.ServerConfig{Path: cfg.Socket, AllowGID: cfg.AllowGID, Topics: topics,
 		Subscribers: cfg.Subscribers, Log: log})

@@ -341,6 +341,10 @@ func TestCameraRestartSubscriberResumes(t *testing.T) {
 func TestRunNodeRefusesBadStartupValues(t *testing.T) {
 	dir := t.TempDir()
 	long := filepath.Join(dir, strings.Repeat("s", 120), "camera.sock")
+	missing, file := filepath.Join(dir, "missing"), filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		cfg  NodeConfig
@@ -350,6 +354,12 @@ func TestRunNodeRefusesBadStartupValues(t *testing.T) {
 		{"metrics address without a host", NodeConfig{Socket: filepath.Join(dir, "a.sock"), MetricsAddr: ":0"}, []string{"--metrics", "all interfaces"}},
 		{"socket path longer than sun_path", NodeConfig{Socket: long}, []string{"at most 107"}},
 		{"unknown source", NodeConfig{Source: "bogus", Socket: filepath.Join(dir, "b.sock")}, []string{`--source "bogus"`}},
+		{"replay without a folder", NodeConfig{Source: "replay:", Socket: filepath.Join(dir, "c.sock")}, []string{"--source replay:DIR needs a directory"}},
+		{"replay of a missing folder", NodeConfig{Source: "replay:" + missing, Socket: filepath.Join(dir, "d.sock")}, []string{"--source", missing, "no such file"}},
+		{"replay of a file", NodeConfig{Source: "replay:" + file, Socket: filepath.Join(dir, "e.sock")}, []string{"--source", file, "not a directory"}},
+		// Checked before the source, which a replay reads into memory first.
+		{"unknown transport", NodeConfig{Source: "replay:" + missing, Transport: "udp", Socket: filepath.Join(dir, "f.sock")}, []string{`--transport "udp"`}},
+		{"rate out of range", NodeConfig{Source: "replay:" + missing, Rate: 20000, Socket: filepath.Join(dir, "g.sock")}, []string{"--rate", "20000 Hz"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -55,7 +55,7 @@ Flags:
 		shutdownGrace time.Duration
 	)
 	fs.StringVar(&cfg.Camera, "camera", "", `run a camera source in this process instead of subscribing: "synthetic" or "replay:DIR" (DIR holds .bin/.pcd point files and .png/.jpg/.jpeg images, paired in name order, or is a KITTI sequence with velodyne/ and image_2/ or a KITTI raw drive with velodyne_points/data/ and image_02/data/; the replay always loops)`)
-	fs.Float64Var(&cfg.Rate, "rate", 30, "frame rate in Hz of the in-process camera, 0.001 to 10000 (--camera)")
+	fs.Float64Var(&cfg.Rate, "rate", 30, "frame rate in Hz of the in-process camera, 0.001 to 10000 (0: 30; --camera)")
 	fs.IntVar(&cfg.Beams, "beams", 64, "synthetic LiDAR beams of the in-process camera (--camera synthetic)")
 	fs.IntVar(&cfg.AzimuthSteps, "azimuth-steps", 1800, "synthetic LiDAR azimuth steps per revolution (--camera synthetic)")
 	fs.StringVar(&cfg.Socket, "socket", transport.DefaultSocketPath(), "camera socket to subscribe to (if not given: $XDG_RUNTIME_DIR/zerohop/camera.sock, else /run/zerohop/camera.sock)")
@@ -69,7 +69,7 @@ Flags:
 	fs.StringVar(&cfg.TRTCache, "trt-cache", ".cache/trt", "TensorRT engine cache folder; a relative path is relative to the working directory")
 	fs.IntVar(&cfg.Threads, "ort-threads", 1, "ONNX Runtime intra-op threads, 0 to 256 (0: ONNX Runtime's default; 1 keeps jitter and CPU use low for small models)")
 	fs.IntVar(&cfg.PrepThreads, "prep-threads", 0, "goroutines sharing each frame's image preprocessing (0: one per core, at most 4; on the GPU path it runs beside the GPU voxel filter and often sets e2e)")
-	fs.Float64Var(&leaf, "leaf", 0.2, "voxel leaf size in metres, 0.001 to 100")
+	fs.Float64Var(&leaf, "leaf", 0.2, "voxel leaf size in metres, 0.001 to 100 (0: 0.2)")
 	fs.IntVar(&cfg.MinPoints, "min-points", 1, "minimum points per voxel")
 	fs.IntVar(&cfg.MaxPoints, "max-points", 500000, "largest point cloud accepted, 1 to 16777216 points (0: 500000)")
 	fs.StringVar(&cfg.GPU, "gpu", agent.GPUAuto, `voxel filter and BEV on the GPU: "auto" (the GPU when one works, else the CPU with a log line saying why), "on" (fail at start-up without it) or "off"`)
