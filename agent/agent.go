@@ -74,6 +74,10 @@ type Config struct {
 	Log  *zap.Logger
 }
 
+// errReclaimed is the watchdog's cause for a frame dropped because the
+// camera reclaimed its slots while the stages read them.
+var errReclaimed = errors.New("the camera reclaimed the frame's slots while the stages read them (connection lost)")
+
 // Pipeline runs the agent's per-frame work on one goroutine.
 type Pipeline struct {
 	cfg    Config
@@ -110,14 +114,23 @@ type Pipeline struct {
 	pubErr          string
 
 	// The stall guard (guardStalls) reads these while the pipeline
-	// goroutine runs a frame. busySince is the CLOCK_MONOTONIC time
-	// (monotime.Now) at which the current frame's stages started, 0
-	// between frames: a wall-clock step must neither fake a stall nor hide
-	// one. stage is the telemetry.StageID running.
+	// goroutine runs a frame. busyUntil is the CLOCK_MONOTONIC time
+	// (monotime.Now) at which the current frame becomes older than the
+	// watchdog period, 0 between frames: a wall-clock step must neither
+	// fake a stall nor hide one. Each frame's is larger than the last
+	// (lastUntil), so it also names the frame. busySince is when its
+	// stages started (for the log); stage is the telemetry.StageID running.
+	busyUntil atomic.Int64
+	lastUntil int64
 	busySince atomic.Int64
 	stage     atomic.Int32
 	stalls    atomic.Uint64
-	pubMu     sync.Mutex // serialises Sink calls and last
+	pubMu     sync.Mutex // serialises Sink calls and what follows
+	// Under pubMu: zeroedUntil is the busyUntil of the frame the stall
+	// guard has published zero for (that frame may publish only zero);
+	// stopping: the context is done, every command from now on is zero.
+	zeroedUntil int64
+	stopping    bool
 
 	// While the GPU filters a cloud, the CPU preprocesses the frame's
 	// image on the goroutine startPrepOverlap runs; nil channels: in line.
@@ -147,7 +160,7 @@ func New(cfg Config) (*Pipeline, error) {
 		cfg.PairTolerance = 20 * time.Millisecond
 	}
 	if cfg.Tick <= 0 {
-		cfg.Tick = cfg.Watchdog.Timeout() / 4
+		cfg.Tick = max(cfg.Watchdog.Timeout()/4, time.Microsecond) // time.NewTicker refuses 0
 	}
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
@@ -194,7 +207,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	stopGuard, guardDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(guardDone)
-		p.guardStalls(stopGuard)
+		p.guardStalls(ctx, stopGuard)
 	}()
 	defer func() {
 		close(stopGuard)
@@ -208,6 +221,10 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case l := <-p.cfg.Source.C(TopicPoints):
+			if ctx.Err() != nil { // select picks at random among ready cases
+				l.Release()
+				return nil
+			}
 			p.frame(l)
 		case l := <-p.cfg.Source.C(TopicImage):
 			p.keepImage(l)
@@ -347,14 +364,20 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 		rec.Inc(telemetry.FramesDropped)
 		if !p.staleLogged { // once per run of such frames: it is usually every frame
 			p.staleLogged = true
-			p.log.Warn("frames dropped: capture stamp too far from this machine's clock (are the camera's and this machine's clocks synchronised?)",
+			p.log.Warn("frames dropped: capture stamp too far from this machine's clock (are the camera's and this machine's clocks synchronised? was this process paused, or the frames held up?)",
 				zap.Duration("age", now.Sub(stamp)), zap.Duration("watchdog", p.cfg.Watchdog.Timeout()), zap.Uint64("seq", cloud.Handle.Seq))
 		}
 		return
 	}
 	p.staleLogged = false
-	p.busySince.Store(max(monotime.Now(), 1))
-	defer p.busySince.Store(0)
+	// The stall guard zeroes once this frame is older than the period by
+	// the watchdog's rule (from its time at, not from when its stages
+	// start, which may be most of a period later).
+	start := monotime.Now()
+	p.lastUntil = max(start+int64(p.cfg.Watchdog.Timeout()-now.Sub(at)), p.lastUntil+1)
+	p.busySince.Store(start)
+	p.busyUntil.Store(p.lastUntil)
+	defer p.busyUntil.Store(0)
 	if err := p.stages(&cloud); err != nil {
 		rec.Inc(telemetry.FramesDropped)
 		return
@@ -369,6 +392,10 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 	// goroutines and GPU streams have been waited for.
 	if !cloud.Valid() || !p.image.Valid() {
 		rec.Inc(telemetry.FramesDropped)
+		// Fresh counted this frame as the newest: without a failure the
+		// watchdog would let the last command stand while such frames
+		// keep coming.
+		p.cfg.Watchdog.Fail("handoff", errReclaimed)
 		if !p.reclaimedLogged {
 			p.reclaimedLogged = true
 			p.log.Warn("frame dropped: the camera reclaimed its slots while the stages read them (connection lost); not planned",
@@ -384,11 +411,7 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 	if err != nil {
 		p.cfg.Watchdog.Fail("plan", err)
 	}
-	// Zero, too, when this frame is older than the watchdog period by now
-	// (its stages stalled; the stall guard zeroed meanwhile): never a
-	// command from a stale frame, whatever newer frames arrived.
-	out := p.cfg.Watchdog.OutputFrame(time.Now(), at, cmd, p.cfg.Planner)
-	p.publishFrame(out, stamp)
+	p.publishFrame(cmd, at)
 	rec.Record(telemetry.StageE2E, time.Duration(time.Now().UnixNano()-cloud.Handle.CaptureNs))
 	rec.Inc(telemetry.FramesProcessed)
 }
@@ -543,7 +566,7 @@ func (p *Pipeline) publish(t planner.Twist, stamp time.Time) {
 }
 
 // publishLocked sends t to the sink; the caller holds pubMu.
-func (p *Pipeline) publishLocked(t planner.Twist, stamp time.Time) {
+func (p *Pipeline) publishLocked(t planner.Twist, stamp time.Time) error {
 	err := p.cfg.Sink.PublishTwist(t, stamp)
 	switch {
 	case err != nil:
@@ -558,6 +581,7 @@ func (p *Pipeline) publishLocked(t planner.Twist, stamp time.Time) {
 		p.log.Info("publish cmd_vel works again", zap.Uint64("failures", p.publishFailures.Load()))
 	}
 	p.last = t
+	return err
 }
 
 // Last returns the last command published. Safe for concurrent use.
@@ -567,64 +591,99 @@ func (p *Pipeline) Last() planner.Twist {
 	return p.last
 }
 
-// publishFrame publishes a frame's command and ends its busy period in one
-// step under pubMu, so that the stall guard cannot zero right after it.
-func (p *Pipeline) publishFrame(t planner.Twist, stamp time.Time) {
+// publishFrame publishes the command planned from the frame whose time
+// Fresh returned as at, and ends its busy period, in one step under pubMu:
+// the stall guard cannot zero right after it, nor between the output's
+// check and the send. The command is zero when the watchdog says so, when
+// the frame is older than the period by now (its stages stalled): never a
+// command from a stale frame, whatever newer frames arrived; and when the
+// stall guard already zeroed for this frame, or the pipeline is stopping.
+// The stamp is at: the capture time, or when the frame arrived if its
+// stamp lay ahead of our clock.
+func (p *Pipeline) publishFrame(cmd planner.Twist, at time.Time) {
 	p.pubMu.Lock()
 	defer p.pubMu.Unlock()
-	p.publishLocked(t, stamp)
-	p.busySince.Store(0)
+	out := p.cfg.Watchdog.OutputFrame(time.Now(), at, cmd, p.cfg.Planner)
+	if p.stopping || p.zeroedUntil == p.busyUntil.Load() {
+		p.cfg.Planner.Reset() // ramp up from rest, as after any zero
+		out = planner.Zero()
+	}
+	p.publishLocked(out, at)
+	p.busyUntil.Store(0)
 }
 
-// publishZeroIfBusySince publishes zero if the frame that started its
-// stages at since is still running, checked under pubMu so that a frame
-// that has just published its own command is not followed by a zero.
-func (p *Pipeline) publishZeroIfBusySince(since int64, now time.Time) bool {
+// publishZeroIfBusyUntil publishes zero if the frame named by until is
+// still running, checked under pubMu so that a frame that has just
+// published its own command is not followed by a zero. busy is false when
+// that frame has finished; err is the sink's.
+func (p *Pipeline) publishZeroIfBusyUntil(until int64, now time.Time) (busy bool, err error) {
 	p.pubMu.Lock()
 	defer p.pubMu.Unlock()
-	if p.busySince.Load() != since {
-		return false
+	if p.busyUntil.Load() != until {
+		return false, nil
 	}
+	p.zeroedUntil = until
+	return true, p.publishLocked(planner.Zero(), now)
+}
+
+// publishStopping makes every later command zero and publishes one now:
+// the first thing the pipeline does when its context ends, even while a
+// stage hangs.
+func (p *Pipeline) publishStopping(now time.Time) {
+	p.pubMu.Lock()
+	defer p.pubMu.Unlock()
+	p.stopping = true
 	p.publishLocked(planner.Zero(), now)
-	return true
 }
 
 // Stalls counts frames whose stages outlasted the watchdog timeout, each
-// answered by one zero command from the stall guard. Safe for concurrent
+// answered by a zero command from the stall guard. Safe for concurrent
 // use.
 func (p *Pipeline) Stalls() uint64 { return p.stalls.Load() }
 
-// guardStalls publishes zero once per frame whose stages run past the
-// watchdog timeout, until stop is closed, and logs the first stall of a
-// run of them. It touches only the sink (under
+// guardStalls publishes zero for each frame whose stages run past the
+// point where it is older than the watchdog timeout, retrying on each tick
+// until the sink takes it, and logs the first stall of a run of them;
+// when ctx ends it publishes zero at once (publishStopping), a hung stage
+// or not. It stops when stop is closed. It touches only the sink (under
 // pubMu) and atomics: the planner and watchdog belong to the pipeline
-// goroutine, whose OutputFrame zeroes the late frame's command anyway (the
-// frame is older than the watchdog period by then, counted from when it
-// was taken even if its stamp is ahead of our clock) and resets the
-// planner.
-func (p *Pipeline) guardStalls(stop <-chan struct{}) {
+// goroutine, which resets the planner when its late frame publishes
+// (zero: publishFrame).
+func (p *Pipeline) guardStalls(ctx context.Context, stop <-chan struct{}) {
 	t := time.NewTicker(p.cfg.Tick)
 	defer t.Stop()
 	timeout := p.cfg.Watchdog.Timeout()
-	var zeroedFor int64 // busySince of the frame already answered
-	logged := false     // a stall was logged; no more lines until one tick sees no stall
+	done := ctx.Done()
+	var zeroedFor int64  // busyUntil of the frame whose zero the sink took
+	var countedFor int64 // busyUntil of the frame last counted as a stall
+	logged := false      // a stall was logged; no more lines until one tick sees no stall
 	for {
 		select {
 		case <-stop:
 			return
+		case <-done:
+			done = nil
+			p.publishStopping(time.Now())
 		case now := <-t.C:
-			since := p.busySince.Load()
-			if since == 0 || time.Duration(monotime.Now()-since) <= timeout {
+			until := p.busyUntil.Load()
+			if until == 0 || monotime.Now() <= until {
 				logged = false
 				continue
 			}
-			if since == zeroedFor {
+			if until == zeroedFor {
 				continue
 			}
-			zeroedFor = since
-			if !p.publishZeroIfBusySince(since, now) {
-				continue // the frame finished meanwhile; its own command stands
+			busy, err := p.publishZeroIfBusyUntil(until, now)
+			if !busy {
+				continue // the frame finished meanwhile; it published (zero if late) itself
 			}
+			if err == nil {
+				zeroedFor = until
+			}
+			if countedFor == until {
+				continue // a retry of a zero the sink refused
+			}
+			countedFor = until
 			if !logged {
 				logged = true // a run of slow frames: each counted, the first logged
 				stage := "?"
@@ -632,9 +691,10 @@ func (p *Pipeline) guardStalls(stop <-chan struct{}) {
 					stage = names[p.stage.Load()]
 				}
 				p.log.Warn("pipeline stalled; cmd_vel zeroed until it recovers", zap.String("stage", stage),
-					zap.Duration("running_for", time.Duration(monotime.Now()-since)), zap.Duration("watchdog", timeout))
+					zap.Duration("running_for", time.Duration(monotime.Now()-p.busySince.Load())), zap.Duration("watchdog", timeout))
 			}
-			// Counted last: Stalls() > 0 means the zero is out and logged.
+			// Counted last: Stalls() > 0 means a zero was sent (or, if the
+			// sink refused it, is being retried) and logged.
 			p.stalls.Add(1)
 		}
 	}

@@ -428,8 +428,8 @@ func resolveNodeConfig(cfg NodeConfig) (NodeConfig, error) {
 		return cfg, fmt.Errorf("--min-points %d: want 0 or more (0 and 1: every voxel with a point)", cfg.MinPoints)
 	case cfg.PrepThreads < 0:
 		return cfg, fmt.Errorf("--prep-threads %d: want 0 (one per core, at most %d) or more", cfg.PrepThreads, infer.DefaultPreprocessParallelism)
-	case cfg.Watchdog < 0:
-		return cfg, fmt.Errorf("--watchdog %v: want a positive duration (0: the default, %v)", cfg.Watchdog, planner.DefaultWatchdogTimeout)
+	case cfg.Watchdog < 0 || (cfg.Watchdog > 0 && cfg.Watchdog < time.Millisecond):
+		return cfg, fmt.Errorf("--watchdog %v: want 1ms or more (0: the default, %v)", cfg.Watchdog, planner.DefaultWatchdogTimeout)
 	case cfg.Transport != "" && cfg.Transport != "unix" && cfg.Transport != "copy":
 		return cfg, fmt.Errorf(`--transport %q: want "unix" or "copy"`, cfg.Transport)
 	}

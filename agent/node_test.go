@@ -412,6 +412,7 @@ func TestFlagErrorsComeBeforeAnythingStarts(t *testing.T) {
 		{"GPU mode", NodeConfig{GPU: "maybe"}, []string{"--gpu", "maybe"}},
 		{"GPU input", NodeConfig{GPUInput: "teleport"}, []string{"--gpu-input", "teleport"}},
 		{"negative watchdog", NodeConfig{Watchdog: -time.Second}, []string{"--watchdog", "-1s"}},
+		{"watchdog too short to tick", NodeConfig{Watchdog: 3}, []string{"--watchdog 3ns", "1ms or more"}},
 		{"negative min points", NodeConfig{MinPoints: -3}, []string{"--min-points", "-3"}},
 		{"negative preprocessing threads", NodeConfig{PrepThreads: -3}, []string{"--prep-threads", "-3"}},
 		{"negative duration", NodeConfig{Duration: -time.Second}, []string{"--duration", "-1s"}},

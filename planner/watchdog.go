@@ -137,7 +137,10 @@ func (w *Watchdog) Timeout() time.Duration { return w.timeout }
 // one seen becomes the newest and clears a pending stage failure; so does
 // any fresh frame once the newest lies more than Timeout ahead of now,
 // which only a clock stepped back (NTP, an RTC corrected after boot) can
-// make: else every command would be zero until the clock caught up.
+// make: else every command would be zero until the clock caught up. A
+// fresh frame after the newest had gone stale, seen by no Check meanwhile,
+// is treated as the end of an incident: the next Output is zero and resets
+// the planner.
 func (w *Watchdog) Fresh(frameStamp, now time.Time) (at time.Time, fresh bool) {
 	at = frameStamp
 	if at.After(now) {
@@ -153,6 +156,13 @@ func (w *Watchdog) Fresh(frameStamp, now time.Time) (at time.Time, fresh bool) {
 	case !fresh:
 		w.refused, w.refusedAge, w.refusedNew = true, age, true
 	case !w.haveFrame || at.After(w.newest) || w.newest.After(now.Add(w.timeout)):
+		if w.haveFrame && !w.active && now.Sub(w.newest) > w.timeout {
+			// The newest frame went stale and no Check saw it (this
+			// process did not run: paused, frozen, starved), so no
+			// incident began: the command from before the gap must not
+			// carry on, as after one.
+			w.needReset = true
+		}
 		w.haveFrame, w.newest = true, at
 		w.refused = false
 		w.failed = false

@@ -300,6 +300,39 @@ func TestWatchdogResumeAfterIncidentSeenOnlyByCheck(t *testing.T) {
 	}
 }
 
+// TestWatchdogResumeAfterAGapNothingSaw: the process did not run for 3 s
+// (SIGSTOP, docker pause, a VM stall): no Check ran, so no incident began.
+// The first frame after it must not carry on at the speed from before.
+func TestWatchdogResumeAfterAGapNothingSaw(t *testing.T) {
+	p := mustNew(t, Config{})
+	w, _ := newLoggedWatchdog(t, WatchdogConfig{})
+	in := Input{Scores: scores(0, 0, 0, 0, 1, 0, 0, 0, 0)}
+	now := t0
+	frame := func() Twist {
+		now = now.Add(100 * time.Millisecond)
+		w.Fresh(now, now)
+		cmd, err := p.Plan(in, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w.Output(now, cmd, p)
+	}
+	for range 30 {
+		frame()
+	}
+	now = now.Add(3 * time.Second)
+	got := []float64{frame().LinearX, frame().LinearX, frame().LinearX}
+	if want := []float64{0, 0.05, 0.10}; got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
+		t.Fatalf("speeds after the gap %v, want %v (one zero frame, then a ramp from rest)", got, want)
+	}
+	// A gap of exactly the timeout is no incident: the ramp goes on, by
+	// 0.5 m/s² over the 200 ms since the last frame.
+	now = now.Add(w.Timeout() - 100*time.Millisecond)
+	if got := frame().LinearX; got != 0.2 {
+		t.Fatalf("speed after a gap of the timeout %v, want 0.2 (the ramp goes on)", got)
+	}
+}
+
 func TestWatchdogOutputRejectsInvalidCommand(t *testing.T) {
 	p := mustNew(t, Config{})
 	w, log := newLoggedWatchdog(t, WatchdogConfig{})

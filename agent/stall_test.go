@@ -1,0 +1,196 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/zerohop/zerohop/handles"
+	"github.com/zerohop/zerohop/planner"
+)
+
+// startHung runs g's pipeline on a frame whose capture stamp lies skew
+// from now and returns once the frame's GPU stage has hung; release
+// unhangs it, wait waits for Run's return. Cleanup stops the pipeline.
+func startHung(t *testing.T, g *composed, hang *hangingGPUFilter, skew time.Duration) (cancel context.CancelFunc, release func(), wait func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	finished := make(chan struct{})
+	var runErr error
+	go func() { runErr = g.pipe.Run(ctx); close(finished) }()
+	wait = func() error { <-finished; return runErr }
+	var once sync.Once
+	release = func() { once.Do(func() { close(hang.release) }) }
+	t.Cleanup(func() { release(); cancel(); wait() })
+	var h handles.Handle
+	if err := g.cam.Frame(0, skewedPublisher{g.inproc, skew}, &h); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-hang.entered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the pipeline never reached the GPU filter")
+	}
+	return cancel, release, wait
+}
+
+func newHung(t *testing.T) (*composed, *hangingGPUFilter) {
+	fake := newFakeGPUFilter(t, 0.2)
+	hang := &hangingGPUFilter{fakeGPUFilter: fake, entered: make(chan struct{}), release: make(chan struct{})}
+	return newComposedWith(t, composedOptions{gpu: hang, gpuBEV: make([]byte, 4*fake.bev.Len())}), hang
+}
+
+// TestStallGuardCountsFromTheFramesTime: a frame arrives 180 ms old (fresh
+// under the 200 ms watchdog) and its stage hangs. By the watchdog's rule
+// its command may stand 20 ms more; the guard zeroed 200 ms after the
+// stage began, 380 ms after the frame was taken.
+func TestStallGuardCountsFromTheFramesTime(t *testing.T) {
+	g, hang := newHung(t)
+	timeout := g.pipe.cfg.Watchdog.Timeout()
+	startHung(t, g, hang, -180*time.Millisecond)
+	hungAt := time.Now()
+	for g.pipe.Stalls() == 0 && time.Since(hungAt) < 3*time.Second {
+		time.Sleep(time.Millisecond)
+	}
+	cmds := g.sink.since(hungAt)
+	if len(cmds) == 0 || !cmds[0].cmd.IsZero() {
+		t.Fatalf("commands during the hang: %+v, want a zero", cmds)
+	}
+	// Expected about 20 ms and a tick (50 ms); counted from the stage's
+	// start it cannot come before the whole timeout.
+	if d := cmds[0].at.Sub(hungAt); d >= timeout-10*time.Millisecond {
+		t.Fatalf("zero %v after the hang began, the frame 180 ms old then (watchdog %v): counted from the stage's start", d, timeout)
+	}
+}
+
+// refusingSink is a recordingSink whose first zero command fails.
+type refusingSink struct {
+	recordingSink
+	zeros atomic.Int32
+}
+
+func (s *refusingSink) PublishTwist(tw planner.Twist, stamp time.Time) error {
+	s.recordingSink.PublishTwist(tw, stamp)
+	if tw.IsZero() && s.zeros.Add(1) == 1 {
+		return errors.New("dds_write: transient failure")
+	}
+	return nil
+}
+
+// TestStallGuardRetriesARefusedZero: the sink refuses the guard's zero;
+// while the stage hangs, the guard tries again until one is sent, and
+// counts one stall.
+func TestStallGuardRetriesARefusedZero(t *testing.T) {
+	g, hang := newHung(t)
+	sink := &refusingSink{}
+	g.pipe.cfg.Sink = sink
+	startHung(t, g, hang, 0)
+	for deadline := time.Now().Add(5 * time.Second); sink.zeros.Load() < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d zero attempts while the stage hung, the first refused: never retried", sink.zeros.Load())
+		}
+	}
+	if n := g.pipe.Stalls(); n != 1 {
+		t.Fatalf("%d stalls counted, want 1", n)
+	}
+	if n := g.pipe.PublishFailures(); n != 1 {
+		t.Fatalf("%d publish failures, want the 1 refused zero", n)
+	}
+}
+
+// TestFrameTheGuardZeroedPublishesOnlyZero: once the guard has published
+// zero for a frame, that frame's own command is zero even when the
+// watchdog's check of it passes (it was evaluated just inside the period,
+// or the wall clock stepped back while the stage ran).
+func TestFrameTheGuardZeroedPublishesOnlyZero(t *testing.T) {
+	c := newComposed(t)
+	moving := planner.Twist{LinearX: 0.05}
+	publishAs := func(guardFirst bool) planner.Twist {
+		now := time.Now()
+		at, fresh := c.pipe.cfg.Watchdog.Fresh(now, now)
+		if !fresh {
+			t.Fatal("a frame stamped now is not fresh")
+		}
+		c.pipe.lastUntil++
+		until := c.pipe.lastUntil
+		c.pipe.busyUntil.Store(until)
+		if guardFirst {
+			if busy, err := c.pipe.publishZeroIfBusyUntil(until, now); !busy || err != nil {
+				t.Fatalf("guard's zero: busy %v, err %v", busy, err)
+			}
+		}
+		c.pipe.publishFrame(moving, at)
+		return c.pipe.Last()
+	}
+	if got := publishAs(false); got != moving {
+		t.Fatalf("without the guard's zero the frame published %+v, want %+v (the check is meant to pass)", got, moving)
+	}
+	if got := publishAs(true); !got.IsZero() {
+		t.Fatalf("after the guard's zero the frame published %+v", got)
+	}
+	if got := publishAs(false); got != moving {
+		t.Fatalf("the next frame published %+v, want %+v: only the zeroed frame is held to zero", got, moving)
+	}
+}
+
+// TestCancelPublishesZeroAtOnce: SIGINT/SIGTERM (ctx) while a stage hangs,
+// well inside the watchdog period: zero goes out at once, and the frame's
+// own command, when its stage returns, is zero too.
+func TestCancelPublishesZeroAtOnce(t *testing.T) {
+	g, hang := newHung(t)
+	cancel, release, wait := startHung(t, g, hang, 0)
+	cancelAt := time.Now()
+	cancel()
+	for deadline := time.Now().Add(2 * time.Second); len(g.sink.since(cancelAt)) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no command published after cancel while the stage hung")
+		}
+	}
+	if first := g.sink.since(cancelAt)[0]; !first.cmd.IsZero() || first.at.Sub(cancelAt) > g.pipe.cfg.Watchdog.Timeout()/2 {
+		t.Fatalf("first command after cancel: %+v %v later, want zero at once", first.cmd, first.at.Sub(cancelAt))
+	}
+	release()
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range g.sink.since(cancelAt) {
+		if !c.cmd.IsZero() {
+			t.Fatalf("a command after cancel: %+v", c.cmd)
+		}
+	}
+}
+
+// TestReclaimedFrameZeroesTheCommand: a frame whose slots the camera
+// reclaimed passed the watchdog's freshness check before its stages ran;
+// dropping it must also stop the last command, or a run of such frames
+// keeps it on the robot.
+func TestReclaimedFrameZeroesTheCommand(t *testing.T) {
+	fake := newFakeGPUFilter(t, 0.2)
+	f := &invalidatingGPUFilter{fakeGPUFilter: fake}
+	g := newComposedWith(t, composedOptions{gpu: f, gpuBEV: make([]byte, 4*fake.bev.Len())})
+	var h handles.Handle
+	for seq, reclaim := range []bool{false, true, true} {
+		if err := g.cam.Frame(uint64(seq), g.inproc, &h); err != nil {
+			t.Fatal(err)
+		}
+		l := <-g.inproc.C(TopicPoints)
+		f.during = nil
+		if reclaim {
+			f.during = func() { l.Release() } // the lease goes invalid, as after a reclaim
+		}
+		g.pipe.frame(l)
+		ok, why := g.pipe.cfg.Watchdog.Check(time.Now())
+		switch {
+		case !reclaim && !ok:
+			t.Fatalf("frame %d: watchdog %q after a planned frame", seq, why)
+		case reclaim && ok:
+			t.Fatalf("frame %d was dropped as reclaimed and the watchdog lets the last command stand", seq)
+		case reclaim && !strings.Contains(why, "reclaimed"):
+			t.Fatalf("frame %d: watchdog reason %q does not say the slots were reclaimed", seq, why)
+		}
+	}
+}
