@@ -136,6 +136,9 @@ func (s *Subscriber) Run(ctx context.Context) error {
 			if errors.Is(err, ErrRefused) {
 				return err
 			}
+			if ctx.Err() != nil {
+				break // stopped mid-handshake: the cut-off welcome is ours
+			}
 			if !failing {
 				s.log.Info("waiting for the camera", zap.String("socket", s.cfg.Path), zap.Error(err))
 				failing = true
