@@ -664,7 +664,10 @@ func (p *Pipeline) guardStalls(ctx context.Context, stop <-chan struct{}) {
 		case <-done:
 			done = nil
 			p.publishStopping(time.Now())
-		case now := <-t.C:
+		case <-t.C:
+			// Not the tick's own time: a tick that waited in the channel
+			// (this process paused) would stamp the zero in the past.
+			now := time.Now()
 			until := p.busyUntil.Load()
 			if until == 0 || monotime.Now() <= until {
 				logged = false

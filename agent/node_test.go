@@ -329,11 +329,6 @@ func TestStartupErrorsNameTheProblem(t *testing.T) {
 	}
 	badConfig := filepath.Join(dir, "config.json")
 	os.WriteFile(badConfig, []byte(strings.Replace(string(ref), `"name": "bev"`, `"name": "nope"`, 1)), 0o644)
-	taken, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer taken.Close()
 	tests := []struct {
 		name string
 		cfg  NodeConfig
@@ -344,16 +339,6 @@ func TestStartupErrorsNameTheProblem(t *testing.T) {
 		{"model config naming an input the model lacks", NodeConfig{ModelConfig: badConfig}, []string{"nope"}},
 		{"missing library", NodeConfig{ORTLib: filepath.Join(dir, "libonnxruntime.so.1")}, []string{"libonnxruntime.so.1"}},
 		{"unknown provider", NodeConfig{Providers: "warp-drive"}, []string{"warp-drive"}},
-		{"unknown transport", NodeConfig{Transport: "carrier-pigeon"}, []string{"carrier-pigeon"}},
-		{"taken HTTP port", NodeConfig{HTTP: taken.Addr().String()}, []string{taken.Addr().String()}},
-		{"unknown GPU mode", NodeConfig{GPU: "maybe"}, []string{"--gpu", "maybe"}},
-		{"unknown GPU input", NodeConfig{GPUInput: "teleport"}, []string{"--gpu-input", "teleport"}},
-		{"negative preprocessing threads", NodeConfig{PrepThreads: -3}, []string{"--prep-threads", "-3"}},
-		{"negative duration", NodeConfig{Duration: -time.Second}, []string{"--duration", "-1s"}},
-		{"negative max points", NodeConfig{MaxPoints: -1}, []string{"--max-points", "-1"}},
-		{"absurd ONNX Runtime threads", NodeConfig{Threads: 5000}, []string{"--ort-threads", "5000"}},
-		{"unknown in-process camera", NodeConfig{Camera: "bogus"}, []string{`--camera "bogus"`}},
-		{"a leaf too small for any grid", NodeConfig{Leaf: 1e-30}, []string{"--leaf 1e-30"}},
 	}
 	if _, err := gpu.Open(); err != nil {
 		// Only where no CUDA driver is installed (here, CI).
@@ -365,27 +350,36 @@ func TestStartupErrorsNameTheProblem(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			tt.cfg.Socket = filepath.Join(dir, "none.sock")
 			tt.cfg.Providers = orDefault(tt.cfg.Providers, "cpu")
-			if tt.cfg.HTTP == "" {
-				tt.cfg.HTTP = "127.0.0.1:0"
-			}
-			err := RunNode(ctx, tt.cfg)
-			if err == nil {
-				t.Fatal("RunNode started")
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not mention %q", err, w)
-				}
-			}
-			if ctx.Err() != nil {
-				t.Fatal("RunNode hung instead of failing at start-up")
-			}
+			startupError(t, dir, tt.cfg, tt.want)
 		})
 	}
+}
+
+// startupError runs RunNode on cfg (no camera at dir/none.sock; HTTP on
+// any free port unless set), which must fail at once with an error
+// naming each of want, and returns that error.
+func startupError(t *testing.T, dir string, cfg NodeConfig, want []string) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cfg.Socket = filepath.Join(dir, "none.sock")
+	if cfg.HTTP == "" {
+		cfg.HTTP = "127.0.0.1:0"
+	}
+	err := RunNode(ctx, cfg)
+	if err == nil {
+		t.Fatal("RunNode started")
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not mention %q", err, w)
+		}
+	}
+	if ctx.Err() != nil {
+		t.Fatal("RunNode hung instead of failing at start-up")
+	}
+	return err
 }
 
 // TestFlagErrorsComeBeforeAnythingStarts gives RunNode a bad setting and
@@ -430,24 +424,9 @@ func TestFlagErrorsComeBeforeAnythingStarts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
 			tt.cfg.ORTLib = filepath.Join(dir, "libonnxruntime.so.1")
-			tt.cfg.Socket = filepath.Join(dir, "none.sock")
-			if tt.cfg.HTTP == "" {
-				tt.cfg.HTTP = "127.0.0.1:0"
-			}
-			err := RunNode(ctx, tt.cfg)
-			if err == nil {
-				t.Fatal("RunNode started")
-			}
-			if strings.Contains(err.Error(), "libonnxruntime") {
+			if err := startupError(t, dir, tt.cfg, tt.want); strings.Contains(err.Error(), "libonnxruntime") {
 				t.Fatalf("error %q is about the library: the setting was not checked first", err)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not mention %q", err, w)
-				}
 			}
 		})
 	}

@@ -219,34 +219,53 @@ func TestWatchdogOneLogPerIncident(t *testing.T) {
 	}
 }
 
-// TestWatchdogResumeRampsFromRest: after an incident the planner starts
-// from rest, so the first command after recovery is limited by MaxAccel.
-func TestWatchdogResumeRampsFromRest(t *testing.T) {
-	p := mustNew(t, Config{})
+// cruise is a planner and watchdog given a clear way straight ahead, one
+// frame per 100 ms period, after 30 frames: cruising at full speed.
+type cruise struct {
+	p   *Planner
+	w   *Watchdog
+	in  Input
+	now time.Time
+}
+
+func newCruise(t *testing.T) *cruise {
+	t.Helper()
 	w, _ := newLoggedWatchdog(t, WatchdogConfig{})
-	in := Input{Scores: scores(0, 0, 0, 0, 1, 0, 0, 0, 0)}
-	now := t0
-	frame := func() Twist {
-		now = now.Add(100 * time.Millisecond)
-		w.Fresh(now, now)
-		cmd, err := p.Plan(in, now)
-		if err != nil {
-			w.Fail("plan", err)
-		}
-		return w.Output(now, cmd, p)
-	}
+	c := &cruise{p: mustNew(t, Config{}), w: w, in: Input{Scores: scores(0, 0, 0, 0, 1, 0, 0, 0, 0)}, now: t0}
 	var out Twist
 	for range 30 {
-		out = frame()
+		out = c.frame()
 	}
 	if out.LinearX != 1 {
 		t.Fatalf("setup: cruising at %v, want 1", out.LinearX)
 	}
+	return c
+}
+
+// frame takes a fresh frame one period on, plans it and returns the output.
+func (c *cruise) frame() Twist {
+	c.now = c.now.Add(100 * time.Millisecond)
+	c.w.Fresh(c.now, c.now)
+	cmd, err := c.p.Plan(c.in, c.now)
+	if err != nil {
+		c.w.Fail("plan", err)
+	}
+	return c.w.Output(c.now, cmd, c.p)
+}
+
+// TestWatchdogResumeRampsFromRest: after an incident the planner starts
+// from rest, so the first command after recovery is limited by MaxAccel.
+func TestWatchdogResumeRampsFromRest(t *testing.T) {
+	c := newCruise(t)
+	p, w, in := c.p, c.w, c.in
+	frame := c.frame
+	var out Twist
 	// Frames stop for a second while the planner keeps being asked (e.g. on
 	// a timer with the last scores): output zero, planner reset each time.
-	lastFrame, zeroed := now, 0
+	lastFrame, zeroed := c.now, 0
 	for range 10 {
-		now = now.Add(100 * time.Millisecond)
+		c.now = c.now.Add(100 * time.Millisecond)
+		now := c.now
 		cmd, _ := p.Plan(in, now)
 		out := w.Output(now, cmd, p)
 		if now.Sub(lastFrame) > w.Timeout() {
@@ -269,67 +288,33 @@ func TestWatchdogResumeRampsFromRest(t *testing.T) {
 	}
 }
 
-// TestWatchdogResumeAfterIncidentSeenOnlyByCheck: the caller watched a
-// stale period with Check alone (a timer), so the planner was never reset;
-// the first Output after recovery must not pass a command planned from the
-// pre-incident speed.
-func TestWatchdogResumeAfterIncidentSeenOnlyByCheck(t *testing.T) {
-	p := mustNew(t, Config{})
-	w, _ := newLoggedWatchdog(t, WatchdogConfig{})
-	in := Input{Scores: scores(0, 0, 0, 0, 1, 0, 0, 0, 0)}
-	now := t0
-	frame := func() Twist {
-		now = now.Add(100 * time.Millisecond)
-		w.Fresh(now, now)
-		cmd, err := p.Plan(in, now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return w.Output(now, cmd, p)
-	}
-	for range 30 {
-		frame()
-	}
-	for range 10 { // a second without frames, watched by a 100 ms timer
-		now = now.Add(100 * time.Millisecond)
-		w.Check(now)
-	}
-	got := []float64{frame().LinearX, frame().LinearX, frame().LinearX}
-	if want := []float64{0, 0.05, 0.10}; got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
-		t.Fatalf("speeds after recovery %v, want %v (one zero frame, then a ramp from rest)", got, want)
-	}
-}
-
-// TestWatchdogResumeAfterAGapNothingSaw: the process did not run for 3 s
-// (SIGSTOP, docker pause, a VM stall): no Check ran, so no incident began.
-// The first frame after it must not carry on at the speed from before.
-func TestWatchdogResumeAfterAGapNothingSaw(t *testing.T) {
-	p := mustNew(t, Config{})
-	w, _ := newLoggedWatchdog(t, WatchdogConfig{})
-	in := Input{Scores: scores(0, 0, 0, 0, 1, 0, 0, 0, 0)}
-	now := t0
-	frame := func() Twist {
-		now = now.Add(100 * time.Millisecond)
-		w.Fresh(now, now)
-		cmd, err := p.Plan(in, now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return w.Output(now, cmd, p)
-	}
-	for range 30 {
-		frame()
-	}
-	now = now.Add(3 * time.Second)
-	got := []float64{frame().LinearX, frame().LinearX, frame().LinearX}
-	if want := []float64{0, 0.05, 0.10}; got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
-		t.Fatalf("speeds after the gap %v, want %v (one zero frame, then a ramp from rest)", got, want)
-	}
-	// A gap of exactly the timeout is no incident: the ramp goes on, by
-	// 0.5 m/s² over the 200 ms since the last frame.
-	now = now.Add(w.Timeout() - 100*time.Millisecond)
-	if got := frame().LinearX; got != 0.2 {
-		t.Fatalf("speed after a gap of the timeout %v, want 0.2 (the ramp goes on)", got)
+// TestWatchdogResumeAfterAGap: frames stop for a while and resume. The
+// caller watched the gap with Check alone (a timer), so the planner was
+// never reset; or nothing watched it, as no Check ran (the process did not
+// run: SIGSTOP, docker pause, a VM stall) and no incident began. Either
+// way the first Output after it must not pass a command planned from the
+// speed before the gap.
+func TestWatchdogResumeAfterAGap(t *testing.T) {
+	for _, watched := range []bool{true, false} {
+		t.Run(fmt.Sprintf("watched by Check %v", watched), func(t *testing.T) {
+			c := newCruise(t)
+			for range 10 { // a second without frames, on a 100 ms timer
+				c.now = c.now.Add(100 * time.Millisecond)
+				if watched {
+					c.w.Check(c.now)
+				}
+			}
+			got := []float64{c.frame().LinearX, c.frame().LinearX, c.frame().LinearX}
+			if want := []float64{0, 0.05, 0.10}; got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
+				t.Fatalf("speeds after the gap %v, want %v (one zero frame, then a ramp from rest)", got, want)
+			}
+			// A gap of exactly the timeout is no incident: the ramp goes
+			// on, by 0.5 m/s² over the 200 ms since the last frame.
+			c.now = c.now.Add(c.w.Timeout() - 100*time.Millisecond)
+			if got := c.frame().LinearX; got != 0.2 {
+				t.Fatalf("speed after a gap of the timeout %v, want 0.2 (the ramp goes on)", got)
+			}
+		})
 	}
 }
 
