@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -100,6 +101,13 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	case cfg.Rate != 0 && CheckRate(cfg.Rate) != nil:
 		return fmt.Errorf("--rate: %w (0: the default, 30)", CheckRate(cfg.Rate))
 	}
+	// The metrics port too: taken, it must fail the start, not after a
+	// replay has been read into memory.
+	metricsLn, err := listenMetrics(cfg.MetricsAddr)
+	if err != nil {
+		return err
+	}
+	defer closeListener(metricsLn)
 	src, err := OpenSource(ctx, "--source", cfg.Source, cfg)
 	if err != nil {
 		return err
@@ -114,7 +122,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	defer cam.Close()
 	topics := cam.Topics()
 	if cfg.Transport == "copy" {
-		return runCopy(ctx, cfg, cam, log)
+		return runCopy(ctx, cfg, cam, metricsLn, log)
 	}
 	srv, err := transport.NewServer(transport.ServerConfig{Path: cfg.Socket, AllowGID: cfg.AllowGID, Topics: topics,
 		Subscribers: cfg.Subscribers, Log: log})
@@ -132,15 +140,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		served <- err
 	}()
 
-	if cfg.MetricsAddr != "" {
-		stopMetrics, err := serveMetrics(ctx, cfg.MetricsAddr, nil, cam, srv, log)
-		if err != nil {
-			cancel()
-			<-served
-			return err
-		}
-		defer stopMetrics()
-	}
+	defer serveMetrics(ctx, metricsLn, nil, cam, srv, log)()
 	log.Info("camera serving", zap.String("socket", srv.Path()), zap.String("source", cfg.Source))
 	runErr := cam.Run(ctx, indexPublisher{srv, topics, cam})
 	cancel()
@@ -168,9 +168,34 @@ func (p indexPublisher) Publish(topic int, slot pinned.Slot, h *handles.Handle) 
 	return 0, fmt.Errorf("topic %d not served", topic)
 }
 
+// listenMetrics listens on --metrics addr; "" (disabled) is a nil
+// listener.
+func listenMetrics(addr string) (net.Listener, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	ln, err := telemetry.Listen(context.Background(), addr) // refuses ":PORT", as the agent's --http does
+	if err != nil {
+		return nil, fmt.Errorf("--metrics %q: %w", addr, err)
+	}
+	return ln, nil
+}
+
+// closeListener closes ln, if any (a second Close after the server's is
+// harmless).
+func closeListener(ln net.Listener) {
+	if ln != nil {
+		ln.Close()
+	}
+}
+
 // serveMetrics serves reg (nil: a new registry) with the camera's and the
-// server's metrics added; the caller may register more while it serves.
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, cam *Camera, srv *transport.Server, log *zap.Logger) (func(), error) {
+// server's metrics added on ln (nil: nothing is served), until the
+// returned stop is called; the caller may register more while it serves.
+func serveMetrics(ctx context.Context, ln net.Listener, reg *prometheus.Registry, cam *Camera, srv *transport.Server, log *zap.Logger) (stop func()) {
+	if ln == nil {
+		return func() {}
+	}
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
@@ -216,10 +241,6 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, ca
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	ln, err := telemetry.Listen(context.Background(), addr) // refuses ":PORT", as the agent's --http does
-	if err != nil {
-		return nil, fmt.Errorf("--metrics %q: %w", addr, err)
-	}
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
 	go func() {
@@ -234,12 +255,12 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, ca
 		defer cancel()
 		hs.Shutdown(sctx)
 		<-done
-	}, nil
+	}
 }
 
 // runCopy serves the copy baseline: one stream socket per topic, every
 // payload written through it; the slot is free again as soon as it is sent.
-func runCopy(ctx context.Context, cfg NodeConfig, cam *Camera, log *zap.Logger) error {
+func runCopy(ctx context.Context, cfg NodeConfig, cam *Camera, metricsLn net.Listener, log *zap.Logger) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pub := copyPublisher{cam: cam}
@@ -260,15 +281,7 @@ func runCopy(ctx context.Context, cfg NodeConfig, cam *Camera, log *zap.Logger) 
 		go func() { defer wg.Done(); errs[i] = srv.Serve(ctx) }()
 	}
 	log.Info("camera serving the copy baseline", zap.String("socket_prefix", cfg.Socket))
-	if cfg.MetricsAddr != "" {
-		stopMetrics, err := serveMetrics(ctx, cfg.MetricsAddr, nil, cam, nil, log)
-		if err != nil {
-			cancel()
-			wg.Wait()
-			return err
-		}
-		defer stopMetrics()
-	}
+	defer serveMetrics(ctx, metricsLn, nil, cam, nil, log)()
 	runErr := cam.Run(ctx, pub)
 	if ctx.Err() != nil && errors.Is(runErr, transport.ErrClosed) {
 		runErr = nil // the servers closed because we are stopping

@@ -345,6 +345,11 @@ func TestRunNodeRefusesBadStartupValues(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
 	for _, tc := range []struct {
 		name string
 		cfg  NodeConfig
@@ -360,6 +365,7 @@ func TestRunNodeRefusesBadStartupValues(t *testing.T) {
 		// Checked before the source, which a replay reads into memory first.
 		{"unknown transport", NodeConfig{Source: "replay:" + missing, Transport: "udp", Socket: filepath.Join(dir, "f.sock")}, []string{`--transport "udp"`}},
 		{"rate out of range", NodeConfig{Source: "replay:" + missing, Rate: 20000, Socket: filepath.Join(dir, "g.sock")}, []string{"--rate", "20000 Hz"}},
+		{"taken metrics port", NodeConfig{Source: "replay:" + missing, MetricsAddr: taken.Addr().String(), Socket: filepath.Join(dir, "h.sock")}, []string{"--metrics", taken.Addr().String()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -90,13 +90,12 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 	stopServing := func() error { cancel(); return <-served }
 
 	reg := prometheus.NewRegistry()
-	if cfg.MetricsAddr != "" {
-		stopMetrics, err := serveMetrics(ctx, cfg.MetricsAddr, reg, cam, srv, log)
-		if err != nil {
-			return errors.Join(err, stopServing())
-		}
-		defer stopMetrics()
+	metricsLn, err := listenMetrics(cfg.MetricsAddr)
+	if err != nil {
+		return errors.Join(err, stopServing())
 	}
+	defer closeListener(metricsLn)
+	defer serveMetrics(ctx, metricsLn, reg, cam, srv, log)()
 	p, err := ros2.NewParticipant(rc.DDS, log)
 	if err != nil {
 		return errors.Join(err, stopServing())
