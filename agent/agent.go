@@ -131,6 +131,9 @@ type Pipeline struct {
 	// stopping: the context is done, every command from now on is zero.
 	zeroedUntil int64
 	stopping    bool
+	// runDone is Run's ctx.Done(), set before anything publishes: a frame
+	// that reaches pubMu before the guard has seen the cancel sees it too.
+	runDone <-chan struct{}
 
 	// While the GPU filters a cloud, the CPU preprocesses the frame's
 	// image on the goroutine startPrepOverlap runs; nil channels: in line.
@@ -201,6 +204,7 @@ func (p *Pipeline) PublishFailures() uint64 { return p.publishFailures.Load() }
 // goroutine owned by Run publishes zero, so a stuck stage cannot leave the
 // robot moving on its last command.
 func (p *Pipeline) Run(ctx context.Context) error {
+	p.runDone = ctx.Done()
 	tick := time.NewTimer(p.cfg.Tick)
 	defer tick.Stop()
 	defer p.stop()
@@ -604,7 +608,7 @@ func (p *Pipeline) publishFrame(cmd planner.Twist, at time.Time) {
 	p.pubMu.Lock()
 	defer p.pubMu.Unlock()
 	out := p.cfg.Watchdog.OutputFrame(time.Now(), at, cmd, p.cfg.Planner)
-	if p.stopping || p.zeroedUntil == p.busyUntil.Load() {
+	if p.stopping || p.zeroedUntil == p.busyUntil.Load() || closed(p.runDone) {
 		p.cfg.Planner.Reset() // ramp up from rest, as after any zero
 		out = planner.Zero()
 	}
@@ -700,6 +704,16 @@ func (p *Pipeline) guardStalls(ctx context.Context, stop <-chan struct{}) {
 			// sink refused it, is being retried) and logged.
 			p.stalls.Add(1)
 		}
+	}
+}
+
+// closed reports whether done (nil: never) is closed, without blocking.
+func closed(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
 	}
 }
 

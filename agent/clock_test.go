@@ -106,9 +106,7 @@ func TestCameraClockAheadDoesNotStretchTheWatchdog(t *testing.T) {
 // stall guard publishes zero, and when the stage returns, its frame's
 // command must not follow.
 func TestStalledFrameCannotOverwriteTheGuardsZero(t *testing.T) {
-	fake := newFakeGPUFilter(t, 0.2)
-	hang := &hangingGPUFilter{fakeGPUFilter: fake, entered: make(chan struct{}), release: make(chan struct{})}
-	g := newComposedWith(t, composedOptions{gpu: hang, gpuBEV: make([]byte, 4*fake.bev.Len())})
+	g, hang := newHung(t, 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- g.pipe.Run(ctx) }()

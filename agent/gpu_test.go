@@ -474,25 +474,39 @@ func TestStartGPUModes(t *testing.T) {
 }
 
 // hangingGPUFilter is a FAKE GPU filter whose first Run blocks until
-// released: a hung GPU, for the stall guard.
+// released: a hung GPU, for the stall guard. hungAt (read after entered
+// is closed) is when it began to hang.
 type hangingGPUFilter struct {
 	*fakeGPUFilter
 	entered, release chan struct{}
+	hungAt           time.Time
 	once             sync.Once
 }
 
 func (h *hangingGPUFilter) Run(in voxel.Cloud, out *voxel.Points, bev []byte) error {
 	h.once.Do(func() {
+		h.hungAt = time.Now()
 		close(h.entered)
 		<-h.release
 	})
 	return h.fakeGPUFilter.Run(in, out, bev)
 }
 
-func TestStallGuardZeroesWhileAStageHangs(t *testing.T) {
+// newHung is a composed pipeline (watchdog period: the default if 0) on
+// a hangingGPUFilter. Its pairing waits up to a second for a cloud's
+// image, so that a loaded machine cannot leave the frame unpaired: the
+// frame must reach the stage that hangs.
+func newHung(t *testing.T, watchdog time.Duration) (*composed, *hangingGPUFilter) {
+	t.Helper()
 	fake := newFakeGPUFilter(t, 0.2)
 	hang := &hangingGPUFilter{fakeGPUFilter: fake, entered: make(chan struct{}), release: make(chan struct{})}
-	g := newComposedWith(t, composedOptions{gpu: hang, gpuBEV: make([]byte, 4*fake.bev.Len())})
+	g := newComposedWith(t, composedOptions{gpu: hang, gpuBEV: make([]byte, 4*fake.bev.Len()), watchdog: watchdog})
+	g.pipe.cfg.PairTolerance = time.Second
+	return g, hang
+}
+
+func TestStallGuardZeroesWhileAStageHangs(t *testing.T) {
+	g, hang := newHung(t, 0)
 	core, logs := observer.New(zap.WarnLevel)
 	g.pipe.log = zap.New(core)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -515,7 +529,7 @@ func TestStallGuardZeroesWhileAStageHangs(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the pipeline never reached the GPU filter")
 	}
-	hungAt := time.Now()
+	hungAt := hang.hungAt
 	// The pipeline goroutine is stuck in the filter: only the guard can
 	// publish now, and it must, within the watchdog timeout and a tick.
 	deadline := hungAt.Add(3 * time.Second)

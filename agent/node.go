@@ -358,7 +358,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if err != nil {
 		return err
 	}
-	if err := rec.AddCounterFunc("pipeline_stalls_total", "Frames whose stages outlasted the watchdog timeout (each answered by a zero cmd_vel while it ran).",
+	if err := rec.AddCounterFunc("pipeline_stalls_total", "Frames that became older than the watchdog period while their stages ran (each answered by a zero cmd_vel from the stall guard).",
 		func() float64 { return float64(pipe.Stalls()) }); err != nil {
 		log.Warn("metrics: stalls", zap.Error(err))
 	}
@@ -400,6 +400,14 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	}
 }
 
+// CheckNodeConfig reports the first setting of cfg that RunNode would
+// refuse before starting anything, naming its flag: for a caller that has
+// slow work of its own to do first (a ROS 2 participant).
+func CheckNodeConfig(cfg NodeConfig) error {
+	_, err := resolveNodeConfig(cfg)
+	return err
+}
+
 // resolveNodeConfig applies the defaults and checks every setting that
 // can be checked without starting anything: a typo in a flag must not wait
 // for the model, a JIT compile or a TensorRT engine build to be reported.
@@ -428,8 +436,8 @@ func resolveNodeConfig(cfg NodeConfig) (NodeConfig, error) {
 		return cfg, fmt.Errorf("--min-points %d: want 0 or more (0 and 1: every voxel with a point)", cfg.MinPoints)
 	case cfg.PrepThreads < 0:
 		return cfg, fmt.Errorf("--prep-threads %d: want 0 (one per core, at most %d) or more", cfg.PrepThreads, infer.DefaultPreprocessParallelism)
-	case cfg.Watchdog < 0 || (cfg.Watchdog > 0 && cfg.Watchdog < time.Millisecond):
-		return cfg, fmt.Errorf("--watchdog %v: want 1ms or more (0: the default, %v)", cfg.Watchdog, planner.DefaultWatchdogTimeout)
+	case cfg.Watchdog < 0 || (cfg.Watchdog > 0 && cfg.Watchdog < time.Millisecond) || cfg.Watchdog > time.Hour:
+		return cfg, fmt.Errorf("--watchdog %v: want 1ms to 1h (0: the default, %v)", cfg.Watchdog, planner.DefaultWatchdogTimeout)
 	case cfg.Transport != "" && cfg.Transport != "unix" && cfg.Transport != "copy":
 		return cfg, fmt.Errorf(`--transport %q: want "unix" or "copy"`, cfg.Transport)
 	}

@@ -139,8 +139,8 @@ func (w *Watchdog) Timeout() time.Duration { return w.timeout }
 // which only a clock stepped back (NTP, an RTC corrected after boot) can
 // make: else every command would be zero until the clock caught up. A
 // fresh frame after the newest had gone stale, seen by no Check meanwhile,
-// is treated as the end of an incident: the next Output is zero and resets
-// the planner.
+// ends an incident that began unseen: it is counted, OnIncident and
+// OnRecover are called, and the next Output is zero and resets the planner.
 func (w *Watchdog) Fresh(frameStamp, now time.Time) (at time.Time, fresh bool) {
 	at = frameStamp
 	if at.After(now) {
@@ -151,16 +151,20 @@ func (w *Watchdog) Fresh(frameStamp, now time.Time) (at time.Time, fresh bool) {
 	}
 	age := now.Sub(frameStamp)
 	fresh = age <= w.timeout && age >= -w.timeout
+	var unseen Incident // a stale period no Check saw, over now
 	w.mu.Lock()
 	switch {
 	case !fresh:
 		w.refused, w.refusedAge, w.refusedNew = true, age, true
 	case !w.haveFrame || at.After(w.newest) || w.newest.After(now.Add(w.timeout)):
-		if w.haveFrame && !w.active && now.Sub(w.newest) > w.timeout {
+		if gap := now.Sub(w.newest); w.haveFrame && !w.active && gap > w.timeout {
 			// The newest frame went stale and no Check saw it (this
-			// process did not run: paused, frozen, starved), so no
-			// incident began: the command from before the gap must not
-			// carry on, as after one.
+			// process did not run: paused, frozen, starved; or the caller
+			// was busy past the period): an incident that began and ended
+			// unseen. The command from before it must not carry on.
+			unseen = Incident{Reason: ReasonStale, Start: w.newest.Add(w.timeout), End: now,
+				Detail: fmt.Sprintf("stale: no frame for %v, and no check meanwhile (was this process paused or starved?)", gap)}
+			w.counts[ReasonStale]++
 			w.needReset = true
 		}
 		w.haveFrame, w.newest = true, at
@@ -169,6 +173,14 @@ func (w *Watchdog) Fresh(frameStamp, now time.Time) (at time.Time, fresh bool) {
 		w.failErr = nil
 	}
 	w.mu.Unlock()
+	if unseen.Reason != ReasonNone {
+		if w.onIncident != nil {
+			w.onIncident(unseen)
+		}
+		if w.onRecover != nil {
+			w.onRecover(unseen)
+		}
+	}
 	return at, fresh
 }
 

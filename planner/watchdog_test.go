@@ -224,14 +224,15 @@ func TestWatchdogOneLogPerIncident(t *testing.T) {
 type cruise struct {
 	p   *Planner
 	w   *Watchdog
+	log *incidentLog
 	in  Input
 	now time.Time
 }
 
 func newCruise(t *testing.T) *cruise {
 	t.Helper()
-	w, _ := newLoggedWatchdog(t, WatchdogConfig{})
-	c := &cruise{p: mustNew(t, Config{}), w: w, in: Input{Scores: scores(0, 0, 0, 0, 1, 0, 0, 0, 0)}, now: t0}
+	w, log := newLoggedWatchdog(t, WatchdogConfig{})
+	c := &cruise{p: mustNew(t, Config{}), w: w, log: log, in: Input{Scores: scores(0, 0, 0, 0, 1, 0, 0, 0, 0)}, now: t0}
 	var out Twist
 	for range 30 {
 		out = c.frame()
@@ -307,6 +308,13 @@ func TestWatchdogResumeAfterAGap(t *testing.T) {
 			got := []float64{c.frame().LinearX, c.frame().LinearX, c.frame().LinearX}
 			if want := []float64{0, 0.05, 0.10}; got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
 				t.Fatalf("speeds after the gap %v, want %v (one zero frame, then a ramp from rest)", got, want)
+			}
+			// One stale incident either way, begun and ended, counted.
+			if len(c.log.started) != 1 || len(c.log.ended) != 1 || c.log.started[0].Reason != ReasonStale || c.w.Counts().Stale != 1 {
+				t.Fatalf("incidents started %+v, ended %+v, counts %+v: want one stale incident", c.log.started, c.log.ended, c.w.Counts())
+			}
+			if !watched && !strings.Contains(c.log.started[0].Detail, "no check meanwhile") {
+				t.Fatalf("unseen gap's detail %q does not say no check saw it", c.log.started[0].Detail)
 			}
 			// A gap of exactly the timeout is no incident: the ramp goes
 			// on, by 0.5 m/s² over the 200 ms since the last frame.

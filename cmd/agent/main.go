@@ -95,6 +95,10 @@ Flags:
 		return fmt.Errorf("--shutdown-grace %v: want a positive duration", shutdownGrace)
 	}
 	cfg.Leaf = float32(leaf)
+	// Every flag before the ROS 2 participant opens.
+	if err := agent.CheckNodeConfig(cfg); err != nil {
+		return err
+	}
 	log, err := logging.New(logLevel)
 	if err != nil {
 		return err
