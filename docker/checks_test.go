@@ -942,8 +942,10 @@ func checkPlatform(df *dockerfile, platform string) error {
 }
 
 // checkOverride: a compose override (compose.jetson.yaml) only changes how
-// the image is built and how the GPU is reached, for services the base
-// file has, so that the checks of the base file hold for the merged one.
+// the image is built and how the GPU is reached (the runtime, the device
+// groups, a GPU reservation Docker refuses: docker/README.md), for
+// services the base file has, so that the checks of the base file hold for
+// the merged one.
 func checkOverride(base *composeFile, data []byte, dir string) error {
 	var raw struct {
 		Services map[string]map[string]yaml.Node `yaml:"services"`
@@ -955,7 +957,7 @@ func checkOverride(base *composeFile, data []byte, dir string) error {
 	if err != nil {
 		return err
 	}
-	allowed := []string{"build", "image", "platform", "runtime"}
+	allowed := []string{"build", "deploy", "group_add", "image", "platform", "runtime"}
 	var errs []error
 	for _, name := range sortedKeys(raw.Services) {
 		bs, ok := base.Services[name]

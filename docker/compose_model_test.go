@@ -43,6 +43,7 @@ type service struct {
 	PID         string            `yaml:"pid"`
 	Privileged  bool              `yaml:"privileged"`
 	CapAdd      []string          `yaml:"cap_add"`
+	GroupAdd    []string          `yaml:"group_add"`
 	CapDrop     []string          `yaml:"cap_drop"`
 	SecurityOpt []string          `yaml:"security_opt"`
 	Devices     []string          `yaml:"devices"`

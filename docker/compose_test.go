@@ -24,6 +24,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -296,6 +297,13 @@ func TestJetsonOverride(t *testing.T) {
 	if a := over.Services[name]; a == nil || a.Runtime != "nvidia" {
 		t.Errorf("compose.jetson.yaml: service %s needs runtime: nvidia (JetPack's container runtime mounts the L4T driver)", name)
 	}
+	// L4T's GPU device nodes (/dev/nvmap, /dev/nvhost-*) are root:video
+	// 0660, and an explicit `user: uid:gid` gets no supplementary groups
+	// from the image's /etc/group (docker/cli#3058): without the group,
+	// cuInit finds no device and the agent runs on the CPU.
+	if a := over.Services[name]; a == nil || !slices.Contains(a.GroupAdd, "video") {
+		t.Errorf("compose.jetson.yaml: service %s needs group_add: [video] to open L4T's GPU device nodes", name)
+	}
 	images := map[string]bool{}
 	for _, s := range over.Services {
 		images[s.Image] = true
@@ -517,6 +525,12 @@ func TestChecksFire(t *testing.T) {
 		good := "services:\n  agent:\n    image: zh:jetson\n    runtime: nvidia\n"
 		if err := checkOverride(base, []byte(good), filepath.Join(root, "docker")); err != nil {
 			t.Fatalf("a valid override fails: %v", err)
+		}
+		// docker/README.md's advice where Docker refuses the GPU
+		// reservation on a Jetson, with the device group.
+		reset := good + "    group_add: [video]\n    deploy: !reset {}\n"
+		if err := checkOverride(base, []byte(reset), filepath.Join(root, "docker")); err != nil {
+			t.Fatalf("the override docker/README.md suggests fails: %v", err)
 		}
 		bad := good + "    command: [agent, --http=0.0.0.0:9090]\n"
 		if err := checkOverride(base, []byte(bad), filepath.Join(root, "docker")); err == nil || !strings.Contains(err.Error(), "command") {
