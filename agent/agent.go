@@ -596,18 +596,20 @@ func (p *Pipeline) Last() planner.Twist {
 }
 
 // publishFrame publishes the command planned from the frame whose time
-// Fresh returned as at, and ends its busy period, in one step under pubMu:
-// the stall guard cannot zero right after it, nor between the output's
-// check and the send. The command is zero when the watchdog says so, when
-// the frame is older than the period by now (its stages stalled): never a
-// command from a stale frame, whatever newer frames arrived; and when the
-// stall guard already zeroed for this frame, or the pipeline is stopping.
-// The stamp is at: the capture time, or when the frame arrived if its
-// stamp lay ahead of our clock.
+// Fresh returned as at. The command is zero when the watchdog says so,
+// when the frame is older than the period by now (its stages stalled):
+// never a command from a stale frame, whatever newer frames arrived; and
+// when the stall guard has zeroed for this frame or the pipeline is
+// stopping, which is checked, the command sent and the busy period ended
+// in one step under pubMu: the guard cannot zero between the check and
+// the send, nor right after it. (The watchdog is asked before, without
+// pubMu, which is held no longer than the send needs: its incident
+// callbacks log.) The stamp is at: the capture time, or when the frame
+// arrived if its stamp lay ahead of our clock.
 func (p *Pipeline) publishFrame(cmd planner.Twist, at time.Time) {
+	out := p.cfg.Watchdog.OutputFrame(time.Now(), at, cmd, p.cfg.Planner)
 	p.pubMu.Lock()
 	defer p.pubMu.Unlock()
-	out := p.cfg.Watchdog.OutputFrame(time.Now(), at, cmd, p.cfg.Planner)
 	if p.stopping || p.zeroedUntil == p.busyUntil.Load() || closed(p.runDone) {
 		p.cfg.Planner.Reset() // ramp up from rest, as after any zero
 		out = planner.Zero()
