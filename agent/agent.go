@@ -467,11 +467,11 @@ func (p *Pipeline) stages(cloud *transport.Lease) error {
 	}
 	p.stage.Store(int32(telemetry.StageInfer))
 	d, err := p.cfg.Session.Run()
-	rec.Record(telemetry.StageInfer, d)
 	if err != nil {
 		p.cfg.Watchdog.Fail("infer", err)
 		return err
 	}
+	rec.Record(telemetry.StageInfer, d) // not a failed run's 0
 	return nil
 }
 

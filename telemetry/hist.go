@@ -107,9 +107,11 @@ func (s *stageHist) window(slice int64, dst *hdr.PackedHistogram) {
 	}
 }
 
-// Percentiles summarises a latency distribution, in microseconds. Values
-// are HdrHistogram's highest equivalent values: within 0.1% above the
-// true value.
+// Percentiles summarises a latency distribution, in microseconds. Pn is
+// the nearest-rank percentile: the smallest recorded value that at least
+// n% of the samples do not exceed (rank ceil(n/100 × count)), given as
+// HdrHistogram's highest equivalent value: exact below 2048 µs, within
+// 0.1% above the recorded value beyond.
 type Percentiles struct {
 	Count uint64  `json:"count"`
 	P50   float64 `json:"p50"`
@@ -119,11 +121,29 @@ type Percentiles struct {
 	Max   float64 `json:"max"`
 }
 
-func percentilesOf(h *hdr.PackedHistogram) Percentiles {
-	if h.TotalCount() == 0 {
+// histogram is what percentilesOf reads: hdr.PackedHistogram or
+// hdr.Histogram.
+type histogram interface {
+	TotalCount() int64
+	Max() int64
+	ValueAtPercentilesSlice([]float64) []int64
+}
+
+func percentilesOf(h histogram) Percentiles {
+	n := h.TotalCount()
+	if n == 0 {
 		return Percentiles{}
 	}
-	v := h.ValueAtPercentilesSlice([]float64{50, 90, 99, 99.9})
-	return Percentiles{Count: uint64(h.TotalCount()),
+	// HdrHistogram picks the sample of rank int(p/100 × n + 0.5), the
+	// nearest, which may lie below the p-th percentile: with 1.02% of 1863
+	// samples at 20 ms, its p99 was a 3 ms sample. Ask it for the
+	// percentile whose rounded rank is the nearest-rank one, ceil(p/100 × n).
+	ps := []float64{50, 90, 99, 99.9}
+	for i, p := range ps {
+		rank := max(math.Ceil(p/100*float64(n)-1e-9), 1) // -1e-9: p/100 × n a whole number but for rounding
+		ps[i] = rank / float64(n) * 100
+	}
+	v := h.ValueAtPercentilesSlice(ps)
+	return Percentiles{Count: uint64(n),
 		P50: float64(v[0]), P90: float64(v[1]), P99: float64(v[2]), P999: float64(v[3]), Max: float64(h.Max())}
 }

@@ -430,10 +430,8 @@ type Snapshot struct {
 // Snapshot flushes the record buffers and summarises everything. It
 // allocates; reads are serialised.
 func (r *Recorder) Snapshot() Snapshot {
-	now := r.now()
 	snap := Snapshot{
 		Unit:     "us",
-		UptimeS:  now.Sub(r.start).Seconds(),
 		WindowS:  (time.Duration(r.slots) * r.slice).Seconds(),
 		Stages:   make([]StageSnapshot, len(r.stages)),
 		Counters: map[string]float64{},
@@ -445,6 +443,10 @@ func (r *Recorder) Snapshot() Snapshot {
 	r.labelsMu.Unlock()
 
 	r.readMu.Lock()
+	// The clock read under readMu: a flush by Run in between could put
+	// the newest values in a later slice than the one the window ends at.
+	now := r.now()
+	snap.UptimeS = now.Sub(r.start).Seconds()
 	r.flushLocked(now)
 	slice := r.sliceOf(now)
 	for i, s := range r.stages {
