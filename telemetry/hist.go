@@ -1,6 +1,8 @@
 package telemetry
 
 import (
+	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"time"
@@ -119,6 +121,33 @@ type Percentiles struct {
 	P99   float64 `json:"p99"`
 	P999  float64 `json:"p999"`
 	Max   float64 `json:"max"`
+}
+
+// Between summarises the samples recorded between two snapshots of one
+// stage's since-start histogram (Recorder.Histograms, earlier then later):
+// the later's bucket counts less the earlier's. Percentiles cannot be
+// subtracted; bucket counts can. A benchmark uses it to leave its warm-up
+// out.
+func Between(earlier, later string) (Percentiles, error) {
+	a, err := hdr.Decode([]byte(earlier))
+	if err != nil {
+		return Percentiles{}, fmt.Errorf("decode the earlier histogram: %w", err)
+	}
+	b, err := hdr.Decode([]byte(later))
+	if err != nil {
+		return Percentiles{}, fmt.Errorf("decode the later histogram: %w", err)
+	}
+	sa, sb := a.Export(), b.Export()
+	if sa.LowestTrackableValue != sb.LowestTrackableValue || sa.HighestTrackableValue != sb.HighestTrackableValue ||
+		sa.SignificantFigures != sb.SignificantFigures || len(sa.Counts) != len(sb.Counts) {
+		return Percentiles{}, errors.New("the two histograms differ in range or precision")
+	}
+	for i, c := range sa.Counts {
+		if sb.Counts[i] -= c; sb.Counts[i] < 0 {
+			return Percentiles{}, errors.New("the later histogram lacks samples of the earlier one: not a later snapshot of the same stage")
+		}
+	}
+	return percentilesOf(hdr.Import(sb)), nil
 }
 
 // histogram is what percentilesOf reads: hdr.PackedHistogram or

@@ -73,6 +73,7 @@ func NewServer(rec *Recorder, opts ServerOptions) (*Server, error) {
 	s := &Server{rec: rec, health: opts.Health, mux: http.NewServeMux(), page: page}
 	s.mux.HandleFunc("GET /{$}", s.servePage)
 	s.mux.HandleFunc("GET /latency", s.serveLatency)
+	s.mux.HandleFunc("GET /latency/hdr", s.serveHistograms)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(rec.Registry(), promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("GET /healthz", s.serveHealth)
 	if !opts.NoPprof {
@@ -102,6 +103,22 @@ func (s *Server) serveLatency(w http.ResponseWriter, _ *http.Request) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(s.rec.Snapshot())
+}
+
+// serveHistograms serves every stage's since-start histogram, encoded
+// (Recorder.Histograms): {"unit": "us", "stages": {name: V2 base64}}.
+func (s *Server) serveHistograms(w http.ResponseWriter, _ *http.Request) {
+	h, err := s.rec.Histograms()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(struct {
+		Unit   string            `json:"unit"`
+		Stages map[string]string `json:"stages"`
+	}{"us", h})
 }
 
 func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {

@@ -81,6 +81,52 @@ func TestLatencyJSON(t *testing.T) {
 	}
 }
 
+// TestHistogramsBetweenTwoReads: /latency/hdr at two times, subtracted by
+// Between, summarises only what was recorded in between: a slow warm-up
+// before the first read is left out.
+func TestHistogramsBetweenTwoReads(t *testing.T) {
+	r, ts := newTestServer(t, nil)
+	read := func() map[string]string {
+		t.Helper()
+		code, hdr, body := get(t, ts.URL+"/latency/hdr")
+		if code != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), "application/json") {
+			t.Fatalf("status %d, content type %q", code, hdr.Get("Content-Type"))
+		}
+		var h struct {
+			Unit   string            `json:"unit"`
+			Stages map[string]string `json:"stages"`
+		}
+		if err := json.Unmarshal([]byte(body), &h); err != nil || h.Unit != "us" || len(h.Stages) != 7 {
+			t.Fatalf("decode %.200s: %v (unit %q, %d stages)", body, err, h.Unit, len(h.Stages))
+		}
+		return h.Stages
+	}
+	for range 50 { // warm-up: slow
+		r.Record(StageE2E, 40*time.Millisecond)
+	}
+	first := read()
+	for us := 1; us <= 1000; us++ {
+		r.Record(StageE2E, time.Duration(us)*time.Microsecond)
+	}
+	second := read()
+	got, err := Between(first["e2e"], second["e2e"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Percentiles{Count: 1000, P50: 500, P90: 900, P99: 990, P999: 999, Max: 1000}); got != want {
+		t.Fatalf("between the reads %+v, want %+v", got, want)
+	}
+	if got, err := Between(first["voxel"], second["voxel"]); err != nil || got != (Percentiles{}) {
+		t.Fatalf("an untouched stage between the reads: %+v, %v", got, err)
+	}
+	if _, err := Between(second["e2e"], first["e2e"]); err == nil {
+		t.Fatal("Between of the reads swapped: no error")
+	}
+	if _, err := Between(first["e2e"], "not a histogram"); err == nil {
+		t.Fatal("Between of garbage: no error")
+	}
+}
+
 func TestMetricsText(t *testing.T) {
 	r, ts := newTestServer(t, nil)
 	r.Record(StageInfer, 3*time.Millisecond)

@@ -427,6 +427,24 @@ type Snapshot struct {
 	Gauges     map[string]float64 `json:"gauges"`   // AddGaugeFunc
 }
 
+// Histograms flushes the record buffers and returns each stage's
+// since-start histogram by name, HdrHistogram's V2 encoding (base64; values
+// in µs), for Between.
+func (r *Recorder) Histograms() (map[string]string, error) {
+	out := make(map[string]string, len(r.stages))
+	r.readMu.Lock()
+	defer r.readMu.Unlock()
+	r.flushLocked(r.now())
+	for _, s := range r.stages {
+		enc, err := s.since.Encode()
+		if err != nil {
+			return nil, fmt.Errorf("telemetry: encode stage %s: %w", s.name, err)
+		}
+		out[s.name] = string(enc)
+	}
+	return out, nil
+}
+
 // Snapshot flushes the record buffers and summarises everything. It
 // allocates; reads are serialised.
 func (r *Recorder) Snapshot() Snapshot {

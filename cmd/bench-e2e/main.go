@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/zerohop/zerohop/internal/childproc"
+	"github.com/zerohop/zerohop/telemetry"
 )
 
 func main() {
@@ -163,30 +164,35 @@ func interrupted(ctx context.Context) error {
 	return fmt.Errorf("interrupted (%v): camera and agent stopped, temp dir removed", context.Cause(ctx))
 }
 
-type percentiles struct {
-	Count uint64  `json:"count"`
-	P50   float64 `json:"p50"`
-	P90   float64 `json:"p90"`
-	P99   float64 `json:"p99"`
-	P999  float64 `json:"p999"`
-	Max   float64 `json:"max"`
-}
+type percentiles = telemetry.Percentiles
 
+// snapshot is what the report takes from the agent's /latency: the stage
+// order and the frame counters.
 type snapshot struct {
-	Provider string `json:"provider"`
-	Stages   []struct {
-		Name       string      `json:"name"`
-		Window     percentiles `json:"window"`
-		SinceStart percentiles `json:"since_start"`
+	Stages []struct {
+		Name string `json:"name"`
 	} `json:"stages"`
 	Counters map[string]float64 `json:"counters"`
 }
 
+// histograms is the agent's /latency/hdr.
+type histograms struct {
+	Unit   string            `json:"unit"`
+	Stages map[string]string `json:"stages"`
+}
+
+// stage is one stage's latencies over the measured window.
+type stage struct {
+	name string
+	p    percentiles
+}
+
 type result struct {
 	transport           string
-	snap                snapshot
-	cameraCPU, agentCPU float64 // percent of one core
-	published           float64 // camera frames published (points topic)
+	stages              []stage            // over the measured window, in /latency's order
+	counters            map[string]float64 // the agent's, over the measured window
+	cameraCPU, agentCPU float64            // percent of one core
+	published           float64            // camera frames published (points topic)
 	seconds             float64
 }
 
@@ -238,9 +244,11 @@ func measure(ctx context.Context, o options, transport string) (result, error) {
 	}
 	defer agent.stop()
 
-	// Warm up, then measure: CPU from /proc, latencies since the agent's
-	// start (the first seconds include connecting and warm-up). A child
-	// that exits meanwhile ends the run with its exit status and stderr.
+	// Warm up, then measure: CPU from /proc, counters and latencies as the
+	// differences of the agent's since-start counters and histograms
+	// between the window's start and end, so that connecting and warm-up
+	// are left out. A child that exits meanwhile ends the run with its
+	// exit status and stderr.
 	if err := waitHealthy(ctx, "http://"+agentAddr+"/healthz", cam, agent); err != nil {
 		return result{}, err
 	}
@@ -248,23 +256,50 @@ func measure(ctx context.Context, o options, transport string) (result, error) {
 		return result{}, err
 	}
 	c0, a0 := cpuTicks(cam.cmd.Process.Pid), cpuTicks(agent.cmd.Process.Pid)
-	p0, _ := metric(ctx, "http://"+camAddr+"/metrics", `zerohop_camera_published_total{topic="points"}`)
+	p0, err := metric(ctx, "http://"+camAddr+"/metrics", `zerohop_camera_published_total{topic="points"}`)
+	if err != nil {
+		return result{}, fmt.Errorf("camera metrics at the window's start: %w", err)
+	}
+	var snap0 snapshot
+	var h0 histograms
+	if err := getJSON(ctx, "http://"+agentAddr+"/latency", &snap0); err != nil {
+		return result{}, err
+	}
+	if err := getJSON(ctx, "http://"+agentAddr+"/latency/hdr", &h0); err != nil {
+		return result{}, err
+	}
 	start := time.Now()
 	if err := hold(ctx, time.Duration(o.seconds)*time.Second, "while measuring", cam, agent); err != nil {
 		return result{}, err
 	}
 	el := time.Since(start).Seconds()
 	c1, a1 := cpuTicks(cam.cmd.Process.Pid), cpuTicks(agent.cmd.Process.Pid)
-	p1, _ := metric(ctx, "http://"+camAddr+"/metrics", `zerohop_camera_published_total{topic="points"}`)
-	var snap snapshot
-	if err := getJSON(ctx, "http://"+agentAddr+"/latency", &snap); err != nil {
+	p1, err := metric(ctx, "http://"+camAddr+"/metrics", `zerohop_camera_published_total{topic="points"}`)
+	if err != nil {
+		return result{}, fmt.Errorf("camera metrics at the window's end: %w", err)
+	}
+	var snap1 snapshot
+	var h1 histograms
+	if err := getJSON(ctx, "http://"+agentAddr+"/latency/hdr", &h1); err != nil {
 		return result{}, err
 	}
+	if err := getJSON(ctx, "http://"+agentAddr+"/latency", &snap1); err != nil {
+		return result{}, err
+	}
+	r := result{transport: transport, seconds: el, published: p1 - p0, counters: map[string]float64{}}
+	for _, st := range snap1.Stages {
+		p, err := telemetry.Between(h0.Stages[st.Name], h1.Stages[st.Name])
+		if err != nil {
+			return result{}, fmt.Errorf("agent stage %s over the window: %w", st.Name, err)
+		}
+		r.stages = append(r.stages, stage{st.Name, p})
+	}
+	for name, v := range snap1.Counters {
+		r.counters[name] = v - snap0.Counters[name]
+	}
 	const hz = 100 // USER_HZ on Linux
-	return result{
-		transport: transport, snap: snap, seconds: el, published: p1 - p0,
-		cameraCPU: float64(c1-c0) / hz / el * 100, agentCPU: float64(a1-a0) / hz / el * 100,
-	}, nil
+	r.cameraCPU, r.agentCPU = float64(c1-c0)/hz/el*100, float64(a1-a0)/hz/el*100
+	return r, nil
 }
 
 // svgName is the histogram file of one transport's run, beside out.
@@ -367,23 +402,23 @@ func report(o options, rs []result) string {
 	fmt.Fprintf(&b, "`bench-e2e --seconds %d --rate %g --transports %s` — %s, %s, %d CPUs, %s, %s, commit %s.\n\n",
 		o.seconds, o.rate, strings.Join(o.transports, ","), time.Now().UTC().Format("2006-01-02 15:04 UTC"), cpuModel(), runtime.NumCPU(), runtime.Version(), host, commit())
 	fmt.Fprintf(&b, "Camera: synthetic scene, 1280×720 rgb8 + 115,200 points per frame at %g Hz. Agent: CPU execution provider, ONNX Runtime 1 intra-op thread. ", o.rate)
-	b.WriteString("Latencies in µs from the agent's `/latency` (since start, HDR histogram). CPU in % of one core over the measured window (/proc utime+stime).\n\n")
+	b.WriteString("Latencies in µs over the measured window, warm-up left out: the agent's since-start HDR histograms (`/latency/hdr`) at the window's end less those at its start; nearest-rank percentiles. Frame counts and CPU (% of one core, /proc utime+stime) over the same window.\n\n")
 	for _, r := range rs {
 		fmt.Fprintf(&b, "## %s transport\n\n", r.transport)
 		b.WriteString("| stage | count | p50 | p90 | p99 | p99.9 | max |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
-		for _, s := range r.snap.Stages {
-			p := s.SinceStart
-			fmt.Fprintf(&b, "| %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f |\n", s.Name, p.Count, p.P50, p.P90, p.P99, p.P999, p.Max)
+		for _, s := range r.stages {
+			p := s.p
+			fmt.Fprintf(&b, "| %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f |\n", s.name, p.Count, p.P50, p.P90, p.P99, p.P999, p.Max)
 		}
-		c := r.snap.Counters
-		fmt.Fprintf(&b, "\nCPU: camera %.1f %%, agent %.1f %%. Frames in %.0f s: camera published %.0f clouds; agent processed %.0f frames total (received %.0f, dropped %.0f, superseded %.0f).\n\n",
+		c := r.counters
+		fmt.Fprintf(&b, "\nCPU: camera %.1f %%, agent %.1f %%. Frames in %.0f s: camera published %.0f clouds; agent processed %.0f frames (took up %.0f clouds and images, dropped %.0f, superseded %.0f).\n\n",
 			r.cameraCPU, r.agentCPU, r.seconds, r.published, c["frames_processed"], c["frames_received"], c["frames_dropped"], c["frames_superseded"])
 	}
 	if len(rs) == 2 {
 		e := func(r result, f func(percentiles) float64) float64 {
-			for _, s := range r.snap.Stages {
-				if s.Name == "e2e" {
-					return f(s.SinceStart)
+			for _, s := range r.stages {
+				if s.name == "e2e" {
+					return f(s.p)
 				}
 			}
 			return 0

@@ -11,9 +11,9 @@ import (
 // stacked beside it, as a self-contained SVG.
 func latencySVG(r result) string {
 	var e2e percentiles
-	for _, s := range r.snap.Stages {
-		if s.Name == "e2e" {
-			e2e = s.SinceStart
+	for _, s := range r.stages {
+		if s.name == "e2e" {
+			e2e = s.p
 		}
 	}
 	bars := []struct {
