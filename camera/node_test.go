@@ -448,3 +448,21 @@ func listeningFD(t *testing.T, path string) (int, bool) {
 	}
 	return 0, false
 }
+
+// TestRunROS2NodeRefusesAMirrorOnItsInput: a mirror on a topic the camera
+// reads would feed the camera its own frames without end (its reader is
+// the mirror's matched subscriber); refused before anything opens.
+func TestRunROS2NodeRefusesAMirrorOnItsInput(t *testing.T) {
+	for _, rc := range []ROS2NodeConfig{
+		{PointsTopic: "/points", PointsMirrorTopic: "points"},
+		{PointsTopic: "/points", ImageTopic: "/image_raw", ImageMirrorTopic: "/image_raw"},
+		{ImageTopic: "/camera/image", PointsMirrorTopic: "/camera/image"},
+	} {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second) // a node that starts ends by then
+		err := RunROS2Node(ctx, NodeConfig{Socket: filepath.Join(t.TempDir(), "c.sock"), MetricsAddr: ""}, rc)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "mirror-topic") || !strings.Contains(err.Error(), "its own mirror") {
+			t.Errorf("%+v: %v, want the mirror refused", rc, err)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -57,6 +58,19 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 	}
 	if rc.PointsTopic == "" && rc.ImageTopic == "" {
 		return errors.New("ros2 source: neither a points nor an image topic")
+	}
+	// A mirror on a topic the camera reads would feed it its own frames
+	// (its reader counts as the mirror's subscriber), without end.
+	for _, m := range []struct{ flag, topic string }{
+		{"--ros2-points-mirror-topic", rc.PointsMirrorTopic}, {"--ros2-image-mirror-topic", rc.ImageMirrorTopic},
+	} {
+		for _, in := range []struct{ flag, topic string }{
+			{"--ros2-points-topic", rc.PointsTopic}, {"--ros2-image-topic", rc.ImageTopic},
+		} {
+			if m.topic != "" && in.topic != "" && strings.TrimPrefix(m.topic, "/") == strings.TrimPrefix(in.topic, "/") {
+				return fmt.Errorf("%s %q is also %s: the camera would read its own mirror; give the mirror a topic of its own", m.flag, m.topic, in.flag)
+			}
+		}
 	}
 	sizes := PoolSizes{}
 	if rc.PointsTopic != "" {

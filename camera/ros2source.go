@@ -112,6 +112,7 @@ type ROS2Source struct {
 	cfg     ROS2SourceConfig
 	log     *zap.Logger
 	subs    []*ros2.Subscription
+	points  *ros2.Subscription // also in subs; nil if not subscribed
 	streams [2]ros2Stream
 }
 
@@ -151,7 +152,7 @@ func NewROS2Source(p *ros2.Participant, cam *Camera, pub Publisher, cfg ROS2Sour
 		if err != nil {
 			return nil, fmt.Errorf("camera: ros2 points topic %q: %w", cfg.PointsTopic, err)
 		}
-		s.subs = append(s.subs, sub)
+		s.subs, s.points = append(s.subs, sub), sub
 	}
 	if cfg.ImageTopic != "" {
 		sub, err := p.SubscribeImage(cfg.ImageTopic, opts, s.OnImage)
@@ -173,12 +174,18 @@ func (s *ROS2Source) Close() error {
 	return errors.Join(errs...)
 }
 
-// Stats returns topic's counters.
+// Stats returns topic's counters. Clouds the subscription skipped before
+// they reached OnPointCloud2 (more fields than it takes) count as received
+// and unsupported, so that the results still sum to what arrived.
 func (s *ROS2Source) Stats(topic int) ROS2Stats {
 	st := &s.streams[topic]
+	var skipped uint64
+	if topic == TopicPoints && s.points != nil {
+		skipped = s.points.Skipped()
+	}
 	return ROS2Stats{
-		Received: st.received.Load(), Published: st.published.Load(), Delivered: st.delivered.Load(),
-		Exhausted: st.exhausted.Load(), Unsupported: st.unsupported.Load(), TooLarge: st.tooLarge.Load(),
+		Received: st.received.Load() + skipped, Published: st.published.Load(), Delivered: st.delivered.Load(),
+		Exhausted: st.exhausted.Load(), Unsupported: st.unsupported.Load() + skipped, TooLarge: st.tooLarge.Load(),
 		Failed: st.failed.Load(), FrameIDs: st.frameIDs.Load(), Mirrored: st.mirrored.Load(),
 	}
 }

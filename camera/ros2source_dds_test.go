@@ -220,6 +220,23 @@ func TestROS2SourceCountsUnsupportedDriverCloud(t *testing.T) {
 	}
 }
 
+// TestROS2SourceCountsCloudWithTooManyFields: the subscription skips a
+// cloud of 33 fields before the source sees it; the source's counters (and
+// so /metrics) still count it, received and unsupported.
+func TestROS2SourceCountsCloudWithTooManyFields(t *testing.T) {
+	cfg := ros2Config(t)
+	src, _, _ := newDDSRig(t, cfg, nil)
+	startDriver(t, cfg, "cloud_wide", "rt/lidar/points", "10", "100")
+	for deadline := time.Now().Add(20 * time.Second); src.Stats(TopicPoints).Unsupported < 3; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats %+v: want 3 unsupported within 20 s", src.Stats(TopicPoints))
+		}
+	}
+	if st := src.Stats(TopicPoints); st.Received < st.Unsupported || st.Published != 0 {
+		t.Fatalf("stats %+v: every skipped cloud received, none published", st)
+	}
+}
+
 // The node serves ROS 2 frames to another subscriber over the unix
 // transport, as cmd/camera --source ros2 does.
 func TestRunROS2NodeServesDriverFramesOverUnixSocket(t *testing.T) {

@@ -11,6 +11,8 @@
 //       (each one IEEE operation, so that any compiler rounds them alike);
 //       bytes not covered by a field are 0xAB.
 //     KIND cloud_int16: as cloud, but x is INT16 (unsupported).
+//     KIND cloud_wide: as cloud, with 28 more UINT8 fields pad0..pad27
+//       (33 in all, more than a subscriber takes).
 //     KIND image: bgr8, width N (default 13), height 7, step 3N + 5; byte c
 //       of row r is (r*131 + c*7 + 3) & 0xff, row padding 0xEE.
 //   Prints READY, then publishes the message every PERIOD_MS until stdin
@@ -127,7 +129,7 @@ int main(int argc, char **argv)
 
   sensor_msgs_msg_dds__Image_ img;
   sensor_msgs_msg_dds__PointCloud2_ cloud;
-  sensor_msgs_msg_dds__PointField_ fields[5] = {
+  sensor_msgs_msg_dds__PointField_ fields[33] = {
     {.name = "y", .offset = 0, .datatype = 7, .count = 1},
     {.name = "z", .offset = 4, .datatype = 7, .count = 1},
     {.name = "x", .offset = 8, .datatype = 7, .count = 1},
@@ -136,6 +138,15 @@ int main(int argc, char **argv)
   };
   if (!strcmp(kind, "cloud_int16"))
     fields[2].datatype = 3;
+  uint32_t nfields = 5;
+  static char padnames[28][8];
+  if (!strcmp(kind, "cloud_wide")) {
+    for (int i = 0; i < 28; i++) {
+      snprintf(padnames[i], sizeof padnames[i], "pad%d", i);
+      fields[5 + i] = (sensor_msgs_msg_dds__PointField_){.name = padnames[i], .offset = 24, .datatype = 2, .count = 1};
+    }
+    nfields = 33;
+  }
   const void *sample;
   uint8_t *data;
   uint32_t len;
@@ -166,7 +177,7 @@ int main(int argc, char **argv)
     cloud.height = 1;
     cloud.width = n;
     cloud.fields._buffer = fields;
-    cloud.fields._length = cloud.fields._maximum = 5;
+    cloud.fields._length = cloud.fields._maximum = nfields;
     cloud.point_step = 32;
     cloud.row_step = 32 * n;
     cloud.is_dense = true;
