@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -114,6 +115,60 @@ type ROS2Source struct {
 	subs    []*ros2.Subscription
 	points  *ros2.Subscription // also in subs; nil if not subscribed
 	streams [2]ros2Stream
+	mirrors [2]*mirrorWorker // nil where cfg.Mirrors has none
+	// closeMirrors stops the workers once.
+	closeMirrors sync.Once
+}
+
+// mirrorWorker publishes one topic's mirror on a goroutine of its own: a
+// DDS write sends every fragment from the writing thread, so on a link
+// slower than the frames (a robot's Wi-Fi) it takes longer than a frame
+// period, and on the subscription's goroutine it would hold up the
+// camera's ingest. The callback copies a frame into buf only while the
+// worker is idle (busy false) and hands it over; while it is busy the
+// frame is not mirrored, and counted: the newest frame a link can carry,
+// never a queue.
+type mirrorWorker struct {
+	sink MirrorSink
+	st   *ros2Stream
+	log  *zap.Logger
+	busy atomic.Bool // set by the callback with buf filled, cleared by the worker when sent
+	wake chan struct{}
+	stop chan struct{}
+	done chan struct{}
+	h    handles.Handle // written by the callback before wake, read by the worker after
+	buf  []byte         // the pool's slot size; Go memory passed to C only for the write's duration
+}
+
+func (w *mirrorWorker) run() {
+	defer close(w.done)
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-w.wake:
+		}
+		if err := w.sink.Publish(&w.h, w.buf[:w.h.Length]); err != nil {
+			if w.st.mirrorErrors.Add(1) == 1 {
+				w.log.Warn("camera: ros2 mirror publish failed (logged once)", zap.Error(err))
+			}
+		} else {
+			w.st.mirrored.Add(1)
+		}
+		w.busy.Store(false)
+	}
+}
+
+// offer hands the frame in payload to the worker unless it is still
+// sending the last one; it never waits and allocates nothing.
+func (w *mirrorWorker) offer(h *handles.Handle, payload []byte) {
+	if !w.busy.CompareAndSwap(false, true) {
+		w.st.mirrorErrors.Add(1) // a frame the mirror dropped rather than wait
+		return
+	}
+	w.h = *h
+	copy(w.buf, payload)
+	w.wake <- struct{}{} // cap 1, and empty: the worker took the last one before clearing busy
 }
 
 // ros2Stream is one topic's state. h and seq are touched only by the
@@ -146,10 +201,21 @@ func NewROS2Source(p *ros2.Participant, cam *Camera, pub Publisher, cfg ROS2Sour
 	if cfg.ImageTopic != "" && cam.Pool(TopicImage) == nil {
 		return nil, fmt.Errorf("camera: ros2 image topic %q: no image pool (max image bytes is 0)", cfg.ImageTopic)
 	}
+	for topic, m := range cfg.Mirrors {
+		if m == nil || cam.Pool(topic) == nil {
+			continue
+		}
+		w := &mirrorWorker{sink: m, st: &s.streams[topic], log: cfg.Log,
+			wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+			buf: make([]byte, cam.Pool(topic).Geometry().SlotSize)}
+		s.mirrors[topic] = w
+		go w.run()
+	}
 	opts := ros2.SubscriptionOptions{QoS: cfg.QoS}
 	if cfg.PointsTopic != "" {
 		sub, err := p.SubscribePointCloud2(cfg.PointsTopic, opts, s.OnPointCloud2)
 		if err != nil {
+			s.Close()
 			return nil, fmt.Errorf("camera: ros2 points topic %q: %w", cfg.PointsTopic, err)
 		}
 		s.subs, s.points = append(s.subs, sub), sub
@@ -165,12 +231,21 @@ func NewROS2Source(p *ros2.Participant, cam *Camera, pub Publisher, cfg ROS2Sour
 	return s, nil
 }
 
-// Close stops the subscriptions, waiting for running callbacks. Idempotent.
+// Close stops the subscriptions, waiting for running callbacks, then the
+// mirror workers, waiting for a write in progress. Idempotent.
 func (s *ROS2Source) Close() error {
 	var errs []error
 	for _, sub := range s.subs {
 		errs = append(errs, sub.Close())
 	}
+	s.closeMirrors.Do(func() {
+		for _, w := range s.mirrors {
+			if w != nil {
+				close(w.stop)
+				<-w.done
+			}
+		}
+	})
 	return errors.Join(errs...)
 }
 
@@ -316,14 +391,8 @@ func (s *ROS2Source) publish(st *ros2Stream, topic int, slot pinned.Slot) {
 	// The slot's bytes are still this frame's after Publish: subscribers
 	// only read it, and if none holds it, it is free but only this
 	// goroutine (the topic's sole writer) would acquire it again.
-	if m := s.cfg.Mirrors[topic]; m != nil && m.Matched() > 0 {
-		if err := m.Publish(h, slot.Bytes()[:h.Length]); err != nil {
-			if st.mirrorErrors.Add(1) == 1 {
-				s.log.Warn("camera: ros2 mirror publish failed (logged once)", zap.Error(err))
-			}
-		} else {
-			st.mirrored.Add(1)
-		}
+	if w := s.mirrors[topic]; w != nil && w.sink.Matched() > 0 {
+		w.offer(h, slot.Bytes()[:h.Length])
 	}
 }
 

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -579,4 +582,137 @@ func TestROS2StampOnReceipt(t *testing.T) {
 	if h.CaptureNs < before || h.CaptureNs > after {
 		t.Fatalf("capture %d, want the arrival time in [%d, %d] (header stamp 1700000001.987654321)", h.CaptureNs, before, after)
 	}
+}
+
+// slowMirror is a FAKE MirrorSink whose Publish blocks until released: a
+// DDS write on a link slower than the frames.
+type slowMirror struct {
+	release chan struct{}
+	entered chan struct{} // one value per Publish begun
+	mu      sync.Mutex
+	got     []int64 // CaptureNs of each frame published
+}
+
+func (m *slowMirror) Matched() int { return 1 }
+
+func (m *slowMirror) Publish(h *handles.Handle, payload []byte) error {
+	m.entered <- struct{}{}
+	<-m.release
+	m.mu.Lock()
+	m.got = append(m.got, h.CaptureNs)
+	m.mu.Unlock()
+	return nil
+}
+
+// TestSlowMirrorNeverHoldsUpIngest: while the mirror is stuck writing one
+// frame, the callback goes on publishing frames to the agent at once; the
+// frames the mirror cannot take are counted, and once it is free it gets
+// the next one, not a queue of old ones.
+func TestSlowMirrorNeverHoldsUpIngest(t *testing.T) {
+	cam, err := New(Config{Source: PoolSizes{Points: 10, ImageBytes: 100}, Slots: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cam.Close()
+	tr, err := transport.NewInproc(transport.InprocConfig{Topics: []transport.Topic{
+		{Name: TopicName(TopicPoints), Kind: Kind(TopicPoints), Pool: cam.Pool(TopicPoints)},
+		{Name: TopicName(TopicImage), Kind: Kind(TopicImage), Pool: cam.Pool(TopicImage)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	m := &slowMirror{release: make(chan struct{}), entered: make(chan struct{}, 16)}
+	src, err := NewROS2Source(nil, cam, tr, ROS2SourceConfig{Mirrors: [2]MirrorSink{TopicImage: m}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var released sync.Once
+	defer func() { released.Do(func() { close(m.release) }); src.Close() }()
+	img, _ := buildImage("mono8", 10, 10, 1, 0)
+	img.Nanosec = 0
+	send := func(stamp int32) {
+		t.Helper()
+		img.Sec = stamp
+		done := make(chan struct{})
+		go func() { src.OnImage(img); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("OnImage waited for the mirror")
+		}
+		if l, ok := tr.TryLatest(TopicImage); ok {
+			l.Release()
+		}
+	}
+	send(1)
+	<-m.entered // the mirror is now stuck in frame 1
+	for stamp := int32(2); stamp <= 6; stamp++ {
+		send(stamp)
+	}
+	if st := src.Stats(TopicImage); st.Published != 6 {
+		t.Fatalf("stats %+v: want all 6 frames published while the mirror was stuck", st)
+	}
+	if n := src.streams[TopicImage].mirrorErrors.Load(); n != 5 {
+		t.Fatalf("%d frames counted as not mirrored, want 5", n)
+	}
+	released.Do(func() { close(m.release) })
+	for deadline := time.Now().Add(5 * time.Second); src.Stats(TopicImage).Mirrored < 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the stuck frame was never mirrored")
+		}
+	}
+	send(7) // the mirror is free again: it takes the newest frame
+	for deadline := time.Now().Add(5 * time.Second); src.Stats(TopicImage).Mirrored < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the frame after the stall was never mirrored")
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if want := []int64{1e9, 7e9}; len(m.got) != 2 || m.got[0] != want[0] || m.got[1] != want[1] {
+		t.Fatalf("mirrored capture times %v, want %v (frame 1, then the newest, 7)", m.got, want)
+	}
+}
+
+// countingMirror is a FAKE MirrorSink that only counts.
+type countingMirror struct{ n atomic.Int64 }
+
+func (m *countingMirror) Matched() int                          { return 1 }
+func (m *countingMirror) Publish(*handles.Handle, []byte) error { m.n.Add(1); return nil }
+
+// TestMirroredIngestAllocatesNothing: an image taken in and handed to the
+// mirror's worker allocates nothing, on either side.
+func TestMirroredIngestAllocatesNothing(t *testing.T) {
+	cam, err := New(Config{Source: PoolSizes{Points: 10, ImageBytes: 100}, Slots: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cam.Close()
+	m := &countingMirror{}
+	src, err := NewROS2Source(nil, cam, discardPublisher{cam}, ROS2SourceConfig{Mirrors: [2]MirrorSink{TopicImage: m}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	img, _ := buildImage("mono8", 10, 10, 1, 0)
+	allocs := testing.AllocsPerRun(200, func() {
+		src.OnImage(img)
+		for src.mirrors[TopicImage].busy.Load() { // let the worker finish, so each frame is mirrored
+			runtime.Gosched()
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("%.1f allocations per mirrored image, want 0", allocs)
+	}
+	if m.n.Load() < 200 {
+		t.Errorf("%d images mirrored, want every one", m.n.Load())
+	}
+}
+
+// discardPublisher publishes to nobody: the pool frees the slot at once.
+type discardPublisher struct{ cam *Camera }
+
+func (d discardPublisher) Publish(topic int, slot pinned.Slot, _ *handles.Handle) (int, error) {
+	_, err := d.cam.Pool(topic).Publish(slot, 0)
+	return 0, err
 }
