@@ -221,6 +221,24 @@ type endpoint struct {
 	matched atomic.Int32 // current matched remote endpoints, kept by the status goroutine
 	// Touched only by the status goroutine.
 	lastMatchedTotal, lastIncompatible, lastLost uint32
+	lastLostLogged                               uint32 // lostTotal at the last "samples lost" line
+	lostLog                                      throttle
+}
+
+// lostLogEvery is the most often one endpoint logs lost samples: on a
+// lossy link a BEST_EFFORT reader of large frames can lose one per frame.
+const lostLogEvery = 10 * time.Second
+
+// throttle passes at most one event per interval; the zero value passes
+// the first.
+type throttle struct{ last time.Time }
+
+func (t *throttle) allow(now time.Time, every time.Duration) bool {
+	if !t.last.IsZero() && now.Sub(t.last) < every {
+		return false
+	}
+	t.last = now
+	return true
 }
 
 // defaultMaxBlocking is a RELIABLE writer's max_blocking_time unless it
@@ -370,8 +388,12 @@ func (ep *endpoint) report() {
 			zap.Uint32("total", st.incompatibleTotal), zap.String("hint", ep.qosHint(policy)))
 	}
 	if st.lostTotal != ep.lastLost {
+		// The total carries what lines held back in between.
+		if ep.lostLog.allow(time.Now(), lostLogEvery) {
+			log.Warn("ros2: samples lost (logged at most every 10 s per topic)", zap.Uint32("total", st.lostTotal), zap.Uint32("since_last_line", st.lostTotal-ep.lastLostLogged))
+			ep.lastLostLogged = st.lostTotal
+		}
 		ep.lastLost = st.lostTotal
-		log.Warn("ros2: samples lost", zap.Uint32("total", st.lostTotal), zap.Int32("change", st.lostChange))
 	}
 }
 
