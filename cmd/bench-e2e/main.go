@@ -256,17 +256,9 @@ func measure(ctx context.Context, o options, transport string) (result, error) {
 		return result{}, err
 	}
 	c0, a0 := cpuTicks(cam.cmd.Process.Pid), cpuTicks(agent.cmd.Process.Pid)
-	p0, err := metric(ctx, "http://"+camAddr+"/metrics", `zerohop_camera_published_total{topic="points"}`)
+	w0, err := readCounts(ctx, camAddr, agentAddr)
 	if err != nil {
-		return result{}, fmt.Errorf("camera metrics at the window's start: %w", err)
-	}
-	var snap0 snapshot
-	var h0 histograms
-	if err := getJSON(ctx, "http://"+agentAddr+"/latency", &snap0); err != nil {
-		return result{}, err
-	}
-	if err := getJSON(ctx, "http://"+agentAddr+"/latency/hdr", &h0); err != nil {
-		return result{}, err
+		return result{}, fmt.Errorf("at the window's start: %w", err)
 	}
 	start := time.Now()
 	if err := hold(ctx, time.Duration(o.seconds)*time.Second, "while measuring", cam, agent); err != nil {
@@ -274,19 +266,12 @@ func measure(ctx context.Context, o options, transport string) (result, error) {
 	}
 	el := time.Since(start).Seconds()
 	c1, a1 := cpuTicks(cam.cmd.Process.Pid), cpuTicks(agent.cmd.Process.Pid)
-	p1, err := metric(ctx, "http://"+camAddr+"/metrics", `zerohop_camera_published_total{topic="points"}`)
+	w1, err := readCounts(ctx, camAddr, agentAddr)
 	if err != nil {
-		return result{}, fmt.Errorf("camera metrics at the window's end: %w", err)
+		return result{}, fmt.Errorf("at the window's end: %w", err)
 	}
-	var snap1 snapshot
-	var h1 histograms
-	if err := getJSON(ctx, "http://"+agentAddr+"/latency/hdr", &h1); err != nil {
-		return result{}, err
-	}
-	if err := getJSON(ctx, "http://"+agentAddr+"/latency", &snap1); err != nil {
-		return result{}, err
-	}
-	r := result{transport: transport, seconds: el, published: p1 - p0, counters: map[string]float64{}}
+	snap0, snap1, h0, h1 := w0.snap, w1.snap, w0.hist, w1.hist
+	r := result{transport: transport, seconds: el, published: w1.published - w0.published, counters: map[string]float64{}}
 	for _, st := range snap1.Stages {
 		p, err := telemetry.Between(h0.Stages[st.Name], h1.Stages[st.Name])
 		if err != nil {
@@ -300,6 +285,29 @@ func measure(ctx context.Context, o options, transport string) (result, error) {
 	const hz = 100 // USER_HZ on Linux
 	r.cameraCPU, r.agentCPU = float64(c1-c0)/hz/el*100, float64(a1-a0)/hz/el*100
 	return r, nil
+}
+
+// counts is what a window's start and end read: the camera's published
+// clouds, the agent's counters and since-start histograms.
+type counts struct {
+	published float64
+	snap      snapshot
+	hist      histograms
+}
+
+func readCounts(ctx context.Context, camAddr, agentAddr string) (counts, error) {
+	var c counts
+	var err error
+	if c.published, err = metric(ctx, "http://"+camAddr+"/metrics", `zerohop_camera_published_total{topic="points"}`); err != nil {
+		return c, fmt.Errorf("camera metrics: %w", err)
+	}
+	if err := getJSON(ctx, "http://"+agentAddr+"/latency/hdr", &c.hist); err != nil {
+		return c, err
+	}
+	if err := getJSON(ctx, "http://"+agentAddr+"/latency", &c.snap); err != nil {
+		return c, err
+	}
+	return c, nil
 }
 
 // svgName is the histogram file of one transport's run, beside out.
