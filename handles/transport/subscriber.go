@@ -540,12 +540,13 @@ func (s *Subscriber) take(ss *session, b []byte, now int64) error {
 		return fmt.Errorf("%w: handle for pool %d slot %d generation %d, which we already hold", ErrProtocol, h.PoolID, h.Slot, h.Generation)
 	}
 	ss.refs.Add(1)
-	s.received.Add(1)
 	l := Lease{Handle: h, Topic: ti, ReceivedNs: now, data: ss.views[ti].Slot(h.Slot)[:h.Length], owner: ss}
 	if s.cfg.OnLease != nil {
 		s.cfg.OnLease(l)
 	} else {
 		s.mail[ti].put(l)
 	}
+	// Counted once queued: whoever sees the count can take the lease.
+	s.received.Add(1)
 	return nil
 }
