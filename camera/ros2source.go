@@ -180,6 +180,7 @@ type ros2Stream struct {
 	received, published, delivered, exhausted atomic.Uint64
 	unsupported, tooLarge, failed, frameIDs   atomic.Uint64
 	mirrored, mirrorErrors                    atomic.Uint64
+	zeroStamps                                atomic.Uint64 // header.stamp {0, 0}, without StampOnReceipt
 }
 
 // NewROS2Source subscribes to the configured topics on p and publishes
@@ -344,6 +345,11 @@ func (s *ROS2Source) stamp(st *ros2Stream, topic int, sec int32, nanosec uint32,
 	h.CaptureNs = int64(sec)*1e9 + int64(nanosec)
 	if s.cfg.StampOnReceipt {
 		h.CaptureNs = time.Now().UnixNano()
+	} else if h.CaptureNs == 0 && st.zeroStamps.Add(1) == 1 {
+		// The agent would drop every such frame as 55 years old, and say
+		// only that its stamp is too far from its clock.
+		s.log.Warn("camera: ros2 header.stamp is 0 (the driver does not set it); the agent drops such frames as stale: start the camera with --ros2-stamp receipt (logged once)",
+			zap.String("topic", TopicName(topic)))
 	}
 	h.Checksum = 0
 	if len(frameID) == 0 {

@@ -716,3 +716,27 @@ func (d discardPublisher) Publish(topic int, slot pinned.Slot, _ *handles.Handle
 	_, err := d.cam.Pool(topic).Publish(slot, 0)
 	return 0, err
 }
+
+// TestZeroHeaderStampIsWarnedOnce: a driver that leaves header.stamp 0
+// gets one warning naming the fix; the agent would otherwise only say its
+// frames are stale.
+func TestZeroHeaderStampIsWarnedOnce(t *testing.T) {
+	r := newROS2Rig(t, PoolSizes{Points: 10, ImageBytes: 100}, 4)
+	img, _ := buildImage("mono8", 10, 10, 1, 0)
+	img.Sec, img.Nanosec = 0, 0
+	for range 3 {
+		r.src.OnImage(img)
+		if l, ok := r.tr.TryLatest(TopicImage); ok {
+			l.Release()
+		}
+	}
+	if n := r.logs.FilterMessageSnippet("header.stamp is 0").FilterMessageSnippet("--ros2-stamp receipt").Len(); n != 1 {
+		t.Fatalf("%d warnings for three zero stamps, want 1", n)
+	}
+	img.Sec = 1700000000 // stamped: no warning
+	r2 := newROS2Rig(t, PoolSizes{Points: 10, ImageBytes: 100}, 4)
+	r2.src.OnImage(img)
+	if n := r2.logs.FilterMessageSnippet("header.stamp is 0").Len(); n != 0 {
+		t.Fatalf("a stamped image warned %d times", n)
+	}
+}
