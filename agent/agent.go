@@ -127,12 +127,12 @@ type Pipeline struct {
 	stalls    atomic.Uint64
 	pubMu     sync.Mutex // serialises Sink calls and what follows
 	// Under pubMu: zeroedUntil is the busyUntil of the frame the stall
-	// guard has published zero for (that frame may publish only zero);
-	// stopping: the context is done, every command from now on is zero.
+	// guard has published zero for (that frame may publish only zero).
 	zeroedUntil int64
-	stopping    bool
-	// runDone is Run's ctx.Done(), set before anything publishes: a frame
-	// that reaches pubMu before the guard has seen the cancel sees it too.
+	// runDone is Run's ctx.Done(), set before anything publishes: once it
+	// is closed every frame command is zero (publishFrame checks it under
+	// pubMu), also for a frame that gets there before the guard has sent
+	// its zero for the cancel.
 	runDone <-chan struct{}
 
 	// While the GPU filters a cloud, the CPU preprocesses the frame's
@@ -599,10 +599,10 @@ func (p *Pipeline) Last() planner.Twist {
 // Fresh returned as at. The command is zero when the watchdog says so,
 // when the frame is older than the period by now (its stages stalled):
 // never a command from a stale frame, whatever newer frames arrived; and
-// when the stall guard has zeroed for this frame or the pipeline is
-// stopping, which is checked, the command sent and the busy period ended
-// in one step under pubMu: the guard cannot zero between the check and
-// the send, nor right after it. (The watchdog is asked before, without
+// when the stall guard has zeroed for this frame or Run's context is done,
+// which is checked, the command sent and the busy period ended in one
+// step under pubMu: the guard cannot zero between the check and the send,
+// nor right after it. (The watchdog is asked before, without
 // pubMu, which is held no longer than the send needs: its incident
 // callbacks log.) The stamp is at: the capture time, or when the frame
 // arrived if its stamp lay ahead of our clock.
@@ -610,7 +610,7 @@ func (p *Pipeline) publishFrame(cmd planner.Twist, at time.Time) {
 	out := p.cfg.Watchdog.OutputFrame(time.Now(), at, cmd, p.cfg.Planner)
 	p.pubMu.Lock()
 	defer p.pubMu.Unlock()
-	if p.stopping || p.zeroedUntil == p.busyUntil.Load() || closed(p.runDone) {
+	if p.zeroedUntil == p.busyUntil.Load() || closed(p.runDone) {
 		p.cfg.Planner.Reset() // ramp up from rest, as after any zero
 		out = planner.Zero()
 	}
@@ -632,16 +632,6 @@ func (p *Pipeline) publishZeroIfBusyUntil(until int64, now time.Time) (busy bool
 	return true, p.publishLocked(planner.Zero(), now)
 }
 
-// publishStopping makes every later command zero and publishes one now:
-// the first thing the pipeline does when its context ends, even while a
-// stage hangs.
-func (p *Pipeline) publishStopping(now time.Time) {
-	p.pubMu.Lock()
-	defer p.pubMu.Unlock()
-	p.stopping = true
-	p.publishLocked(planner.Zero(), now)
-}
-
 // Stalls counts frames whose stages outlasted the watchdog timeout, each
 // answered by a zero command from the stall guard. Safe for concurrent
 // use.
@@ -650,8 +640,7 @@ func (p *Pipeline) Stalls() uint64 { return p.stalls.Load() }
 // guardStalls publishes zero for each frame whose stages run past the
 // point where it is older than the watchdog timeout, retrying on each tick
 // until the sink takes it, and logs the first stall of a run of them;
-// when ctx ends it publishes zero at once (publishStopping), a hung stage
-// or not. It stops when stop is closed. It touches only the sink (under
+// when ctx ends it publishes zero at once, a hung stage or not. It stops when stop is closed. It touches only the sink (under
 // pubMu) and atomics: the planner and watchdog belong to the pipeline
 // goroutine, which resets the planner when its late frame publishes
 // (zero: publishFrame).
@@ -668,8 +657,10 @@ func (p *Pipeline) guardStalls(ctx context.Context, stop <-chan struct{}) {
 		case <-stop:
 			return
 		case <-done:
+			// Zero at once, a hung stage or not; publishFrame sends
+			// nothing else from now on.
 			done = nil
-			p.publishStopping(time.Now())
+			p.publish(planner.Zero(), time.Now())
 		case <-t.C:
 			// Not the tick's own time: a tick that waited in the channel
 			// (this process paused) would stamp the zero in the past.

@@ -95,11 +95,13 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		log = zap.NewNop()
 	}
 	// Every setting first: a replay is read into memory before it runs.
-	switch {
-	case cfg.Transport != "" && cfg.Transport != "unix" && cfg.Transport != "copy":
+	if cfg.Transport != "" && cfg.Transport != "unix" && cfg.Transport != "copy" {
 		return fmt.Errorf(`--transport %q: want "unix" or "copy"`, cfg.Transport)
-	case cfg.Rate != 0 && CheckRate(cfg.Rate) != nil:
-		return fmt.Errorf("--rate: %w (0: the default, 30)", CheckRate(cfg.Rate))
+	}
+	if cfg.Rate != 0 {
+		if err := CheckRate(cfg.Rate); err != nil {
+			return fmt.Errorf("--rate: %w (0: the default, 30)", err)
+		}
 	}
 	// The metrics port too: taken, it must fail the start, not after a
 	// replay has been read into memory.
