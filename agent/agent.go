@@ -95,6 +95,12 @@ type Pipeline struct {
 	// staleLogged: a frame was dropped as stale and logged; no more lines
 	// until a fresh one arrives.
 	staleLogged bool
+	// outOfOrderLogged: a fresh frame older than the newest was dropped
+	// and logged; no more lines until a newer frame arrives.
+	outOfOrderLogged bool
+	// newestSeq is the sequence number of the newest fresh frame, for the
+	// out-of-order line.
+	newestSeq uint64
 	// reclaimedLogged: a frame whose slots the camera reclaimed mid-stages
 	// was dropped and logged; no more lines until a frame is planned.
 	reclaimedLogged bool
@@ -363,8 +369,9 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 	// off by more than the watchdog period) is not planned at all; the
 	// watchdog's incident line names its age.
 	now := time.Now()
-	at, fresh := p.cfg.Watchdog.Fresh(stamp, now)
-	if !fresh {
+	at, verdict := p.cfg.Watchdog.Fresh(stamp, now)
+	switch verdict {
+	case planner.FrameStale:
 		rec.Inc(telemetry.FramesDropped)
 		if !p.staleLogged { // once per run of such frames: it is usually every frame
 			p.staleLogged = true
@@ -372,8 +379,20 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 				zap.Duration("age", now.Sub(stamp)), zap.Duration("watchdog", p.cfg.Watchdog.Timeout()), zap.Uint64("seq", cloud.Handle.Seq))
 		}
 		return
+	case planner.FrameOutOfOrder:
+		// Planning it would replace the command from a newer frame with
+		// one from older data; it keeps nothing alive either.
+		rec.Inc(telemetry.FramesDropped)
+		if !p.outOfOrderLogged {
+			p.outOfOrderLogged = true
+			p.log.Warn("frames dropped: capture stamp not newer than the newest frame's (does the driver stamp out of order, or do two publishers share the topic?)",
+				zap.Uint64("seq", cloud.Handle.Seq), zap.Uint64("newest_seq", p.newestSeq))
+		}
+		return
 	}
 	p.staleLogged = false
+	p.outOfOrderLogged = false
+	p.newestSeq = cloud.Handle.Seq
 	// The stall guard zeroes once this frame is older than the period by
 	// the watchdog's rule (from its time at, not from when its stages
 	// start, which may be most of a period later).

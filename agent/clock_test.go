@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/zerohop/zerohop/camera"
 	"github.com/zerohop/zerohop/handles"
 	"github.com/zerohop/zerohop/pinned"
 	"github.com/zerohop/zerohop/telemetry"
@@ -55,6 +59,54 @@ func oldFrameDeliveredLate(t *testing.T, skew time.Duration) {
 	}
 	if !c.pipe.staleLogged {
 		t.Errorf("stamp shifted by %v: the dropped frame was not logged", skew)
+	}
+}
+
+// TestOutOfOrderFrameIsNotPlanned: after a fresh frame, fresh frames
+// stamped before it arrive (a driver stamping out of order, two publishers
+// on one topic). Each is dropped and counted, gives its image back,
+// publishes nothing and allocates nothing; one line says why; the next
+// newer frame is planned again. The watchdog period is 1 s so that every
+// older frame, stamped 500 ms before the first, is well inside it.
+func TestOutOfOrderFrameIsNotPlanned(t *testing.T) {
+	c := newComposedWith(t, composedOptions{watchdog: time.Second})
+	core, logs := observer.New(zap.InfoLevel)
+	c.pipe.log = zap.New(core)
+	var h handles.Handle
+	c.step(t, 0, &h)
+	published := len(c.sink.since(time.Time{}))
+	processed, dropped := c.rec.Count(telemetry.FramesProcessed), c.rec.Count(telemetry.FramesDropped)
+	seq := uint64(1)
+	var behind camera.Publisher = skewedPublisher{c.inproc, -500 * time.Millisecond}
+	older := func() {
+		if err := c.cam.Frame(seq, behind, &h); err != nil {
+			t.Fatal(err)
+		}
+		seq++
+		c.pipe.frame(<-c.inproc.C(TopicPoints))
+		if c.pipe.hasImg || c.cam.Pool(TopicImage).InUse() != 0 {
+			t.Fatalf("out-of-order frame %d still holds its image", seq-1)
+		}
+	}
+	older()
+	if allocs := testing.AllocsPerRun(5, older); allocs != 0 {
+		t.Errorf("an out-of-order frame allocates %.1f times, want 0", allocs)
+	}
+	if n := len(c.sink.since(time.Time{})); n != published {
+		t.Errorf("%d commands published from frames older than the newest, want none", n-published)
+	}
+	if got := c.rec.Count(telemetry.FramesProcessed); got != processed {
+		t.Errorf("frames_processed %d → %d, want unchanged", processed, got)
+	}
+	if got := c.rec.Count(telemetry.FramesDropped); got != dropped+7 {
+		t.Errorf("frames_dropped %d → %d, want 7 more", dropped, got)
+	}
+	if warned := logs.FilterMessageSnippet("not newer than the newest").All(); len(warned) != 1 || warned[0].ContextMap()["newest_seq"] != uint64(0) {
+		t.Errorf("want one line naming newest_seq 0, got %v", logs.All())
+	}
+	c.step(t, seq, &h)
+	if n := len(c.sink.since(time.Time{})); n != published+1 {
+		t.Errorf("%d commands for the next newer frame, want 1", n-published)
 	}
 }
 

@@ -119,9 +119,9 @@ func TestFrameTheGuardZeroedPublishesOnlyZero(t *testing.T) {
 		{"a frame after the context ended", false, true, planner.Twist{}},
 	} {
 		now := time.Now()
-		at, fresh := c.pipe.cfg.Watchdog.Fresh(now, now)
-		if !fresh {
-			t.Fatal("a frame stamped now is not fresh")
+		at, v := c.pipe.cfg.Watchdog.Fresh(now, now)
+		if v != planner.FrameNewest {
+			t.Fatalf("a frame stamped now is %v, want newest", v)
 		}
 		c.pipe.lastUntil++
 		until := c.pipe.lastUntil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -75,8 +76,8 @@ type WatchdogConfig struct {
 // clock is injected: every time comes from the caller. Safe for concurrent
 // use; Check, Fresh and Fail do not allocate except when an incident starts.
 //
-// Call order per frame: at, fresh := Fresh(stamp, now) when the frame is
-// taken (drop it when !fresh), Fail(stage, err) when any stage fails, and
+// Call order per frame: at, v := Fresh(stamp, now) when the frame is
+// taken (drop it unless v is FrameNewest), Fail(stage, err) when any stage fails, and
 // OutputFrame(now, at, …) just before publishing, after the frame's
 // stages; Check between frames. A failure is cleared by the next fresh
 // frame with a newer stamp; if that frame fails too, Fail must come before
@@ -95,6 +96,7 @@ type Watchdog struct {
 	mu         sync.Mutex
 	haveFrame  bool
 	newest     time.Time // newest fresh frame's time (Fresh's at); valid if haveFrame
+	newestRaw  time.Time // its stamp as given, which orders frames even when at was clamped
 	refused    bool      // a frame was not fresh since the newest fresh one
 	refusedAge time.Duration
 	refusedNew bool // refused since the incident's Detail was written
@@ -128,20 +130,52 @@ func NewWatchdog(cfg WatchdogConfig) (*Watchdog, error) {
 // Timeout returns the effective timeout.
 func (w *Watchdog) Timeout() time.Duration { return w.timeout }
 
+// Freshness is Fresh's verdict on a frame.
+type Freshness uint8
+
+const (
+	// FrameStale: the stamp is more than Timeout from now, either way.
+	// Drop the frame.
+	FrameStale Freshness = iota
+	// FrameNewest: fresh, and newer than every frame seen. Plan it.
+	FrameNewest
+	// FrameOutOfOrder: fresh, but its stamp is not newer than the newest
+	// frame's (a driver that stamps out of order, two publishers on one
+	// topic, a frame delivered twice). Drop it: planning it would act on
+	// older data than the command already sent, and it must not keep the
+	// command alive, so it changes nothing in the watchdog.
+	FrameOutOfOrder
+)
+
+func (f Freshness) String() string {
+	switch f {
+	case FrameStale:
+		return "stale"
+	case FrameNewest:
+		return "newest"
+	case FrameOutOfOrder:
+		return "out_of_order"
+	}
+	return "Freshness(" + strconv.Itoa(int(f)) + ")"
+}
+
 // Fresh reports a frame with capture time frameStamp, taken at now. It
 // returns at, the frame's time as the watchdog counts it (frameStamp, or
-// now when frameStamp is ahead of now), for OutputFrame; and whether the
-// frame is fresh: frameStamp within Timeout of now, either way. A frame
-// that is not fresh changes nothing but Check's reason (it names the
-// frame's age); the caller drops it. A fresh frame newer than the newest
-// one seen becomes the newest and clears a pending stage failure; so does
-// any fresh frame once the newest lies more than Timeout ahead of now,
-// which only a clock stepped back (NTP, an RTC corrected after boot) can
-// make: else every command would be zero until the clock caught up. A
-// fresh frame after the newest had gone stale, seen by no Check meanwhile,
-// ends an incident that began unseen: it is counted, OnIncident and
-// OnRecover are called, and the next Output is zero and resets the planner.
-func (w *Watchdog) Fresh(frameStamp, now time.Time) (at time.Time, fresh bool) {
+// now when frameStamp is ahead of now), for OutputFrame; and its verdict.
+// A frame is fresh when frameStamp lies within Timeout of now, either way.
+// A frame that is not fresh changes nothing but Check's reason (it names
+// the frame's age). A fresh frame whose stamp is newer than the newest
+// one's becomes the newest (FrameNewest) and clears a pending stage
+// failure; so does any fresh frame once the newest lies more than Timeout
+// ahead of now, which only a clock stepped back (NTP, an RTC corrected
+// after boot) can make: else every command would be zero until the clock
+// caught up. Any other fresh frame is FrameOutOfOrder and changes nothing.
+// Frames are ordered by their stamps as given, so that clamping two
+// frames ahead of the clock to now cannot reorder them. A fresh frame
+// after the newest had gone stale, seen by no Check meanwhile, ends an
+// incident that began unseen: it is counted, OnIncident and OnRecover are
+// called, and the next Output is zero and resets the planner.
+func (w *Watchdog) Fresh(frameStamp, now time.Time) (at time.Time, verdict Freshness) {
 	at = frameStamp
 	if at.After(now) {
 		// Wall clock only, as the stamps are: a monotonic reading kept
@@ -150,13 +184,15 @@ func (w *Watchdog) Fresh(frameStamp, now time.Time) (at time.Time, fresh bool) {
 		at = now.Round(0)
 	}
 	age := now.Sub(frameStamp)
-	fresh = age <= w.timeout && age >= -w.timeout
+	verdict = FrameOutOfOrder
 	var unseen Incident // a stale period no Check saw, over now
 	w.mu.Lock()
 	switch {
-	case !fresh:
+	case age > w.timeout || age < -w.timeout:
+		verdict = FrameStale
 		w.refused, w.refusedAge, w.refusedNew = true, age, true
-	case !w.haveFrame || at.After(w.newest) || w.newest.After(now.Add(w.timeout)):
+	case !w.haveFrame || frameStamp.After(w.newestRaw) || w.newest.After(now.Add(w.timeout)):
+		verdict = FrameNewest
 		if gap := now.Sub(w.newest); w.haveFrame && !w.active && gap > w.timeout {
 			// The newest frame went stale and no Check saw it (this
 			// process did not run: paused, frozen, starved; or the caller
@@ -167,7 +203,7 @@ func (w *Watchdog) Fresh(frameStamp, now time.Time) (at time.Time, fresh bool) {
 			w.counts[ReasonStale]++
 			w.needReset = true
 		}
-		w.haveFrame, w.newest = true, at
+		w.haveFrame, w.newest, w.newestRaw = true, at, frameStamp
 		w.refused = false
 		w.failed = false
 		w.failErr = nil
@@ -181,7 +217,7 @@ func (w *Watchdog) Fresh(frameStamp, now time.Time) (at time.Time, fresh bool) {
 			w.onRecover(unseen)
 		}
 	}
-	return at, fresh
+	return at, verdict
 }
 
 // Fail reports that a stage failed. The output stays zero until a frame

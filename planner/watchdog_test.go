@@ -445,9 +445,9 @@ func TestWatchdogOutputFrameJudgesTheFramesOwnAge(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := mustNew(t, Config{})
 			w, _ := newLoggedWatchdog(t, WatchdogConfig{})
-			at, fresh := w.Fresh(t0.Add(tc.stamp), t0.Add(tc.taken))
-			if !fresh || at.After(t0.Add(tc.taken)) {
-				t.Fatalf("Fresh = %v, %v; want fresh, at most the time it was taken", at, fresh)
+			at, v := w.Fresh(t0.Add(tc.stamp), t0.Add(tc.taken))
+			if v != FrameNewest || at.After(t0.Add(tc.taken)) {
+				t.Fatalf("Fresh = %v, %v; want newest, at most the time it was taken", at, v)
 			}
 			if tc.newerAt != 0 {
 				w.Fresh(t0.Add(tc.newerAt), t0.Add(tc.newerAt))
@@ -471,7 +471,7 @@ func TestWatchdogReasonNamesDroppedFramesMidIncident(t *testing.T) {
 	w.Check(t0) // the agent's tick before the camera is up
 	for i := 1; i <= 30; i++ {
 		now := t0.Add(time.Duration(i) * 33 * time.Millisecond)
-		if _, fresh := w.Fresh(now.Add(time.Second), now); fresh {
+		if _, v := w.Fresh(now.Add(time.Second), now); v != FrameStale {
 			t.Fatal("a frame stamped 1 s ahead was fresh")
 		}
 		w.Check(now)
@@ -501,9 +501,9 @@ func TestWatchdogClockSteppedBack(t *testing.T) {
 	for k := range 10 {
 		stamp := back.Add(time.Duration(k) * 33 * ms)
 		now := stamp.Add(5 * ms)
-		at, fresh := w.Fresh(stamp, now)
-		if !fresh {
-			t.Fatalf("frame %d after the step: not fresh", k)
+		at, v := w.Fresh(stamp, now)
+		if v != FrameNewest {
+			t.Fatalf("frame %d after the step: %v, want newest", k, v)
 		}
 		if _, err := p.Plan(Input{Scores: scores(0, 0, 0, 0, 1, 0, 0, 0, 0)}, now); err != nil {
 			t.Fatal(err)
@@ -515,7 +515,7 @@ func TestWatchdogClockSteppedBack(t *testing.T) {
 		}
 	}
 	// A frame from before the step is an hour ahead now: still refused.
-	if _, fresh := w.Fresh(t0, back.Add(time.Second)); fresh {
+	if _, v := w.Fresh(t0, back.Add(time.Second)); v != FrameStale {
 		t.Fatal("a frame stamped before the step counted as fresh")
 	}
 }
@@ -526,11 +526,73 @@ func TestWatchdogClockSteppedBack(t *testing.T) {
 func TestWatchdogClampedStampIsWallClock(t *testing.T) {
 	w, _ := newLoggedWatchdog(t, WatchdogConfig{})
 	now := time.Now()
-	at, fresh := w.Fresh(now.Add(50*time.Millisecond).Round(0), now)
-	if !fresh || !at.Equal(now) {
-		t.Fatalf("Fresh = %v, %v; want fresh at now", at, fresh)
+	at, v := w.Fresh(now.Add(50*time.Millisecond).Round(0), now)
+	if v != FrameNewest || !at.Equal(now) {
+		t.Fatalf("Fresh = %v, %v; want newest at now", at, v)
 	}
 	if at != at.Round(0) {
 		t.Fatalf("clamped time %v keeps a monotonic reading", at)
+	}
+}
+
+// TestWatchdogFreshVerdicts: a fresh frame is planned only when it is newer
+// than every frame before it, by its stamp as given. A frame older than the
+// newest (a driver stamping out of order, two publishers on one topic), the
+// same frame twice, and a frame the clamp to now would have moved ahead of
+// a newer one are out of order: dropped, and they keep nothing alive.
+func TestWatchdogFreshVerdicts(t *testing.T) {
+	ms := time.Millisecond
+	type frame struct{ stamp, at time.Duration } // relative to t0
+	for _, tc := range []struct {
+		name   string
+		before []frame
+		last   frame
+		want   Freshness
+	}{
+		{"first frame", nil, frame{0, 0}, FrameNewest},
+		{"next frame", []frame{{0, 0}}, frame{33 * ms, 34 * ms}, FrameNewest},
+		{"older than the newest", []frame{{0, 0}, {66 * ms, 67 * ms}}, frame{33 * ms, 70 * ms}, FrameOutOfOrder},
+		{"the same stamp again", []frame{{33 * ms, 34 * ms}}, frame{33 * ms, 40 * ms}, FrameOutOfOrder},
+		// Both stamps are ahead of the clock, so both count from when they
+		// were taken; the second is still the older frame.
+		{"older, both ahead of the clock", []frame{{150 * ms, 0}}, frame{100 * ms, 5 * ms}, FrameOutOfOrder},
+		{"newer, both ahead of the clock", []frame{{100 * ms, 0}}, frame{150 * ms, 5 * ms}, FrameNewest},
+		{"too old", []frame{{0, 0}}, frame{-time.Second, 10 * ms}, FrameStale},
+		{"clock stepped back an hour", []frame{{0, 0}}, frame{-time.Hour, -time.Hour + ms}, FrameNewest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, _ := newLoggedWatchdog(t, WatchdogConfig{})
+			for _, f := range tc.before {
+				w.Fresh(t0.Add(f.stamp), t0.Add(f.at))
+			}
+			if _, got := w.Fresh(t0.Add(tc.last.stamp), t0.Add(tc.last.at)); got != tc.want {
+				t.Fatalf("Fresh = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestWatchdogOutOfOrderFrameKeepsNothingAlive: frames older than the
+// newest keep arriving and the newest one ages: the output goes to zero
+// after Timeout as if they had not come, and a stage failure stays.
+func TestWatchdogOutOfOrderFrameKeepsNothingAlive(t *testing.T) {
+	ms := time.Millisecond
+	w, _ := newLoggedWatchdog(t, WatchdogConfig{})
+	w.Fresh(t0.Add(100*ms), t0.Add(100*ms))
+	for i := range 10 {
+		now := t0.Add(time.Duration(110+15*i) * ms)
+		if _, v := w.Fresh(t0.Add(time.Duration(90-i)*ms), now); v != FrameOutOfOrder {
+			t.Fatalf("frame %d: %v, want out_of_order", i, v)
+		}
+	}
+	if ok, why := w.Check(t0.Add(301 * ms)); ok || !strings.Contains(why, "stale") {
+		t.Fatalf("Check = %v %q after Timeout on out-of-order frames; want stale", ok, why)
+	}
+	w2, _ := newLoggedWatchdog(t, WatchdogConfig{})
+	w2.Fresh(t0.Add(100*ms), t0.Add(100*ms))
+	w2.Fail("infer", errors.New("boom"))
+	w2.Fresh(t0.Add(50*ms), t0.Add(110*ms))
+	if ok, why := w2.Check(t0.Add(120 * ms)); ok || !strings.Contains(why, "boom") {
+		t.Fatalf("Check = %v %q; an out-of-order frame cleared the failure", ok, why)
 	}
 }
