@@ -943,9 +943,9 @@ func checkPlatform(df *dockerfile, platform string) error {
 
 // checkOverride: a compose override (compose.jetson.yaml) only changes how
 // the image is built and how the GPU is reached (the runtime, the device
-// groups, a GPU reservation Docker refuses: docker/README.md), for
-// services the base file has, so that the checks of the base file hold for
-// the merged one.
+// groups, a GPU reservation Docker refuses: docker/README.md), and the
+// ROS distribution the host's nodes run, for services the base file has,
+// so that the checks of the base file hold for the merged one.
 func checkOverride(base *composeFile, data []byte, dir string) error {
 	var raw struct {
 		Services map[string]map[string]yaml.Node `yaml:"services"`
@@ -957,7 +957,8 @@ func checkOverride(base *composeFile, data []byte, dir string) error {
 	if err != nil {
 		return err
 	}
-	allowed := []string{"build", "deploy", "group_add", "image", "platform", "runtime"}
+	allowed := []string{"build", "deploy", "environment", "group_add", "image", "platform", "runtime"}
+	allowedEnv := []string{"ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_DISTRO"}
 	var errs []error
 	for _, name := range sortedKeys(raw.Services) {
 		bs, ok := base.Services[name]
@@ -971,6 +972,11 @@ func checkOverride(base *composeFile, data []byte, dir string) error {
 			}
 		}
 		ov := over.Services[name]
+		for _, k := range sortedKeys(ov.Environment) {
+			if !slices.Contains(allowedEnv, k) {
+				errs = append(errs, fmt.Errorf("service %s: the override sets environment %s; it may set only %v", name, k, allowedEnv))
+			}
+		}
 		if ov.Build != nil {
 			if bs.Build == nil {
 				errs = append(errs, fmt.Errorf("service %s: the override builds a service that compose.yaml does not build", name))

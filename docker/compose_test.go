@@ -304,6 +304,24 @@ func TestJetsonOverride(t *testing.T) {
 	if a := over.Services[name]; a == nil || !slices.Contains(a.GroupAdd, "video") {
 		t.Errorf("compose.jetson.yaml: service %s needs group_add: [video] to open L4T's GPU device nodes", name)
 	}
+	// JetPack 6 is Ubuntu 22.04: the host's ROS 2 is Humble, whose graph
+	// GIDs are 24 bytes (Jazzy's 16 would hide our nodes from its
+	// `ros2 node list`) and whose discovery reads only ROS_LOCALHOST_ONLY:
+	// compose.yaml's discovery range would draw a warning at every start.
+	for _, bin := range []string{cameraBinary, agentBinary} {
+		name, _, err := p.serviceOf(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := over.Services[name]
+		if s == nil || s.Environment["ROS_DISTRO"] != "humble" {
+			t.Errorf("compose.jetson.yaml: service %s needs ROS_DISTRO defaulting to humble (JetPack 6's ROS 2)", name)
+			continue
+		}
+		if r, ok := s.Environment["ROS_AUTOMATIC_DISCOVERY_RANGE"]; !ok || r != "" {
+			t.Errorf("compose.jetson.yaml: service %s: ROS_AUTOMATIC_DISCOVERY_RANGE defaults to %q (set: %v); Humble ignores it and the nodes would warn: want it empty", name, r, ok)
+		}
+	}
 	images := map[string]bool{}
 	for _, s := range over.Services {
 		images[s.Image] = true
@@ -532,7 +550,15 @@ func TestChecksFire(t *testing.T) {
 		if err := checkOverride(base, []byte(reset), filepath.Join(root, "docker")); err != nil {
 			t.Fatalf("the override docker/README.md suggests fails: %v", err)
 		}
-		bad := good + "    command: [agent, --http=0.0.0.0:9090]\n"
+		distro := good + "    environment:\n      ROS_DISTRO: humble\n"
+		if err := checkOverride(base, []byte(distro), filepath.Join(root, "docker")); err != nil {
+			t.Fatalf("an override of ROS_DISTRO fails: %v", err)
+		}
+		bad := good + "    environment:\n      ZEROHOP_GPU: \"off\"\n"
+		if err := checkOverride(base, []byte(bad), filepath.Join(root, "docker")); err == nil || !strings.Contains(err.Error(), "ZEROHOP_GPU") {
+			t.Errorf("override of another variable: %v, want an error naming it", err)
+		}
+		bad = good + "    command: [agent, --http=0.0.0.0:9090]\n"
 		if err := checkOverride(base, []byte(bad), filepath.Join(root, "docker")); err == nil || !strings.Contains(err.Error(), "command") {
 			t.Errorf("override with a command: %v, want an error naming command", err)
 		}
