@@ -8,8 +8,9 @@ import (
 	"github.com/zerohop/zerohop/planner"
 )
 
-// The agent's per-frame loop: Fresh when a frame is taken, Fail when a
-// stage fails, Output just before publishing.
+// The agent's per-frame loop: Fresh when a frame is taken (planned only
+// when it is the newest), Fail when a stage fails, Output just before
+// publishing.
 func Example() {
 	p, err := planner.New(planner.Config{}) // defaults: 9 sectors, −40° (right) … +40° (left)
 	if err != nil {
@@ -27,7 +28,10 @@ func Example() {
 
 	frame := func(i int, scores []float32) {
 		now := start.Add(time.Duration(i) * 100 * time.Millisecond)
-		w.Fresh(now, now) // capture stamp and the time the frame is taken; here the same
+		// Capture stamp and the time the frame is taken; here the same.
+		if _, v := w.Fresh(now, now); v != planner.FrameNewest {
+			return // stale or out of order: not planned
+		}
 		cmd, err := p.Plan(planner.Input{Scores: scores, Stamp: now}, now)
 		if err != nil {
 			w.Fail("plan", err)
