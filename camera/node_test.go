@@ -23,6 +23,7 @@ import (
 	"github.com/zerohop/zerohop/handles/transport"
 	"github.com/zerohop/zerohop/internal/childproc/childproctest"
 	"github.com/zerohop/zerohop/internal/sockdir"
+	"github.com/zerohop/zerohop/ros2"
 )
 
 // The test binary doubles as the camera process and as a subscriber
@@ -451,12 +452,19 @@ func listeningFD(t *testing.T, path string) (int, bool) {
 
 // TestRunROS2NodeRefusesAMirrorOnItsInput: a mirror on a topic the camera
 // reads would feed the camera its own frames without end (its reader is
-// the mirror's matched subscriber); refused before anything opens.
+// the mirror's matched subscriber); refused before anything opens. Names
+// are compared as resolved against the node: "points" in /robot1 is
+// /robot1/points, not /points.
 func TestRunROS2NodeRefusesAMirrorOnItsInput(t *testing.T) {
+	robot1 := ros2.Config{NodeName: "cam", Namespace: "/robot1"}
 	for _, rc := range []ROS2NodeConfig{
 		{PointsTopic: "/points", PointsMirrorTopic: "points"},
 		{PointsTopic: "/points", ImageTopic: "/image_raw", ImageMirrorTopic: "/image_raw"},
 		{ImageTopic: "/camera/image", PointsMirrorTopic: "/camera/image"},
+		{DDS: robot1, PointsTopic: "/robot1/points", PointsMirrorTopic: "points"},
+		{DDS: robot1, PointsTopic: "points", PointsMirrorTopic: "/robot1/points"},
+		{DDS: robot1, ImageTopic: "~/image", ImageMirrorTopic: "/robot1/cam/image"},
+		{DDS: robot1, ImageTopic: "{node}/image", PointsMirrorTopic: "~/image"},
 	} {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second) // a node that starts ends by then
 		err := RunROS2Node(ctx, NodeConfig{Socket: filepath.Join(t.TempDir(), "c.sock"), MetricsAddr: ""}, rc)
@@ -464,5 +472,24 @@ func TestRunROS2NodeRefusesAMirrorOnItsInput(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "mirror-topic") || !strings.Contains(err.Error(), "its own mirror") {
 			t.Errorf("%+v: %v, want the mirror refused", rc, err)
 		}
+	}
+	// The same names in different namespaces are different topics: these
+	// get past the check, to fail on the --metrics address (":PORT" is
+	// refused) before the node joins DDS.
+	for _, rc := range []ROS2NodeConfig{
+		{DDS: robot1, PointsTopic: "/points", PointsMirrorTopic: "points"},
+		{DDS: robot1, ImageTopic: "image", ImageMirrorTopic: "~/image"},
+	} {
+		rc.MaxPoints, rc.MaxImageBytes = 16, 64
+		err := RunROS2Node(t.Context(), NodeConfig{Socket: filepath.Join(t.TempDir(), "c.sock"), MetricsAddr: ":1"}, rc)
+		if err == nil || !strings.Contains(err.Error(), "--metrics") {
+			t.Errorf("%+v: %v, want the mirror allowed (and the --metrics address refused)", rc, err)
+		}
+	}
+	// A topic ROS would reject is refused, naming the flag.
+	err := RunROS2Node(t.Context(), NodeConfig{Socket: filepath.Join(t.TempDir(), "c.sock")},
+		ROS2NodeConfig{DDS: robot1, PointsTopic: "points", ImageMirrorTopic: "~image"})
+	if err == nil || !strings.Contains(err.Error(), "--ros2-image-mirror-topic") || !strings.Contains(err.Error(), `"~image"`) {
+		t.Errorf("mirror topic ~image: %v, want it refused naming the flag", err)
 	}
 }

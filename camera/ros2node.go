@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -59,16 +58,31 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 	if rc.PointsTopic == "" && rc.ImageTopic == "" {
 		return errors.New("ros2 source: neither a points nor an image topic")
 	}
+	// Topics resolve against the node ("points" in /robot1 is
+	// /robot1/points), so compare and log the resolved names. A bad node
+	// name or namespace is the node's error, not a topic flag's.
+	if err := rc.DDS.Validate(); err != nil {
+		return err
+	}
+	type topicFlag struct{ flag, topic, resolved string }
+	inputs := []topicFlag{{"--ros2-points-topic", rc.PointsTopic, ""}, {"--ros2-image-topic", rc.ImageTopic, ""}}
+	mirrors := []topicFlag{{"--ros2-points-mirror-topic", rc.PointsMirrorTopic, ""}, {"--ros2-image-mirror-topic", rc.ImageMirrorTopic, ""}}
+	for _, tf := range []*topicFlag{&inputs[0], &inputs[1], &mirrors[0], &mirrors[1]} {
+		if tf.topic == "" {
+			continue
+		}
+		var err error
+		if tf.resolved, err = rc.DDS.ResolveTopic(tf.topic); err != nil {
+			return fmt.Errorf("%s: %w", tf.flag, err)
+		}
+	}
 	// A mirror on a topic the camera reads would feed it its own frames
 	// (its reader counts as the mirror's subscriber), without end.
-	for _, m := range []struct{ flag, topic string }{
-		{"--ros2-points-mirror-topic", rc.PointsMirrorTopic}, {"--ros2-image-mirror-topic", rc.ImageMirrorTopic},
-	} {
-		for _, in := range []struct{ flag, topic string }{
-			{"--ros2-points-topic", rc.PointsTopic}, {"--ros2-image-topic", rc.ImageTopic},
-		} {
-			if m.topic != "" && in.topic != "" && strings.TrimPrefix(m.topic, "/") == strings.TrimPrefix(in.topic, "/") {
-				return fmt.Errorf("%s %q is also %s: the camera would read its own mirror; give the mirror a topic of its own", m.flag, m.topic, in.flag)
+	for _, m := range mirrors {
+		for _, in := range inputs {
+			if m.resolved != "" && m.resolved == in.resolved {
+				return fmt.Errorf("%s %q is also %s %q (both %s): the camera would read its own mirror; give the mirror a topic of its own",
+					m.flag, m.topic, in.flag, in.topic, m.resolved)
 			}
 		}
 	}
@@ -147,7 +161,7 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 		return errors.Join(fmt.Errorf("camera: ros2 metrics: %w", err), src.Close(), stopServing())
 	}
 	log.Info("camera serving ROS 2 topics", zap.String("socket", srv.Path()),
-		zap.String("points_topic", rc.PointsTopic), zap.String("image_topic", rc.ImageTopic))
+		zap.String("points_topic", inputs[0].resolved), zap.String("image_topic", inputs[1].resolved))
 	<-ctx.Done()
 	// Callbacks first: no publish after the server stops.
 	srcErr := src.Close()

@@ -170,9 +170,16 @@ func (c Config) Validate() error {
 	if strings.ContainsRune(c.Enclave, ';') || strings.ContainsRune(c.Enclave, 0) {
 		return fmt.Errorf("ros2: enclave %q must not hold ';' or NUL", c.Enclave)
 	}
-	ns, name := c.node()
+	if err := validateNode(c.node()); err != nil {
+		return fmt.Errorf("ros2: %w", err)
+	}
+	return nil
+}
+
+// validateNode checks a node's namespace and name (defaults applied).
+func validateNode(ns, name string) error {
 	if !isROSToken(name) || len(name) > 255 {
-		return fmt.Errorf("ros2: node name %q: want letters, digits and '_', not starting with a digit, at most 255 bytes", name)
+		return fmt.Errorf("node name %q: want letters, digits and '_', not starting with a digit, at most 255 bytes", name)
 	}
 	if ns != "/" {
 		tokens := strings.Split(ns, "/")
@@ -181,7 +188,7 @@ func (c Config) Validate() error {
 			ok = ok && isROSToken(tok)
 		}
 		if !ok {
-			return fmt.Errorf(`ros2: namespace %q: want "/" or /a/b with tokens of letters, digits and '_' (not starting with a digit), no trailing '/'`, ns)
+			return fmt.Errorf(`namespace %q: want "/" or /a/b with tokens of letters, digits and '_' (not starting with a digit), no trailing '/'`, ns)
 		}
 	}
 	return nil

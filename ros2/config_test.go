@@ -156,20 +156,99 @@ func TestParticipantUserData(t *testing.T) {
 	}
 }
 
-func TestDDSTopicName(t *testing.T) {
-	good := map[string]string{
-		"/cmd_vel": "rt/cmd_vel", "cmd_vel": "rt/cmd_vel", "/robot_1/cmd_vel": "rt/robot_1/cmd_vel",
-		"/camera/image_raw": "rt/camera/image_raw", "/_private": "rt/_private",
+// TestResolveTopic follows rcl's expansion (rcl_expand_topic_name) and
+// its checks before (rcl_validate_topic_name) and after
+// (rmw_validate_full_topic_name).
+func TestResolveTopic(t *testing.T) {
+	root := Config{}                                       // namespace "/", node "zerohop"
+	ns := Config{NodeName: "cam", Namespace: "/robot1"}    // one token
+	deep := Config{NodeName: "agent_1", Namespace: "/a/b"} // two
+	good := []struct {
+		name string
+		cfg  Config
+		in   string
+		want string
+	}{
+		{"an absolute name stays in the root namespace", root, "/cmd_vel", "/cmd_vel"},
+		{"an absolute name stays under a namespace", ns, "/cmd_vel", "/cmd_vel"},
+		{"an absolute name keeps its tokens", deep, "/robot_1/cmd_vel", "/robot_1/cmd_vel"},
+		{"a relative name in the root namespace is absolute", root, "cmd_vel", "/cmd_vel"},
+		{"a relative name goes under the namespace", ns, "cmd_vel", "/robot1/cmd_vel"},
+		{"a relative name goes under a deep namespace", deep, "camera/image_raw", "/a/b/camera/image_raw"},
+		{"a private name in the root namespace", root, "~/status", "/zerohop/status"},
+		{"a private name under a namespace", ns, "~/status", "/robot1/cam/status"},
+		{"a private name under a deep namespace", deep, "~/x/y", "/a/b/agent_1/x/y"},
+		{"the bare private namespace", ns, "~", "/robot1/cam"},
+		{"the bare private namespace of the root", root, "~", "/zerohop"},
+		{"{node} in a relative name", ns, "{node}/cmd", "/robot1/cam/cmd"},
+		{"{node} in an absolute name", ns, "/{node}/cmd", "/cam/cmd"},
+		{"{ns} starts an absolute name", deep, "{ns}/cmd", "/a/b/cmd"},
+		{"{namespace} is {ns}", ns, "{namespace}/points", "/robot1/points"},
+		{"several substitutions", ns, "/x/{node}_{node}/y", "/x/cam_cam/y"},
+		{"a substitution after a private name", ns, "~/{node}", "/robot1/cam/cam"},
+		{"a leading underscore", root, "/_private", "/_private"},
+		{"a longest name", root, "/" + strings.Repeat("x", maxTopicLength-1), "/" + strings.Repeat("x", maxTopicLength-1)},
 	}
-	for in, want := range good {
-		if got, err := ddsTopicName(in); err != nil || got != want {
-			t.Errorf("ddsTopicName(%q) = %q, %v; want %q", in, got, err, want)
-		}
+	for _, c := range good {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := c.cfg.ResolveTopic(c.in)
+			if err != nil || got != c.want {
+				t.Errorf("ResolveTopic(%q) in %s = %q, %v; want %q", c.in, c.cfg.Namespace, got, err, c.want)
+			}
+			if _, dds, err := c.cfg.ddsTopicName(c.in); err != nil || dds != "rt"+c.want {
+				t.Errorf("ddsTopicName(%q) = %q, %v; want %q", c.in, dds, err, "rt"+c.want)
+			}
+		})
 	}
-	for _, in := range []string{"", "/", "//cmd_vel", "/cmd_vel/", "/1cmd", "~/cmd_vel", "/{node}/cmd", "/cmd-vel", "/cmd vel", "/ümlaut"} {
-		if got, err := ddsTopicName(in); err == nil {
-			t.Errorf("ddsTopicName(%q) = %q, want an error", in, got)
-		}
+	bad := []struct {
+		name string
+		cfg  Config
+		in   string
+		want []string // in the error, besides the name as given
+	}{
+		{"the empty name", ns, "", []string{"empty"}},
+		{"the root alone", ns, "/", []string{`ends with "/"`}},
+		{"a trailing slash", ns, "cmd_vel/", []string{`ends with "/"`}},
+		{"a private name with a trailing slash", ns, "~/", []string{`ends with "/"`}},
+		{"an empty token", ns, "//cmd_vel", []string{"in node /robot1/cam", `"//cmd_vel"`, "//"}},
+		{"an empty token in a relative name", ns, "a//b", []string{`"/robot1/a//b"`}},
+		{"{ns} in the root namespace doubles the slash", root, "{ns}/cmd", []string{`expanded to "//cmd"`}},
+		{"a relative name starting with a digit", ns, "1cmd", []string{"digit"}},
+		{"a token starting with a digit", ns, "/robot/1cmd", []string{"digit"}},
+		{"a substitution starting with a digit", ns, "/{1node}", []string{"substitution starts with a digit"}},
+		{"a tilde without a slash", ns, "~x", []string{`"~" must be followed by "/"`}},
+		{"a longer tilde without a slash", ns, "~foo/bar", []string{`"~" must be followed by "/"`}},
+		{"a tilde not first", ns, "/~", []string{"first character"}},
+		{"a tilde inside", ns, "foo/~/bar", []string{"first character"}},
+		{"an unknown substitution", ns, "/{robot}/cmd", []string{"unknown substitution {robot}"}},
+		{"an empty substitution", ns, "/{}/cmd", []string{"unknown substitution {}"}},
+		{"an unclosed brace", ns, "/{node/cmd", []string{`"/" inside a substitution`}},
+		{"an unclosed brace at the end", ns, "/cmd{node", []string{`unmatched "{"`}},
+		{"an unopened brace", ns, "/node}/cmd", []string{`unmatched "}"`}},
+		{"nested braces", ns, "/{{node}}", []string{"nested"}},
+		{"a dash", ns, "/cmd-vel", []string{"not allowed"}},
+		{"a space", ns, "/cmd vel", []string{"not allowed"}},
+		{"a non-ASCII letter", ns, "/ümlaut", []string{"not allowed"}},
+		{"a dash in a substitution", ns, "/{no-de}", []string{"substitution"}},
+		{"a name too long once expanded", ns, strings.Repeat("x", maxTopicLength-len("/robot1")), []string{"more than 247"}},
+		{"an invalid namespace", Config{Namespace: "robot1"}, "cmd_vel", []string{`namespace "robot1"`}},
+		{"an invalid node name", Config{NodeName: "9lives"}, "~/x", []string{`node name "9lives"`}},
+	}
+	for _, c := range bad {
+		t.Run(c.name+" is rejected", func(t *testing.T) {
+			got, err := c.cfg.ResolveTopic(c.in)
+			if err == nil {
+				t.Fatalf("ResolveTopic(%q) = %q, want an error", c.in, got)
+			}
+			for _, w := range append([]string{strconv.Quote(c.in)}, c.want...) {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("ResolveTopic(%q): %v; want it to say %s", c.in, err, w)
+				}
+			}
+			if _, _, err := c.cfg.ddsTopicName(c.in); err == nil {
+				t.Errorf("ddsTopicName(%q) accepted", c.in)
+			}
+		})
 	}
 }
 

@@ -1,9 +1,10 @@
 // Package ros2 speaks ROS 2 on the wire through Eclipse Cyclone DDS 0.10
 // (libddsc, Debian cyclonedds-dev), the DDS that ROS 2 Humble and Jazzy
-// ship, without a ROS installation: topics "rt/<name>", types
-// "<pkg>::msg::dds_::<Msg>_", XCDR1 little-endian, keyless @final structs,
-// participant USER_DATA "enclave=/;" and endpoint USER_DATA
-// "typehash=RIHS01_<hash>;" as rmw_cyclonedds writes them.
+// ship, without a ROS installation: topics "rt" + the fully-qualified ROS
+// name ("rt/robot1/cmd_vel"), types "<pkg>::msg::dds_::<Msg>_", XCDR1
+// little-endian, keyless @final structs, participant USER_DATA
+// "enclave=/;" and endpoint USER_DATA "typehash=RIHS01_<hash>;" as
+// rmw_cyclonedds writes them.
 //
 // What it offers:
 //
@@ -12,7 +13,7 @@
 //     cmd_vel), incompatible QoS (a RELIABLE subscriber against a
 //     BEST_EFFORT publisher, ...) and lost samples.
 //   - TwistSink: publishes geometry_msgs/Twist (or TwistStamped) on
-//     /cmd_vel, RELIABLE, VOLATILE, KEEP_LAST 10; implements the agent's
+//     cmd_vel, RELIABLE, VOLATILE, KEEP_LAST 10; implements the agent's
 //     CmdSink. It never publishes NaN or Inf.
 //   - HandleWriter: publishes zerohop_msgs/SlotHandle.
 //   - MirrorWriter: republishes camera frames as full sensor_msgs/Image or
@@ -21,6 +22,12 @@
 //   - Subscription: sensor_msgs/Image and PointCloud2 readers (BEST_EFFORT
 //     by default, which matches any publisher) that hand each sample to a
 //     callback as a view of Cyclone's loaned sample, without copying.
+//
+// Topic names resolve against the participant's node as rcl resolves a
+// ROS node's (Config.ResolveTopic): "/x" is absolute, "x" is relative to
+// the namespace ("cmd_vel" in /robot1 is /robot1/cmd_vel, DDS topic
+// rt/robot1/cmd_vel), "~/x" is private to the node, and {node}, {ns} are
+// substituted. There is no remapping (--ros-args -r).
 //
 // What ROS users see: `ros2 topic list`, `ros2 topic info -v` and
 // `ros2 topic echo` work on these topics, and `ros2 node list` shows the

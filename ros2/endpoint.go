@@ -148,35 +148,6 @@ func (t msgType) typeHash() string {
 // Jazzy nodes log an error for every endpoint without it.
 func (t msgType) userData() string { return "typehash=" + t.typeHash() + ";" }
 
-// ddsTopicName maps a ROS topic name to its DDS topic: "/cmd_vel" and
-// "cmd_vel" (relative to the root namespace) → "rt/cmd_vel". It rejects
-// names ROS would reject: empty tokens, a trailing slash, tokens that
-// start with a digit, characters other than [A-Za-z0-9_/], and the
-// substitutions "~" and "{}" that need a node to expand.
-func ddsTopicName(ros string) (string, error) {
-	name := strings.TrimPrefix(ros, "/")
-	if name == "" {
-		return "", fmt.Errorf("ros2: topic %q: empty name", ros)
-	}
-	for _, tok := range strings.Split(name, "/") {
-		if tok == "" {
-			return "", fmt.Errorf("ros2: topic %q: empty token (\"//\" or trailing \"/\")", ros)
-		}
-		if isROSToken(tok) {
-			continue
-		}
-		if tok[0] >= '0' && tok[0] <= '9' {
-			return "", fmt.Errorf("ros2: topic %q: token %q starts with a digit", ros, tok)
-		}
-		for _, c := range []byte(tok) {
-			if !isROSToken("_" + string(c)) {
-				return "", fmt.Errorf("ros2: topic %q: character %q not allowed", ros, c)
-			}
-		}
-	}
-	return "rt/" + name, nil
-}
-
 // rosTime splits t into a builtin_interfaces/Time. The zero time.Time, and
 // a time whose seconds do not fit in int32, become {0, 0}: "no stamp",
 // which ROS controllers read as "now".
@@ -245,9 +216,10 @@ type PointCloud2View struct {
 func (v *PointCloud2View) Stamp() time.Time { return time.Unix(int64(v.Sec), int64(v.Nanosec)) }
 
 // TwistOptions configure a TwistSink. The zero value publishes
-// geometry_msgs/Twist on /cmd_vel, RELIABLE, VOLATILE, KEEP_LAST 10.
+// geometry_msgs/Twist on cmd_vel (relative: /<namespace>/cmd_vel),
+// RELIABLE, VOLATILE, KEEP_LAST 10.
 type TwistOptions struct {
-	Topic   string // ROS topic; default "/cmd_vel"
+	Topic   string // ROS topic, resolved against the node (Config.ResolveTopic); default "cmd_vel"
 	Stamped bool   // publish geometry_msgs/TwistStamped (newer controllers) instead
 	FrameID string // TwistStamped header.frame_id; default "base_link"
 	// ZeroStamp publishes every TwistStamped with header.stamp {0, 0},
@@ -262,7 +234,7 @@ type TwistOptions struct {
 // on /zerohop/handles with SensorDataQoS (BEST_EFFORT never blocks the
 // camera).
 type HandleWriterOptions struct {
-	Topic string // ROS topic; default "/zerohop/handles"
+	Topic string // ROS topic, resolved against the node (Config.ResolveTopic); default "/zerohop/handles"
 	QoS   QoS    // default SensorDataQoS()
 }
 

@@ -53,7 +53,8 @@ type MirrorWriter struct {
 // with 100 ms takes 100 ms per write there).
 const mirrorMaxBlocking = 0
 
-// NewImageMirror creates a sensor_msgs/Image mirror publisher on topic.
+// NewImageMirror creates a sensor_msgs/Image mirror publisher on topic,
+// resolved against the participant's node (Config.ResolveTopic).
 // The zero q is sensor data QoS (BEST_EFFORT, KEEP_LAST 5); RELIABLE
 // defaults to KEEP_LAST 1. A BEST_EFFORT mirror never matches a RELIABLE
 // subscriber (rviz2's default); a RELIABLE one matches both kinds.

@@ -208,9 +208,9 @@ type endpoint struct {
 	gid      guid // DDS GUID, as ros_discovery_info and the builtin topics name it
 	writer   bool
 	typ      msgType
-	rosTopic string
-	ddsTopic string
-	qos      QoS // resolved
+	rosTopic string // fully qualified (Config.ResolveTopic): "/robot1/cmd_vel"
+	ddsTopic string // "rt" + rosTopic
+	qos      QoS    // resolved
 
 	// mu orders writes and takes against close: after close returns no
 	// call uses e.
@@ -247,19 +247,20 @@ func (t *throttle) allow(now time.Time, every time.Duration) bool {
 // in-process reader (see mirrorMaxBlocking).
 const defaultMaxBlocking = 100 * time.Millisecond
 
-// newEndpoint creates a writer or reader and hands it to the status
-// goroutine. maxBlocking is a RELIABLE writer's max_blocking_time (readers
-// ignore it). release (may be nil) frees the owner's C memory when the
-// endpoint closes, or now when newEndpoint fails; it is set before the
-// endpoint becomes visible to Participant.Close, which may close it at
-// once.
-func (p *Participant) newEndpoint(t msgType, rosTopic string, writer bool, q QoS, maxBlocking time.Duration, release func()) (_ *endpoint, err error) {
+// newEndpoint creates a writer or reader on the ROS topic name, resolved
+// against the participant's node (Config.ResolveTopic), and hands it to
+// the status goroutine. maxBlocking is a RELIABLE writer's
+// max_blocking_time (readers ignore it). release (may be nil) frees the
+// owner's C memory when the endpoint closes, or now when newEndpoint
+// fails; it is set before the endpoint becomes visible to
+// Participant.Close, which may close it at once.
+func (p *Participant) newEndpoint(t msgType, name string, writer bool, q QoS, maxBlocking time.Duration, release func()) (_ *endpoint, err error) {
 	defer func() {
 		if err != nil && release != nil {
 			release()
 		}
 	}()
-	ddsTopic, err := ddsTopicName(rosTopic)
+	rosTopic, ddsTopic, err := p.cfg.ddsTopicName(name)
 	if err != nil {
 		return nil, err
 	}
@@ -281,7 +282,7 @@ func (p *Participant) newEndpoint(t msgType, rosTopic string, writer bool, q QoS
 		deleteEndpoint(e)
 		return nil, &ddsError{op: "get GUID of " + sideName(writer) + " on " + ddsTopic, rc: rc}
 	}
-	ep := &endpoint{p: p, e: e, gid: g, writer: writer, typ: t, rosTopic: "/" + strings.TrimPrefix(rosTopic, "/"), ddsTopic: ddsTopic, qos: q, release: release}
+	ep := &endpoint{p: p, e: e, gid: g, writer: writer, typ: t, rosTopic: rosTopic, ddsTopic: ddsTopic, qos: q, release: release}
 	p.endpoints[e] = ep
 	if rc := attach(p.ws, e); rc < 0 {
 		delete(p.endpoints, e)

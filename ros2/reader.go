@@ -37,7 +37,8 @@ type Subscription struct {
 	closeErr  error
 }
 
-// SubscribeImage subscribes to sensor_msgs/Image on topic. fn runs on the
+// SubscribeImage subscribes to sensor_msgs/Image on topic, resolved
+// against the participant's node (Config.ResolveTopic). fn runs on the
 // subscription's goroutine; the view's slices are valid only until fn
 // returns.
 func (p *Participant) SubscribeImage(topic string, opts SubscriptionOptions, fn func(*ImageView)) (*Subscription, error) {

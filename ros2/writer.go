@@ -26,7 +26,7 @@ type TwistSink struct {
 // NewTwistSink creates the cmd_vel publisher.
 func (p *Participant) NewTwistSink(opts TwistOptions) (*TwistSink, error) {
 	if opts.Topic == "" {
-		opts.Topic = "/cmd_vel"
+		opts.Topic = "cmd_vel"
 	}
 	if opts.FrameID == "" {
 		opts.FrameID = "base_link"

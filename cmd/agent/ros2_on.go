@@ -26,13 +26,13 @@ var _ agent.CmdSink = (*ros2.TwistSink)(nil)
 func ros2Flags(fs *flag.FlagSet) func(*zap.Logger) (agent.CmdSink, func(), error) {
 	var (
 		enable  = fs.Bool("ros2", false, "publish cmd_vel over ROS 2 (Cyclone DDS); domain and discovery from ROS_DOMAIN_ID, ROS_AUTOMATIC_DISCOVERY_RANGE, ROS_LOCALHOST_ONLY, ROS_STATIC_PEERS, CYCLONEDDS_URI")
-		topic   = fs.String("cmd-vel-topic", "/cmd_vel", "ROS 2 topic for velocity commands (--ros2)")
+		topic   = fs.String("cmd-vel-topic", "cmd_vel", "ROS 2 topic for velocity commands (--ros2); a relative name resolves against --ros2-namespace (cmd_vel in /robot1 is /robot1/cmd_vel), an absolute one (/cmd_vel) does not")
 		stamped = fs.Bool("twist-stamped", false, "publish geometry_msgs/TwistStamped instead of Twist (--ros2; newer controllers, Jazzy's diff_drive_controller)")
 		stampBy = fs.String("twist-stamp", "frame", `header.stamp of TwistStamped (--twist-stamped): "frame" (the capture time of the frame the command comes from, this machine's clock for zero commands) or "zero" ({0,0}: diff_drive_controller stamps it on arrival with its own clock; use it under use_sim_time, where this machine's clock lies in the simulation's future)`)
 		frame   = fs.String("cmd-vel-frame", "base_link", "header.frame_id of TwistStamped commands (--twist-stamped)")
 		domain  = fs.Int("ros-domain", -1, fmt.Sprintf("DDS domain id 0..%d, overriding ROS_DOMAIN_ID (--ros2; -1: from the environment, default 0)", ros2.MaxDomainID))
 		node    = fs.String("ros2-node-name", "zerohop_agent", "ROS node name in ros2 node list / rqt_graph (--ros2)")
-		ns      = fs.String("ros2-namespace", "/", "ROS namespace of that node, e.g. /robot1 (--ros2)")
+		ns      = fs.String("ros2-namespace", "/", "ROS namespace of that node, e.g. /robot1; relative topic names resolve against it (--ros2)")
 	)
 	return func(log *zap.Logger) (agent.CmdSink, func(), error) {
 		if !*enable {

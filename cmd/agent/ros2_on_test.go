@@ -9,7 +9,22 @@ import (
 	"testing"
 
 	"go.uber.org/zap"
+
+	"github.com/zerohop/zerohop/ros2"
 )
+
+// The default cmd_vel topic is relative, as teleop nodes' is:
+// --ros2-namespace moves it, and the root namespace leaves it on /cmd_vel.
+func TestDefaultCmdVelTopicFollowsTheNamespace(t *testing.T) {
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	ros2Flags(fs)
+	def := fs.Lookup("cmd-vel-topic").DefValue
+	for ns, want := range map[string]string{"/": "/cmd_vel", "/robot1": "/robot1/cmd_vel"} {
+		if got, err := (ros2.Config{NodeName: "zerohop_agent", Namespace: ns}).ResolveTopic(def); err != nil || got != want {
+			t.Errorf("--cmd-vel-topic default %q in namespace %s: %q, %v; want %q", def, ns, got, err, want)
+		}
+	}
+}
 
 // ROS 2 output flags are checked before a participant starts: values out
 // of range, and flags that need another, are refused by name.

@@ -49,8 +49,8 @@ func ros2Flags(fs *flag.FlagSet) func(context.Context, camera.NodeConfig) (handl
 // reading the ROS environment variables through lookup.
 func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)) (camera.ROS2NodeConfig, error) {
 	var (
-		points     = fs.String("ros2-points-topic", "/points", `--source ros2: sensor_msgs/PointCloud2 topic ("" = none); x, y, z (FLOAT32/FLOAT64) and optional intensity at any offsets`)
-		image      = fs.String("ros2-image-topic", "/image_raw", `--source ros2: sensor_msgs/Image topic ("" = none); rgb8, bgr8, mono8, rgba8 or bgra8`)
+		points     = fs.String("ros2-points-topic", "points", `--source ros2: sensor_msgs/PointCloud2 topic ("" = none); a relative name resolves against --ros2-namespace (points in /robot1 is /robot1/points), an absolute one (/points) does not; x, y, z (FLOAT32/FLOAT64) and optional intensity at any offsets`)
+		image      = fs.String("ros2-image-topic", "image_raw", `--source ros2: sensor_msgs/Image topic ("" = none); a relative name resolves against --ros2-namespace, as for --ros2-points-topic; rgb8, bgr8, mono8, rgba8 or bgra8`)
 		maxPoints  = fs.Int("ros2-max-points", 131072, "--source ros2: most points per cloud (slot size = 16 bytes × this); larger clouds are dropped and counted")
 		maxImage   = fs.Int("ros2-max-image-bytes", 1920*1080*3, "--source ros2: largest image in bytes (width × height × bytes per pixel); larger images are dropped and counted")
 		handlesTop = fs.String("ros2-handles-topic", "", `--source ros2: also publish each handle as zerohop_msgs/SlotHandle on this topic while a ROS subscriber is matched ("" = off), e.g. /zerohop/handles`)
@@ -58,7 +58,7 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 		ptsMirror  = fs.String("ros2-points-mirror-topic", "", `--source ros2: republish each cloud as a packed XYZI PointCloud2 here, only while a ROS subscriber is matched ("" = off)`)
 		mirrorRel  = fs.String("ros2-mirror-reliability", "best-effort", `--source ros2: QoS of the mirror topics: "best-effort" (KEEP_LAST 5; RELIABLE subscribers such as rviz2's default displays do not match it) or "reliable" (KEEP_LAST 1; both kinds match). Neither makes the camera wait: a subscriber or link that falls behind misses frames`)
 		node       = fs.String("ros2-node-name", "zerohop_camera", "--source ros2: ROS node name in ros2 node list / rqt_graph")
-		ns         = fs.String("ros2-namespace", "/", "--source ros2: ROS namespace of that node, e.g. /robot1")
+		ns         = fs.String("ros2-namespace", "/", "--source ros2: ROS namespace of that node, e.g. /robot1; relative topic names (the defaults points and image_raw, the mirror and handles topics) resolve against it")
 		stamp      = fs.String("ros2-stamp", "header", `--source ros2: a frame's capture time: "header" (the message's header.stamp; the driver's clock must be this machine's, within the agent's --watchdog) or "receipt" (this machine's clock when the message arrives: for a simulator's use_sim_time stamps or a driver clock that is not synchronised; time before arrival goes uncounted)`)
 		domain     = fs.Int("ros-domain", -1, fmt.Sprintf("--source ros2: DDS domain id 0..%d, overriding ROS_DOMAIN_ID (-1: from the environment, default 0)", ros2.MaxDomainID))
 	)

@@ -44,6 +44,34 @@ func TestMirrorReliabilityFlag(t *testing.T) {
 	}
 }
 
+// The default topics are relative, as ROS drivers' are: --ros2-namespace
+// moves them, and the root namespace leaves them where they were.
+func TestDefaultTopicsFollowTheNamespace(t *testing.T) {
+	for _, c := range []struct {
+		args          []string
+		points, image string
+	}{
+		{nil, "/points", "/image_raw"},
+		{[]string{"--ros2-namespace", "/robot1"}, "/robot1/points", "/robot1/image_raw"},
+		{[]string{"--ros2-namespace", "/robot1", "--ros2-points-topic", "/points"}, "/points", "/robot1/image_raw"},
+	} {
+		fs := flag.NewFlagSet("camera", flag.ContinueOnError)
+		nodeConfig := registerROS2Flags(fs)
+		if err := fs.Parse(c.args); err != nil {
+			t.Fatal(err)
+		}
+		rc, err := nodeConfig(noEnv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		points, err1 := rc.DDS.ResolveTopic(rc.PointsTopic)
+		image, err2 := rc.DDS.ResolveTopic(rc.ImageTopic)
+		if err1 != nil || err2 != nil || points != c.points || image != c.image {
+			t.Errorf("%q: points %q (%v), image %q (%v); want %q, %q", c.args, points, err1, image, err2, c.points, c.image)
+		}
+	}
+}
+
 func TestMirrorReliabilityFlagRejectsOtherValues(t *testing.T) {
 	for name, v := range map[string]string{
 		"ROS's own spelling":            "best_effort",
