@@ -51,6 +51,10 @@ build)
 	mkdir -p "$out/agent-tests"
 	"$go" test -c -tags gpu -ldflags='-s -w' -o "$out/agent-tests/agent.test" ./agent
 	"$go" build -ldflags='-s -w' -o "$out/agent" ./cmd/agent
+	# The camera as its own process, for the cross-process step (gzipped:
+	# the folder must stay under the device tool's 64 MiB).
+	"$go" build -ldflags='-s -w' -o "$out/camera" ./cmd/camera
+	gzip -9 "$out/camera"
 	cp scripts/gpu-check.sh scripts/latency_summary.py "$out/"
 	# ~46 MB → ~17 MB; run unpacks it into a temporary folder.
 	gzip -c "$ort" >"$out/lib/libonnxruntime.so.1.gz"
@@ -146,6 +150,7 @@ run)
 				echo "---- /latency from $1: could not read it"
 				return 1
 			fi
+			latency_json="$json"
 			echo "---- /latency from $1 (since start):"
 			printf '%s\n' "$json" | bounded 10 python3 latency_summary.py 2>/dev/null || true
 			# CPU the agent used: process CPU seconds over its uptime (all cores).
@@ -168,7 +173,7 @@ run)
 			local name="$1" lim="$2" port="$3" secs="$4" log="$5"
 			shift 5
 			local addr="127.0.0.1:$port"
-			local args=(--camera synthetic --duration "${secs}s" --http "$addr" "$@")
+			local args=("${agent_source[@]}" --duration "${secs}s" --http "$addr" "$@")
 			begin "$name" "$lim" "./agent ${args[*]}" || return 0
 			if [ ! -s "$ortlib" ]; then
 				echo "(no ONNX Runtime library: $ortlib)"
@@ -181,6 +186,7 @@ run)
 				bounded "$lim" ./agent "${args[@]}" &
 			fi
 			local apid=$! t0=$SECONDS read_rc=1
+			latency_json=""
 			while kill -0 "$apid" 2>/dev/null; do
 				if [ $((SECONDS - t0)) -ge $((secs - 2)) ] && fetch "http://$addr/latency" >/dev/null 2>&1; then
 					show_latency "$addr"
@@ -201,7 +207,77 @@ run)
 				fi
 			fi
 			[ "$rc" -ne 0 ] || [ "$read_rc" -eq 0 ] || rc=1
+			# An agent that ran but planned (almost) nothing, or whose GPU
+			# path failed over to the CPU, has not passed. Not in a rehearsal:
+			# the fake driver's emulation takes seconds per frame.
+			if [ "$rc" -eq 0 ] && [ "$rehearsal" != 1 ]; then
+				local processed failures want=$((secs * 5))
+				processed="$(grep -o '"frames_processed": *[0-9]*' <<<"$latency_json" | grep -o '[0-9]*$')"
+				failures="$(grep -o '"gpu_voxel_failures_total": *[0-9]*' <<<"$latency_json" | grep -o '[0-9]*$')"
+				# (Not for the ONNX Runtime GPU step: a TensorRT engine build
+				# may take most of its run.)
+				if [ "${processed:-0}" -lt "$want" ] && [ "${skip_rate_check:-0}" != 1 ]; then
+					echo "---- FAIL: ${processed:-no} frames processed by the /latency read, want at least $want (5 Hz of the camera's 30)"
+					rc=1
+				fi
+				if [[ " $* " == *" --gpu on "* ]]; then
+					if [ "${failures:-1}" != 0 ]; then
+						echo "---- FAIL: gpu_voxel_failures_total ${failures:-missing}: the GPU path failed and the agent went on on the CPU"
+						rc=1
+					fi
+					if ! grep -q '"voxel_path": *"gpu"' <<<"$latency_json"; then
+						echo "---- FAIL: /latency does not say voxel_path gpu"
+						rc=1
+					fi
+				fi
+			fi
 			end "$name" "$rc" "$lim"
+		}
+		agent_source=(--camera synthetic)
+		# camera_agent_step NAME LIMIT PORT SECONDS LOG ARGS...: agent_step with
+		# the camera as its own process, as users run them: the agent maps the
+		# camera's pools read-only from the unix socket and registers them
+		# with the GPU (cuMemHostRegister READ_ONLY). A failed registration
+		# does not stop the agent (its frames are copied into pinned memory,
+		# one log line), so that line fails this step.
+		camera_agent_step() {
+			local name="$1" lim="$2" port="$3" secs="$4" log="$5"
+			shift 5
+			local sock="$tmp/camera.sock" clog="$tmp/camera.log" cpid waited=0
+			if [ ! -x "$camera" ]; then
+				begin "$name" "$lim" "camera + agent" || return 0
+				echo "(no camera binary: camera.gz missing from the packed folder, or not unpacked)"
+				end "$name" 1 "$lim"
+				return 0
+			fi
+			bounded "$lim" "$camera" --socket "$sock" --metrics "" >"$clog" 2>&1 &
+			cpid=$!
+			while [ ! -S "$sock" ] && [ "$waited" -lt 50 ] && kill -0 "$cpid" 2>/dev/null; do
+				sleep 0.2
+				waited=$((waited + 1))
+			done
+			agent_source=(--socket "$sock")
+			agent_step "$name" "$lim" "$port" "$secs" "$log" "$@"
+			agent_source=(--camera synthetic)
+			kill -TERM "$cpid" 2>/dev/null
+			wait "$cpid"
+			local crc=$? last=$((${#verdicts[@]} - 1))
+			echo "---- camera log, last 10 lines (exit $crc):"
+			tail -n 10 "$clog"
+			if [ -f "$log" ]; then
+				echo "---- agent log, GPU registration of the camera's pools:"
+				grep -iE 'regist|read.only|pinned' "$log" || echo "(no registration lines: registered without a note)"
+				if grep -q 'GPU registration of a camera pool failed' "$log"; then
+					verdicts[last]=FAIL
+					notes[last]+="; the camera's pools were not registered (frames staged)"
+					status=1
+				fi
+			fi
+			if [ "$crc" -ne 0 ] && [ "$crc" -ne 143 ] && [ "${verdicts[last]}" = PASS ]; then
+				verdicts[last]=FAIL
+				notes[last]+="; camera exit $crc"
+				status=1
+			fi
 		}
 		# ort_gpu_step: the agent with a GPU build of ONNX Runtime, if there is one.
 		ort_gpu_step() {
@@ -245,7 +321,7 @@ run)
 			done
 			[ -z "$extra" ] || echo "LD_LIBRARY_PATH += $extra"
 			local -x LD_LIBRARY_PATH="$extra${extra:+${LD_LIBRARY_PATH:+:}}${LD_LIBRARY_PATH:-}"
-			local ortlib="$lib" # seen by agent_step
+			local ortlib="$lib" skip_rate_check=1 # seen by agent_step
 			agent_step "$name" "$(limit 120)" 9394 "${GPU_CHECK_ORT_SECONDS:-10}" "$tmp/ort-gpu.log" \
 				--gpu on --ort-lib "$lib" --providers tensorrt,cuda,cpu --trt-cache "$tmp/trt" --log-level info
 			if [ -f "$tmp/ort-gpu.log" ]; then
@@ -284,10 +360,27 @@ run)
 		# nvidia-* wheels, point $ZEROHOP_NVRTC at it.
 		ld_dirs=()
 		IFS=: read -r -a ld_dirs <<<"${LD_LIBRARY_PATH:-}"
+		# The newest by its file name's version (sorting whole paths would
+		# put /usr/local/cuda-12.8/... after /usr/lib/...so.13), and of
+		# that version the soname link when the folder has one.
 		sys_nvrtc="$( (
 			ldconfig -p 2>/dev/null | grep -o '/[^ ]*libnvrtc\.so\.1[0-9.]*$'
 			for d in "${ld_dirs[@]}" /usr/local/cuda*/lib64 /usr/local/cuda*/targets/*/lib; do ls "$d"/libnvrtc.so.1* 2>/dev/null; done
-		) | grep -v builtins | sort -V | tail -n 1)"
+		) | grep -v builtins | awk -F/ '{print $NF "\t" $0}' | sort -t"$(printf '\t')" -k1,1V -k2,2 | tail -n 1 | cut -f2)"
+		if [ -n "$sys_nvrtc" ]; then
+			nvrtc_dir="$(dirname "$sys_nvrtc")"
+			nvrtc_base="$(basename "$sys_nvrtc")"
+			for soname in "${nvrtc_base%.*.*}" "${nvrtc_base%.*}"; do
+				case "$soname" in
+				libnvrtc.so.1[0-9] | libnvrtc.so.11.[0-2])
+					if [ -e "$nvrtc_dir/$soname" ]; then
+						sys_nvrtc="$nvrtc_dir/$soname"
+						break
+					fi
+					;;
+				esac
+			done
+		fi
 		if [ -n "${ZEROHOP_NVRTC:-}" ]; then
 			echo "NVRTC: \$ZEROHOP_NVRTC=$ZEROHOP_NVRTC"
 		elif [ -n "$sys_nvrtc" ]; then
@@ -312,13 +405,21 @@ run)
 			fi
 		fi
 
-		ortlib="$tmp/libonnxruntime.so.1"
+		# Unpacked beside the packed files, not in $TMPDIR, which may be
+		# mounted noexec (dlopen would fail); $tmp if this folder is read-only.
+		bindir="$PWD/lib"
+		[ -w "$bindir" ] || bindir="$tmp"
+		ortlib="$bindir/libonnxruntime.so.1"
 		if [ -f lib/libonnxruntime.so.1.gz ]; then
 			gzip -dc lib/libonnxruntime.so.1.gz >"$ortlib" || rm -f "$ortlib"
 		elif [ -f lib/libonnxruntime.so.1 ]; then
 			cp lib/libonnxruntime.so.1 "$ortlib"
 		fi
 		echo "packed ONNX Runtime: $(cat lib/ORT_VERSION 2>/dev/null || echo '?') ($([ -s "$ortlib" ] && echo "$ortlib" || echo missing))"
+		camera="$bindir/camera"
+		if [ -f camera.gz ]; then
+			{ gzip -dc camera.gz >"$camera" && chmod +x "$camera"; } || rm -f "$camera"
+		fi
 
 		lim="$(limit 30)"
 		if begin "nvidia-smi" "$lim" "nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap; nvidia-smi"; then
@@ -332,7 +433,7 @@ run)
 			fi
 		fi
 		lim="$(limit 60)"
-		step "device info (TestOpen)" "$lim" gpu ./gpu.test -test.run '^TestOpen$' -test.v -test.count=1
+		step "device info (TestOpen)" "$lim" gpu env ZEROHOP_REQUIRE_GPU=1 ./gpu.test -test.run '^TestOpen$' -test.v -test.count=1
 		lim="$(limit 300)"
 		step_log="$tmp/gpu-tests.log"
 		step "gpu tests (TestGPU*, incl. bandwidth)" "$lim" gpu ./gpu.test -test.run "$gpu_tests" -test.v -test.count=1 -test.timeout="$((lim > 20 ? lim - 10 : 10))s"
@@ -360,6 +461,7 @@ run)
 		# sm_XY from NVRTC, or the embedded compute_70 PTX) and why.
 		common=(--ort-lib "$ortlib" --providers cpu --log-level info)
 		agent_step "agent, GPU voxel, mapped input, 20 s" "$(limit 60)" 9391 20 "$tmp/agent-mapped.log" --gpu on --gpu-input mapped "${common[@]}"
+		camera_agent_step "camera + agent processes, GPU voxel, 10 s" "$(limit 45)" 9395 10 "$tmp/agent-socket.log" --gpu on --gpu-input mapped "${common[@]}"
 		agent_step "agent, GPU voxel, copied input, 10 s" "$(limit 45)" 9392 10 "$tmp/agent-copy.log" --gpu on --gpu-input copy "${common[@]}"
 		agent_step "agent, CPU voxel (--gpu off), 10 s" "$(limit 45)" 9393 10 "$tmp/agent-cpu.log" --gpu off "${common[@]}"
 		ort_gpu_step
