@@ -346,7 +346,7 @@ run)
 		gpu_tests='TestGPU'
 		agent_tests='^TestGPU'
 		if [ "$rehearsal" = 1 ]; then
-			gpu_tests='^TestGPU(ZeroCopyHostAlloc|RegisteredMmap|DeviceMemoryCopiesAndEvents|ErrorsCarryCUDANames|HostToDeviceBandwidth|VoxelRegisteredReadOnlyInput|CloudChangingMidRunNeverFaults)$'
+			gpu_tests='^TestGPU(ZeroCopyHostAlloc|RegisteredMmap|DeviceMemoryCopiesAndEvents|ErrorsCarryCUDANames|HostToDeviceBandwidth|VoxelRegisteredReadOnlyInput|VoxelOnAgentViewOfSharedPool|CloudChangingMidRunNeverFaults)$'
 			agent_tests='^TestGPU(PathFeeds|Failure|PathFrame)'
 			echo "REHEARSAL on a FAKE CUDA driver (LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}): checks this script, proves nothing about a GPU"
 		fi
