@@ -6,6 +6,7 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -288,4 +289,35 @@ func TestEmptyDatagramFromTheCameraIsCounted(t *testing.T) {
 	waitFor(t, 5*time.Second, "the empty datagram counted", func() bool { return sub.Stats().Invalid >= 1 })
 	cancel()
 	wait()
+}
+
+// TestSubscriberKeepsSayingItWaits: with no camera on the socket (a wrong
+// --socket, a camera started with another $XDG_RUNTIME_DIR), the
+// subscriber logged one info line and then nothing, however long it
+// waited. Now it warns again every WaitReminder, naming the socket.
+func TestSubscriberKeepsSayingItWaits(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	path := filepath.Join(sockdir.Short(t), "nothing-here.sock")
+	s, err := NewSubscriber(SubscriberConfig{Path: path, Name: "agent", Topics: []string{"points"}, MinBackoff: time.Millisecond,
+		MaxBackoff: 5 * time.Millisecond, WaitReminder: 40 * time.Millisecond, Log: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := s.Run(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Run = %v, want the context's deadline", err)
+	}
+	if n := logs.FilterMessage("waiting for the camera").Len(); n != 1 {
+		t.Errorf("%d 'waiting for the camera' lines, want 1", n)
+	}
+	// 300 ms at one reminder per 40 ms: about 7; at least 3 even on a
+	// starved machine, and never one per retry (~60 at 5 ms).
+	reminders := logs.FilterMessageSnippet("still waiting for the camera").All()
+	if len(reminders) < 3 || len(reminders) > 10 {
+		t.Fatalf("%d reminders in 300 ms at one per 40 ms, want 3..10", len(reminders))
+	}
+	if f := reminders[0].ContextMap(); f["socket"] != path || f["waited"] == nil || reminders[0].Level != zap.WarnLevel {
+		t.Errorf("reminder %v at %v: want a warning with the socket %q and how long it waited", f, reminders[0].Level, path)
+	}
 }

@@ -36,6 +36,10 @@ type SubscriberConfig struct {
 	SpinSocket bool
 	// Reconnect backoff bounds; defaults 20 ms and 1 s.
 	MinBackoff, MaxBackoff time.Duration
+	// WaitReminder is how often a subscriber that cannot reach the camera
+	// says so again, as a warning with the socket and how long it has
+	// waited (default 10 s): a wrong path must not look like an idle robot.
+	WaitReminder time.Duration
 	// OnLease, if set, is called on the receive goroutine with every lease
 	// (inline delivery) instead of queueing it for Latest; it must Release
 	// the lease, now or later.
@@ -77,6 +81,9 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 	}
 	if cfg.MaxBackoff < cfg.MinBackoff {
 		cfg.MaxBackoff = max(time.Second, cfg.MinBackoff)
+	}
+	if cfg.WaitReminder <= 0 {
+		cfg.WaitReminder = 10 * time.Second
 	}
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
@@ -130,6 +137,7 @@ func (s *Subscriber) C(topic int) <-chan Lease { return s.mail[topic].ch }
 func (s *Subscriber) Run(ctx context.Context) error {
 	backoff := s.cfg.MinBackoff
 	failing := false
+	var waitingSince, remindAt time.Time
 	for ctx.Err() == nil {
 		sess, err := s.connect(ctx)
 		if err != nil {
@@ -139,9 +147,14 @@ func (s *Subscriber) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				break // stopped mid-handshake: the cut-off welcome is ours
 			}
-			if !failing {
+			if now := time.Now(); !failing {
 				s.log.Info("waiting for the camera", zap.String("socket", s.cfg.Path), zap.Error(err))
 				failing = true
+				waitingSince, remindAt = now, now.Add(s.cfg.WaitReminder)
+			} else if !now.Before(remindAt) {
+				s.log.Warn("still waiting for the camera: is it running, and serving this socket? (it logs the socket it serves; the default depends on $XDG_RUNTIME_DIR)",
+					zap.String("socket", s.cfg.Path), zap.Duration("waited", now.Sub(waitingSince).Round(time.Second)), zap.Error(err))
+				remindAt = now.Add(s.cfg.WaitReminder)
 			}
 			select {
 			case <-time.After(backoff):
