@@ -415,6 +415,12 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 	// goroutines and GPU streams have been waited for.
 	if !cloud.Valid() || !p.image.Valid() {
 		rec.Inc(telemetry.FramesDropped)
+		if closed(p.runDone) {
+			// Stopping: the subscriber's connection closes with Run's
+			// context, and the camera reclaims what it lent. Expected,
+			// not an incident; nothing but zero goes out from here on.
+			return
+		}
 		// Fresh counted this frame as the newest: without a failure the
 		// watchdog would let the last command stand while such frames
 		// keep coming.

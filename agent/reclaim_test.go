@@ -109,3 +109,38 @@ func TestEachReclaimIncidentIsLogged(t *testing.T) {
 		t.Fatalf("%d reclaim lines for two incidents (frames 0–1, frame 3), want 2", lines)
 	}
 }
+
+// TestReclaimWhileStoppingIsQuiet: on SIGINT the subscriber's connection
+// closes with the context and the camera reclaims the slots of the frame
+// in its stages. That frame is dropped without a warning or a stage
+// failure (2 of 5 Ctrl-C's logged both, as if something had broken).
+func TestReclaimWhileStoppingIsQuiet(t *testing.T) {
+	fake := newFakeGPUFilter(t, 0.2)
+	f := &invalidatingGPUFilter{fakeGPUFilter: fake}
+	g := newComposedWith(t, composedOptions{gpu: f, gpuBEV: make([]byte, 4*fake.bev.Len())})
+	core, logs := observer.New(zap.InfoLevel)
+	g.pipe.log = zap.New(core)
+	ctx, cancel := context.WithCancel(context.Background())
+	g.pipe.runDone = ctx.Done() // as Run sets it
+	var h handles.Handle
+	if err := g.cam.Frame(0, g.inproc, &h); err != nil {
+		t.Fatal(err)
+	}
+	l := <-g.inproc.C(TopicPoints)
+	f.during = func() { cancel(); l.Release() } // SIGINT, then the reclaim
+	g.pipe.frame(l)
+	if d, n := g.rec.Count(telemetry.FramesDropped), g.rec.Count(telemetry.FramesProcessed); d != 1 || n != 0 {
+		t.Fatalf("%d frames dropped and %d processed, want 1 and 0", d, n)
+	}
+	if w := logs.FilterLevelExact(zap.WarnLevel).All(); len(w) != 0 {
+		t.Errorf("warnings while stopping: %v", w)
+	}
+	if ok, why := g.pipe.cfg.Watchdog.Check(time.Now()); !ok {
+		t.Errorf("watchdog after a reclaim while stopping: %q, want no incident", why)
+	}
+	for _, c := range g.sink.since(time.Time{}) {
+		if !c.cmd.IsZero() {
+			t.Fatalf("a command from reclaimed slots: %+v", c.cmd)
+		}
+	}
+}
