@@ -7,6 +7,8 @@ import (
 	"math"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/zerohop/zerohop/handles"
 	"github.com/zerohop/zerohop/planner"
 )
@@ -21,6 +23,11 @@ type TwistSink struct {
 	stamped   bool
 	zeroStamp bool    // TwistOptions.ZeroStamp
 	frameID   cString // TwistStamped header.frame_id, C memory; freed when the endpoint closes
+	// Under ep.mu: what went out, for the two log lines that tell a user
+	// without ROS tools that commands flow (the first moving one) and how
+	// it ended (Close).
+	sent, moving uint64
+	last         planner.Twist
 }
 
 // NewTwistSink creates the cmd_vel publisher.
@@ -92,6 +99,14 @@ func (s *TwistSink) PublishTwist(t planner.Twist, stamp time.Time) error {
 	if rc < 0 {
 		return &ddsError{op: "write " + ep.ddsTopic, rc: rc}
 	}
+	s.sent++
+	s.last = t
+	if !t.IsZero() {
+		if s.moving++; s.moving == 1 {
+			ep.p.log.Info("ros2: first moving cmd_vel published", zapTopic(ep),
+				zap.Float64("linear_x", t.LinearX), zap.Float64("angular_z", t.AngularZ), zap.Int32("subscribers", ep.matched.Load()))
+		}
+	}
 	return bad
 }
 
@@ -101,7 +116,17 @@ func (s *TwistSink) Matched() int { return int(s.ep.matched.Load()) }
 
 // Close deletes the publisher after waiting (up to 1 s) for subscribers
 // to acknowledge what it sent. Publish the zero command before.
-func (s *TwistSink) Close() error { return s.ep.close() }
+func (s *TwistSink) Close() error {
+	ep := s.ep
+	ep.mu.Lock()
+	sent, moving, last, closed := s.sent, s.moving, s.last, ep.closed
+	ep.mu.Unlock()
+	if !closed {
+		ep.p.log.Info("ros2: closing the cmd_vel publisher", zapTopic(ep), zap.Uint64("commands_sent", sent),
+			zap.Uint64("moving", moving), zap.Bool("last_was_zero", last.IsZero()), zap.Int32("subscribers", ep.matched.Load()))
+	}
+	return ep.close()
+}
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
