@@ -421,6 +421,9 @@ func resolveNodeConfig(cfg NodeConfig) (NodeConfig, error) {
 	if _, _, err := gpuModes(cfg); err != nil {
 		return cfg, err
 	}
+	if _, err := infer.ParseProviders(orDefault(cfg.Providers, infer.DefaultProviders)); err != nil {
+		return cfg, fmt.Errorf("--providers: %w", err)
+	}
 	switch {
 	case cfg.Duration < 0:
 		return cfg, fmt.Errorf("--duration %v: want 0 (until SIGINT/SIGTERM) or a positive duration", cfg.Duration)

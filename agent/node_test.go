@@ -405,6 +405,7 @@ func TestFlagErrorsComeBeforeAnythingStarts(t *testing.T) {
 		{"transport", NodeConfig{Transport: "carrier-pigeon"}, []string{"--transport", "carrier-pigeon"}},
 		{"GPU mode", NodeConfig{GPU: "maybe"}, []string{"--gpu", "maybe"}},
 		{"GPU input", NodeConfig{GPUInput: "teleport"}, []string{"--gpu-input", "teleport"}},
+		{"unknown execution provider", NodeConfig{Providers: "cuda,tpu"}, []string{"--providers", `unknown provider "tpu"`}},
 		{"negative watchdog", NodeConfig{Watchdog: -time.Second}, []string{"--watchdog", "-1s"}},
 		{"watchdog too short to tick", NodeConfig{Watchdog: 3}, []string{"--watchdog 3ns", "1ms to 1h"}},
 		{"watchdog beyond an hour", NodeConfig{Watchdog: 2 * time.Hour}, []string{"--watchdog 2h0m0s", "1ms to 1h"}},

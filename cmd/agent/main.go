@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -65,17 +66,17 @@ Flags:
 	fs.StringVar(&cfg.Model, "model", "", "ONNX model file (default: the embedded reference model, see models/MODEL_CARD.md)")
 	fs.StringVar(&cfg.ModelConfig, "model-config", "", "JSON that maps the model's inputs and outputs (see models/README.md)")
 	fs.StringVar(&cfg.ORTLib, "ort-lib", "", fmt.Sprintf("path of libonnxruntime.so (if not given: $ZEROHOP_ORT_LIB; else ort/%s/libonnxruntime.so.1 under $ZEROHOP_CACHE, ./.cache, .cache beside the executable, .cache above it; else libonnxruntime.so.1 or .so in each $LD_LIBRARY_PATH folder, then the system library folders)", infer.ORTVersion))
-	fs.StringVar(&cfg.Providers, "providers", infer.DefaultProviders, "execution providers in order of preference")
+	fs.StringVar(&cfg.Providers, "providers", infer.DefaultProviders, "ONNX Runtime execution providers in order of preference, comma-separated: tensorrt, cuda, cpu (case-insensitive; one that cannot start is skipped with a log line saying why)")
 	fs.StringVar(&cfg.TRTCache, "trt-cache", ".cache/trt", "TensorRT engine cache folder; a relative path is relative to the working directory")
 	fs.IntVar(&cfg.Threads, "ort-threads", 1, "ONNX Runtime intra-op threads, 0 to 256 (0: ONNX Runtime's default; 1 keeps jitter and CPU use low for small models)")
 	fs.IntVar(&cfg.PrepThreads, "prep-threads", 0, "goroutines sharing each frame's image preprocessing (0: one per core, at most 4; on the GPU path it runs beside the GPU voxel filter and often sets e2e)")
 	fs.Float64Var(&leaf, "leaf", 0.2, "voxel leaf size in metres, 0.001 to 100 (0: 0.2)")
-	fs.IntVar(&cfg.MinPoints, "min-points", 1, "minimum points per voxel")
+	fs.IntVar(&cfg.MinPoints, "min-points", 1, "minimum points per voxel, 0 or more (0 and 1: every voxel with a point)")
 	fs.IntVar(&cfg.MaxPoints, "max-points", 500000, "largest point cloud accepted, 1 to 16777216 points (0: 500000)")
 	fs.StringVar(&cfg.GPU, "gpu", agent.GPUAuto, `voxel filter and BEV on the GPU: "auto" (the GPU when one works, else the CPU with a log line saying why), "on" (fail at start-up without it) or "off"`)
 	fs.StringVar(&cfg.GPUInput, "gpu-input", agent.GPUInputMapped, `how the GPU kernels read a cloud: "mapped" (in place from the pinned slot, zero-copy) or "copy" (one async copy to device memory first)`)
 	fs.StringVar(&cfg.CubinCache, "cubin-cache", "", "folder for the compiled GPU kernels (default $XDG_CACHE_HOME/zerohop/cubin or ~/.cache/zerohop/cubin)")
-	fs.DurationVar(&cfg.Watchdog, "watchdog", 200*time.Millisecond, "zero cmd_vel when no fresh frame arrives within this period")
+	fs.DurationVar(&cfg.Watchdog, "watchdog", 200*time.Millisecond, "zero cmd_vel when no fresh frame arrives within this period, and drop frames whose capture stamp is further than this from this machine's clock; 1ms to 1h")
 	fs.DurationVar(&shutdownGrace, "shutdown-grace", agent.DefaultShutdownGrace, "after SIGINT/SIGTERM, exit with an error if shutdown has not finished within this long (a stage stuck in a call nothing can cancel, such as a hung GPU)")
 	fs.StringVar(&cfg.HTTP, "http", telemetry.DefaultAddr, "latency endpoint address (localhost by default; 0.0.0.0:PORT for all interfaces)")
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "also serve /debug/pprof/ when --http is an address other machines can reach (without it, pprof is served only on a loopback --http)")
@@ -90,6 +91,11 @@ Flags:
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
+	}
+	// The flag's default is the full list: empty can only be a mistake
+	// (an unset variable in a compose file, say), not "the default".
+	if strings.TrimSpace(cfg.Providers) == "" {
+		return fmt.Errorf(`--providers %q: want one or more of tensorrt, cuda, cpu (the default: %q)`, cfg.Providers, infer.DefaultProviders)
 	}
 	if shutdownGrace <= 0 {
 		return fmt.Errorf("--shutdown-grace %v: want a positive duration", shutdownGrace)
