@@ -77,16 +77,23 @@ func (f *invalidatingGPUFilter) Run(in voxel.Cloud, out *voxel.Points, bev []byt
 	return err
 }
 
-// TestEachReclaimIncidentIsLogged: frames whose leases go invalid during
-// the stages are dropped; a run of them is one incident and one log line,
-// and after a frame that is planned the next one is a new incident with a
-// line of its own.
-func TestEachReclaimIncidentIsLogged(t *testing.T) {
+// newInvalidating is a composed pipeline on the invalidatingGPUFilter,
+// logging to the returned observer.
+func newInvalidating(t *testing.T) (*composed, *invalidatingGPUFilter, *observer.ObservedLogs) {
 	fake := newFakeGPUFilter(t, 0.2)
 	f := &invalidatingGPUFilter{fakeGPUFilter: fake}
 	g := newComposedWith(t, composedOptions{gpu: f, gpuBEV: make([]byte, 4*fake.bev.Len())})
 	core, logs := observer.New(zap.InfoLevel)
 	g.pipe.log = zap.New(core)
+	return g, f, logs
+}
+
+// TestEachReclaimIncidentIsLogged: frames whose leases go invalid during
+// the stages are dropped; a run of them is one incident and one log line,
+// and after a frame that is planned the next one is a new incident with a
+// line of its own.
+func TestEachReclaimIncidentIsLogged(t *testing.T) {
+	g, f, logs := newInvalidating(t)
 	var h handles.Handle
 	for seq, invalidate := range []bool{true, true, false, true} {
 		if err := g.cam.Frame(uint64(seq), g.inproc, &h); err != nil {
@@ -115,11 +122,7 @@ func TestEachReclaimIncidentIsLogged(t *testing.T) {
 // in its stages. That frame is dropped without a warning or a stage
 // failure (2 of 5 Ctrl-C's logged both, as if something had broken).
 func TestReclaimWhileStoppingIsQuiet(t *testing.T) {
-	fake := newFakeGPUFilter(t, 0.2)
-	f := &invalidatingGPUFilter{fakeGPUFilter: fake}
-	g := newComposedWith(t, composedOptions{gpu: f, gpuBEV: make([]byte, 4*fake.bev.Len())})
-	core, logs := observer.New(zap.InfoLevel)
-	g.pipe.log = zap.New(core)
+	g, f, logs := newInvalidating(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	g.pipe.runDone = ctx.Done() // as Run sets it
 	var h handles.Handle

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zerohop/zerohop/camera"
 	"github.com/zerohop/zerohop/internal/sockdir"
 	"github.com/zerohop/zerohop/ros2"
 )
@@ -28,15 +29,7 @@ func TestMirrorReliabilityFlag(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			fs := flag.NewFlagSet("camera", flag.ContinueOnError)
-			nodeConfig := registerROS2Flags(fs)
-			if err := fs.Parse(c.args); err != nil {
-				t.Fatal(err)
-			}
-			rc, err := nodeConfig(noEnv)
-			if err != nil {
-				t.Fatal(err)
-			}
+			rc := parseROS2Flags(t, c.args)
 			if rc.MirrorReliability != c.want {
 				t.Errorf("MirrorReliability = %v, want %v", rc.MirrorReliability, c.want)
 			}
@@ -55,15 +48,7 @@ func TestDefaultTopicsFollowTheNamespace(t *testing.T) {
 		{[]string{"--ros2-namespace", "/robot1"}, "/robot1/points", "/robot1/image_raw"},
 		{[]string{"--ros2-namespace", "/robot1", "--ros2-points-topic", "/points"}, "/points", "/robot1/image_raw"},
 	} {
-		fs := flag.NewFlagSet("camera", flag.ContinueOnError)
-		nodeConfig := registerROS2Flags(fs)
-		if err := fs.Parse(c.args); err != nil {
-			t.Fatal(err)
-		}
-		rc, err := nodeConfig(noEnv)
-		if err != nil {
-			t.Fatal(err)
-		}
+		rc := parseROS2Flags(t, c.args)
 		points, err1 := rc.DDS.ResolveTopic(rc.PointsTopic)
 		image, err2 := rc.DDS.ResolveTopic(rc.ImageTopic)
 		if err1 != nil || err2 != nil || points != c.points || image != c.image {
@@ -144,4 +129,20 @@ func TestHelpDescribesMirrorReliability(t *testing.T) {
 			t.Errorf("usage %q lacks %s", f.Usage, want)
 		}
 	}
+}
+
+// parseROS2Flags is the camera's ROS 2 flags parsed from args, with no
+// ROS environment variables set.
+func parseROS2Flags(t *testing.T, args []string) camera.ROS2NodeConfig {
+	t.Helper()
+	fs := flag.NewFlagSet("camera", flag.ContinueOnError)
+	nodeConfig := registerROS2Flags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := nodeConfig(noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc
 }
