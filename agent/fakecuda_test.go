@@ -250,6 +250,17 @@ func fakeCUDANode(t *testing.T, driver string, live func(int) uint64, registrati
 	if lat.VoxelPath != "gpu" || !strings.Contains(lat.GPU, "fake") || lat.GPUKernels != "sm_90" || lat.Counters["gpu_voxel_failures_total"] != 0 {
 		t.Fatalf("/latency voxel path %q, gpu %q, kernels %q, GPU failures %v; want gpu, the fake, sm_90, 0", lat.VoxelPath, lat.GPU, lat.GPUKernels, lat.Counters["gpu_voxel_failures_total"])
 	}
+	// Registered pools are read in place; unregistered ones cost a copy
+	// per frame, and /latency must say so.
+	staged, ok := lat.Counters["gpu_voxel_staged_total"]
+	switch {
+	case !ok:
+		t.Errorf("/latency has no gpu_voxel_staged_total: %v", lat.Counters)
+	case registrations > 0 && staged != 0:
+		t.Errorf("gpu_voxel_staged_total %v with the camera's pools registered, want 0", staged)
+	case registrations == 0 && (staged == 0 || staged > lat.Counters["frames_processed"]):
+		t.Errorf("gpu_voxel_staged_total %v with no pool registered, want every one of the %v frames processed", staged, lat.Counters["frames_processed"])
+	}
 	if len(sink.since(time.Time{})) == 0 {
 		t.Fatal("no command published")
 	}

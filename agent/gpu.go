@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 
@@ -38,6 +39,23 @@ const (
 // [3,H,W] float32 raster into bev. It must give the CPU path's results.
 type GPUFilter interface {
 	Run(in voxel.Cloud, out *voxel.Points, bev []byte) error
+}
+
+// stagingCounter is the GPU filter, counting the frames it staged through
+// pinned memory (their slot was not registered with the GPU: one CPU copy
+// each) for gpu_voxel_staged_total. Zero-copy is the GPU path's point, and
+// a registration that failed at start shows nowhere else but one log line.
+type stagingCounter struct {
+	filter *gpu.VoxelFilter
+	staged atomic.Uint64
+}
+
+func (s *stagingCounter) Run(in voxel.Cloud, out *voxel.Points, bev []byte) error {
+	err := s.filter.Run(in, out, bev)
+	if err == nil && s.filter.Timing().Staged {
+		s.staged.Add(1)
+	}
+	return err
 }
 
 // gpuVoxel is the agent's GPU path, set up at start: the device's context,

@@ -351,12 +351,20 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	}
 	pcfg := Config{Source: src, Filter: filter, BEV: bev, Session: sess, Prep: prep, Planner: plan,
 		Watchdog: wd, Recorder: rec, Sink: sink, MaxPoints: cfg.MaxPoints, Log: log}
+	var staging *stagingCounter
 	if gv != nil {
-		pcfg.GPU, pcfg.GPUBEV = gv.filter, gv.bev
+		staging = &stagingCounter{filter: gv.filter}
+		pcfg.GPU, pcfg.GPUBEV = staging, gv.bev
 	}
 	pipe, err := New(pcfg)
 	if err != nil {
 		return err
+	}
+	if staging != nil {
+		if err := rec.AddCounterFunc("gpu_voxel_staged_total", "Clouds the GPU filtered after one CPU copy into pinned memory, as their camera pool could not be registered with the GPU (0 when the GPU reads every slot in place).",
+			func() float64 { return float64(staging.staged.Load()) }); err != nil {
+			log.Warn("metrics: gpu staged", zap.Error(err))
+		}
 	}
 	if err := rec.AddCounterFunc("pipeline_stalls_total", "Frames that became older than the watchdog period while their stages ran (each answered by a zero cmd_vel from the stall guard).",
 		func() float64 { return float64(pipe.Stalls()) }); err != nil {

@@ -229,6 +229,12 @@ run)
 						echo "---- FAIL: /latency does not say voxel_path gpu"
 						rc=1
 					fi
+					local staged
+					staged="$(grep -o '"gpu_voxel_staged_total": *[0-9]*' <<<"$latency_json" | grep -o '[0-9]*$')"
+					if [ "${staged:-1}" != 0 ]; then
+						echo "---- FAIL: gpu_voxel_staged_total ${staged:-missing}: frames were copied into pinned memory, not read in place (the camera's pools were not registered)"
+						rc=1
+					fi
 				fi
 			fi
 			end "$name" "$rc" "$lim"
