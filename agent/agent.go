@@ -74,6 +74,9 @@ type Config struct {
 	Log  *zap.Logger
 }
 
+// outOfOrderEvery is how often out-of-order frames are logged at most.
+const outOfOrderEvery = 10 * time.Second
+
 // errReclaimed is the watchdog's cause for a frame dropped because the
 // camera reclaimed its slots while the stages read them.
 var errReclaimed = errors.New("the camera reclaimed the frame's slots while the stages read them (connection lost)")
@@ -95,9 +98,12 @@ type Pipeline struct {
 	// staleLogged: a frame was dropped as stale and logged; no more lines
 	// until a fresh one arrives.
 	staleLogged bool
-	// outOfOrderLogged: a fresh frame older than the newest was dropped
-	// and logged; no more lines until a newer frame arrives.
-	outOfOrderLogged bool
+	// outOfOrderAt is when the last out-of-order line was written (zero:
+	// never), outOfOrder how many such frames were dropped since: two
+	// publishers that alternate on one topic make every other frame one,
+	// so a line at most every outOfOrderEvery, with the count.
+	outOfOrderAt time.Time
+	outOfOrder   uint64
 	// newestSeq is the sequence number of the newest fresh frame, for the
 	// out-of-order line.
 	newestSeq uint64
@@ -383,15 +389,14 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 		// Planning it would replace the command from a newer frame with
 		// one from older data; it keeps nothing alive either.
 		rec.Inc(telemetry.FramesDropped)
-		if !p.outOfOrderLogged {
-			p.outOfOrderLogged = true
+		if p.outOfOrder++; p.outOfOrderAt.IsZero() || now.Sub(p.outOfOrderAt) >= outOfOrderEvery {
 			p.log.Warn("frames dropped: capture stamp not newer than the newest frame's (does the driver stamp out of order, or do two publishers share the topic?)",
-				zap.Uint64("seq", cloud.Handle.Seq), zap.Uint64("newest_seq", p.newestSeq))
+				zap.Uint64("seq", cloud.Handle.Seq), zap.Uint64("newest_seq", p.newestSeq), zap.Uint64("dropped_since_last_line", p.outOfOrder))
+			p.outOfOrderAt, p.outOfOrder = now, 0
 		}
 		return
 	}
 	p.staleLogged = false
-	p.outOfOrderLogged = false
 	p.newestSeq = cloud.Handle.Seq
 	// The stall guard zeroes once this frame is older than the period by
 	// the watchdog's rule (from its time at, not from when its stages

@@ -66,7 +66,8 @@ func oldFrameDeliveredLate(t *testing.T, skew time.Duration) {
 // stamped before it arrive (a driver stamping out of order, two publishers
 // on one topic). Each is dropped and counted, gives its image back,
 // publishes nothing and allocates nothing; one line says why; the next
-// newer frame is planned again. The watchdog period is 1 s so that every
+// newer frame is planned again, and frames that alternate, newer and
+// older, add no lines. The watchdog period is 1 s so that every
 // older frame, stamped 500 ms before the first, is well inside it.
 func TestOutOfOrderFrameIsNotPlanned(t *testing.T) {
 	c := newComposedWith(t, composedOptions{watchdog: time.Second})
@@ -105,8 +106,22 @@ func TestOutOfOrderFrameIsNotPlanned(t *testing.T) {
 		t.Errorf("want one line naming newest_seq 0, got %v", logs.All())
 	}
 	c.step(t, seq, &h)
+	seq++
 	if n := len(c.sink.since(time.Time{})); n != published+1 {
 		t.Errorf("%d commands for the next newer frame, want 1", n-published)
+	}
+	// Two publishers alternating on one topic: every other frame is out
+	// of order. Still one line (at most one per 10 s), not one per frame.
+	for range 5 {
+		older()
+		c.step(t, seq, &h)
+		seq++
+	}
+	if n := len(c.sink.since(time.Time{})); n != published+6 {
+		t.Errorf("%d commands for six newer frames, want 6", n-published)
+	}
+	if warned := logs.FilterMessageSnippet("not newer than the newest").Len(); warned != 1 {
+		t.Errorf("%d out-of-order lines after alternating frames, want 1", warned)
 	}
 }
 

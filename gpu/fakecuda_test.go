@@ -475,6 +475,14 @@ func TestFakeCUDAStagesUnpinnedInput(t *testing.T) {
 	if !raceEnabled && allocs != 0 {
 		t.Fatalf("a staged Run allocates %.1f times, want 0", allocs)
 	}
+	// An empty cloud after a staged one copies nothing: not staged (the
+	// agent's gpu_voxel_staged_total counts from this).
+	if err := staging.Run(voxel.XYZI(nil, 0), got, bev2); err != nil {
+		t.Fatal(err)
+	}
+	if staging.Timing().Staged {
+		t.Fatal("an empty cloud after a staged one is reported as staged")
+	}
 }
 
 // TestFakeCUDAWideCloudsTooLargeToCopyIn: a cloud of 32-byte points that

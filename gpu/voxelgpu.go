@@ -511,6 +511,7 @@ func (f *VoxelFilter) runAndDrain() error {
 func (f *VoxelFilter) runOnThread() error {
 	in, out, bev := f.job.in, f.job.out, f.job.bev
 	n := in.Count
+	f.timing.Staged = false // also for an empty cloud, which returns early
 	l := &f.list
 	var bevPtr DevicePtr
 	if bev != nil {
@@ -529,7 +530,6 @@ func (f *VoxelFilter) runOnThread() error {
 	data := in.Data[:n*in.Step]
 	// One lookup per frame: where the input is pinned, or that it is not.
 	inPtr, pinned := f.c.lookup(data)
-	f.timing.Staged = false
 	if !pinned && f.stage != nil {
 		if len(data) > len(f.stage) {
 			return fmt.Errorf("unpinned cloud of %d bytes (%d points × %d) exceeds the staging buffer of %d bytes: %w", len(data), n, in.Step, len(f.stage), ErrInputTooLarge)

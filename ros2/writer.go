@@ -82,8 +82,8 @@ func (s *TwistSink) PublishTwist(t planner.Twist, stamp time.Time) error {
 	}
 	ep := s.ep
 	ep.mu.Lock()
-	defer ep.mu.Unlock()
 	if ep.closed {
+		ep.mu.Unlock()
 		return ErrClosed
 	}
 	var rc retcode
@@ -96,16 +96,25 @@ func (s *TwistSink) PublishTwist(t planner.Twist, stamp time.Time) error {
 	} else {
 		rc = writeTwist(ep.e, t.LinearX, t.AngularZ)
 	}
+	firstMoving := false
+	if rc >= 0 {
+		s.sent++
+		s.last = t
+		if !t.IsZero() {
+			s.moving++
+			firstMoving = s.moving == 1
+		}
+	}
+	ep.mu.Unlock()
 	if rc < 0 {
 		return &ddsError{op: "write " + ep.ddsTopic, rc: rc}
 	}
-	s.sent++
-	s.last = t
-	if !t.IsZero() {
-		if s.moving++; s.moving == 1 {
-			ep.p.log.Info("ros2: first moving cmd_vel published", zapTopic(ep),
-				zap.Float64("linear_x", t.LinearX), zap.Float64("angular_z", t.AngularZ), zap.Int32("subscribers", ep.matched.Load()))
-		}
+	if firstMoving {
+		// Outside the endpoint's lock, which Close and the other
+		// endpoint users take: a log write that blocks (a full stderr
+		// pipe) holds up only this call. It happens once per sink.
+		ep.p.log.Info("ros2: first moving cmd_vel published", zapTopic(ep),
+			zap.Float64("linear_x", t.LinearX), zap.Float64("angular_z", t.AngularZ), zap.Int32("subscribers", ep.matched.Load()))
 	}
 	return bad
 }

@@ -76,7 +76,7 @@ Flags:
 	fs.StringVar(&cfg.GPU, "gpu", agent.GPUAuto, `voxel filter and BEV on the GPU: "auto" (the GPU when one works, else the CPU with a log line saying why), "on" (fail at start-up without it) or "off"`)
 	fs.StringVar(&cfg.GPUInput, "gpu-input", agent.GPUInputMapped, `how the GPU kernels read a cloud: "mapped" (in place from the pinned slot, zero-copy) or "copy" (one async copy to device memory first)`)
 	fs.StringVar(&cfg.CubinCache, "cubin-cache", "", "folder for the compiled GPU kernels (default $XDG_CACHE_HOME/zerohop/cubin or ~/.cache/zerohop/cubin)")
-	fs.DurationVar(&cfg.Watchdog, "watchdog", 200*time.Millisecond, "zero cmd_vel when no fresh frame arrives within this period, and drop frames whose capture stamp is further than this from this machine's clock; 1ms to 1h")
+	fs.DurationVar(&cfg.Watchdog, "watchdog", 200*time.Millisecond, "zero cmd_vel when no fresh frame arrives within this period, and drop frames whose capture stamp is further than this from this machine's clock; 1ms to 1h (0: 200ms)")
 	fs.DurationVar(&shutdownGrace, "shutdown-grace", agent.DefaultShutdownGrace, "after SIGINT/SIGTERM, exit with an error if shutdown has not finished within this long (a stage stuck in a call nothing can cancel, such as a hung GPU)")
 	fs.StringVar(&cfg.HTTP, "http", telemetry.DefaultAddr, "latency endpoint address (localhost by default; 0.0.0.0:PORT for all interfaces)")
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "also serve /debug/pprof/ when --http is an address other machines can reach (without it, pprof is served only on a loopback --http)")
