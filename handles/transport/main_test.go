@@ -3,9 +3,12 @@ package transport
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestMain fails the run if the tests leave file descriptors open: every
@@ -27,7 +30,7 @@ func TestMain(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "fd leak: %d fds open before the tests, %d after:\n", len(before), len(after))
 			for fd, target := range after {
 				if _, ok := before[fd]; !ok {
-					fmt.Fprintf(os.Stderr, "  fd %s → %s\n", fd, target)
+					fmt.Fprintf(os.Stderr, "  fd %s → %s%s\n", fd, target, describeSocket(fd))
 				}
 			}
 			code = 1
@@ -52,4 +55,31 @@ func openFds() map[string]string {
 		out[e.Name()] = target
 	}
 	return out
+}
+
+// describeSocket says what a leaked socket is (its type, its and its
+// peer's address, the peer's pid) so that the test that left it can be
+// found; "" for anything else.
+func describeSocket(name string) string {
+	fd, err := strconv.Atoi(name)
+	if err != nil {
+		return ""
+	}
+	typ, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
+	if err != nil {
+		return ""
+	}
+	desc := fmt.Sprintf(" type %d", typ)
+	if sa, err := unix.Getsockname(fd); err == nil {
+		desc += fmt.Sprintf(" local %+v", sa)
+	}
+	if sa, err := unix.Getpeername(fd); err == nil {
+		desc += fmt.Sprintf(" peer %+v", sa)
+	} else {
+		desc += fmt.Sprintf(" (no peer: %v)", err)
+	}
+	if cred, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
+		desc += fmt.Sprintf(" peer pid %d (this process %d)", cred.Pid, os.Getpid())
+	}
+	return desc
 }
