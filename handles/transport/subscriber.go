@@ -554,12 +554,15 @@ func (s *Subscriber) take(ss *session, b []byte, now int64) error {
 	}
 	ss.refs.Add(1)
 	l := Lease{Handle: h, Topic: ti, ReceivedNs: now, data: ss.views[ti].Slot(h.Slot)[:h.Length], owner: ss}
+	// Counted as handed over: before an inline callback, which may be
+	// what the reader of the count waits on; after queueing, so that
+	// whoever sees the count can take the lease.
 	if s.cfg.OnLease != nil {
+		s.received.Add(1)
 		s.cfg.OnLease(l)
 	} else {
 		s.mail[ti].put(l)
+		s.received.Add(1)
 	}
-	// Counted once queued: whoever sees the count can take the lease.
-	s.received.Add(1)
 	return nil
 }
