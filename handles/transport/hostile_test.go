@@ -22,6 +22,35 @@ import (
 	"github.com/zerohop/zerohop/pinned"
 )
 
+// keptFds holds the connections a fake camera keeps open and closes them
+// when the test ends, and any it accepts after that at once: the
+// subscriber's last connect may still sit in the backlog when it stops,
+// to be accepted after the test's clean-up (a socket the fd-leak check
+// found under qemu).
+type keptFds struct {
+	mu   sync.Mutex
+	fds  []int
+	over bool
+}
+
+func (k *keptFds) keep(fd int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.over {
+		closeFd(fd)
+		return
+	}
+	k.fds = append(k.fds, fd)
+}
+
+func (k *keptFds) closeAll() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.over = true
+	closeFds(k.fds)
+	k.fds = nil
+}
+
 // fakeCamera accepts one connection at a time, reads the hello, sends a
 // welcome with one points pool's memfd and then runs after(fd), which owns
 // fd. It is a fake camera for testing subscribers, not a server.
@@ -74,15 +103,12 @@ func pointsRecord(slot uint32, gen uint64) []byte {
 // each dropping a session reference, until the pools were unmapped under
 // live leases. It is a protocol violation now.
 func TestGenerationZeroHandleIsRefused(t *testing.T) {
-	var mu sync.Mutex
-	var fds []int
+	kept := &keptFds{}
 	path := fakeCamera(t, func(fd int) {
 		sendBlocking(fd, pointsRecord(0, 0), nil)
-		mu.Lock()
-		fds = append(fds, fd) // kept open: the subscriber must hang up itself
-		mu.Unlock()
+		kept.keep(fd) // kept open: the subscriber must hang up itself
 	})
-	t.Cleanup(func() { mu.Lock(); closeFds(fds); mu.Unlock() })
+	t.Cleanup(kept.closeAll)
 	got := make(chan Lease, 16)
 	sub, cancel, wait := startSubscriber(t, SubscriberConfig{Path: path, Name: "victim", Topics: []string{"points"},
 		OnLease: func(l Lease) { got <- l }})
@@ -276,15 +302,12 @@ func TestRunReturnsWhileWaitingForTheWelcome(t *testing.T) {
 // datagram and stays connected is a protocol violation (counted as
 // invalid), not a hang-up (recv reads 0 bytes for both).
 func TestEmptyDatagramFromTheCameraIsCounted(t *testing.T) {
-	var mu sync.Mutex
-	var fds []int
+	kept := &keptFds{}
 	path := fakeCamera(t, func(fd int) {
 		sendBlocking(fd, nil, nil)
-		mu.Lock()
-		fds = append(fds, fd) // kept open: the subscriber must tell it from a hang-up
-		mu.Unlock()
+		kept.keep(fd) // kept open: the subscriber must tell it from a hang-up
 	})
-	t.Cleanup(func() { mu.Lock(); closeFds(fds); mu.Unlock() })
+	t.Cleanup(kept.closeAll)
 	sub, cancel, wait := startSubscriber(t, SubscriberConfig{Path: path, Name: "victim", Topics: []string{"points"}})
 	waitFor(t, 5*time.Second, "the empty datagram counted", func() bool { return sub.Stats().Invalid >= 1 })
 	cancel()
