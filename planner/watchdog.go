@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/zerohop/zerohop/monotime"
 )
 
 // DefaultWatchdogTimeout is the default WatchdogConfig.Timeout.
@@ -68,12 +70,21 @@ type WatchdogConfig struct {
 	// OnRecover is called once when an incident ends (End set), from the
 	// Check that sees it over, with no lock held. Optional.
 	OnRecover func(Incident)
+	// Monotonic reads a clock that never steps, for the time elapsed
+	// since the newest frame arrived: a wall-clock step back (NTP, an RTC
+	// corrected after boot) while frames stop must not make the last
+	// command outlive Timeout. Default: CLOCK_MONOTONIC (monotime.Now).
+	// Tests inject a fake.
+	Monotonic func() time.Duration
 }
 
 // Watchdog decides whether commands may reach the robot (design invariant
 // 7): not before the first frame, not when the newest frame is older than
 // Timeout, and not after a stage failure until a newer frame arrives. Its
-// clock is injected: every time comes from the caller. Safe for concurrent
+// clocks are injected: wall-clock times, which are compared with frame
+// stamps, come from the caller; the monotonic clock, which bounds a
+// frame's age against wall-clock steps, from WatchdogConfig.Monotonic.
+// Safe for concurrent
 // use; Check, Fresh and Fail do not allocate except when an incident starts.
 //
 // Call order per frame: at, v := Fresh(stamp, now) when the frame is
@@ -92,12 +103,18 @@ type Watchdog struct {
 	isNonFinite func(error) bool
 	onIncident  func(Incident)
 	onRecover   func(Incident)
+	monotonic   func() time.Duration
 
-	mu         sync.Mutex
-	haveFrame  bool
-	newest     time.Time // newest fresh frame's time (Fresh's at); valid if haveFrame
-	newestRaw  time.Time // its stamp as given, which orders frames even when at was clamped
-	refused    bool      // a frame was not fresh since the newest fresh one
+	mu        sync.Mutex
+	haveFrame bool
+	newest    time.Time // newest fresh frame's time (Fresh's at); valid if haveFrame
+	newestRaw time.Time // its stamp as given, which orders frames even when at was clamped
+	// When the newest frame arrived, on the monotonic clock, and its age
+	// then (now - at, >= 0): its age later is at least newestAge plus the
+	// monotonic time since, whatever the wall clock did meanwhile.
+	newestMono time.Duration
+	newestAge  time.Duration
+	refused    bool // a frame was not fresh since the newest fresh one
 	refusedAge time.Duration
 	refusedNew bool // refused since the incident's Detail was written
 	failed     bool // a stage failed since the newest frame
@@ -123,8 +140,25 @@ func NewWatchdog(cfg WatchdogConfig) (*Watchdog, error) {
 	if cfg.IsNonFinite == nil {
 		cfg.IsNonFinite = func(err error) bool { return errors.Is(err, ErrNonFinite) }
 	}
+	if cfg.Monotonic == nil {
+		cfg.Monotonic = func() time.Duration { return time.Duration(monotime.Now()) }
+	}
 	return &Watchdog{timeout: cfg.Timeout, isNonFinite: cfg.IsNonFinite,
-		onIncident: cfg.OnIncident, onRecover: cfg.OnRecover}, nil
+		onIncident: cfg.OnIncident, onRecover: cfg.OnRecover, monotonic: cfg.Monotonic}, nil
+}
+
+// newestAgeAt is the newest frame's age at now (wall) and mono: the larger
+// of its wall-clock age and its age by the monotonic clock, so that a
+// wall-clock step back cannot make it younger. A step forward makes it
+// older (the command stops early: the safe side). A wall age below zero
+// (the clock stepped back past the frame) is returned as is, for Check's
+// "ahead of the clock" verdict. Called with w.mu held, haveFrame true.
+func (w *Watchdog) newestAgeAt(now time.Time, mono time.Duration) time.Duration {
+	wall := now.Sub(w.newest)
+	if wall < 0 {
+		return wall
+	}
+	return max(wall, w.newestAge+mono-w.newestMono)
 }
 
 // Timeout returns the effective timeout.
@@ -187,23 +221,25 @@ func (w *Watchdog) Fresh(frameStamp, now time.Time) (at time.Time, verdict Fresh
 	verdict = FrameOutOfOrder
 	var unseen Incident // a stale period no Check saw, over now
 	w.mu.Lock()
+	mono := w.monotonic()
 	switch {
 	case age > w.timeout || age < -w.timeout:
 		verdict = FrameStale
 		w.refused, w.refusedAge, w.refusedNew = true, age, true
 	case !w.haveFrame || frameStamp.After(w.newestRaw) || w.newest.After(now.Add(w.timeout)):
 		verdict = FrameNewest
-		if gap := now.Sub(w.newest); w.haveFrame && !w.active && gap > w.timeout {
+		if w.haveFrame && !w.active && w.newestAgeAt(now, mono) > w.timeout {
 			// The newest frame went stale and no Check saw it (this
 			// process did not run: paused, frozen, starved; or the caller
 			// was busy past the period): an incident that began and ended
 			// unseen. The command from before it must not carry on.
 			unseen = Incident{Reason: ReasonStale, Start: w.newest.Add(w.timeout), End: now,
-				Detail: fmt.Sprintf("stale: no frame for %v, and no check meanwhile (was this process paused or starved?)", gap)}
+				Detail: fmt.Sprintf("stale: no frame for %v, and no check meanwhile (was this process paused or starved?)", w.newestAgeAt(now, mono))}
 			w.counts[ReasonStale]++
 			w.needReset = true
 		}
 		w.haveFrame, w.newest, w.newestRaw = true, at, frameStamp
+		w.newestMono, w.newestAge = mono, now.Sub(at)
 		w.refused = false
 		w.failed = false
 		w.failErr = nil
@@ -250,7 +286,7 @@ func (w *Watchdog) Check(now time.Time) (ok bool, reason string) {
 	case !w.haveFrame:
 		cause = ReasonStale
 	default:
-		age = now.Sub(w.newest)
+		age = w.newestAgeAt(now, w.monotonic())
 		if age > w.timeout || age < -w.timeout {
 			cause = ReasonStale
 		}

@@ -14,8 +14,23 @@ type incidentLog struct {
 	started, ended []Incident
 }
 
+// fakeMonotonic is a fake of the watchdog's monotonic clock: it stands
+// still unless a test moves it, so that tests which give wall-clock times
+// judge by those alone.
+type fakeMonotonic struct {
+	mu  sync.Mutex
+	now time.Duration
+}
+
+func (f *fakeMonotonic) read() time.Duration     { f.mu.Lock(); defer f.mu.Unlock(); return f.now }
+func (f *fakeMonotonic) advance(d time.Duration) { f.mu.Lock(); f.now += d; f.mu.Unlock() }
+
+// newLoggedWatchdog gives cfg a still fakeMonotonic unless it has a clock.
 func newLoggedWatchdog(t *testing.T, cfg WatchdogConfig) (*Watchdog, *incidentLog) {
 	t.Helper()
+	if cfg.Monotonic == nil {
+		cfg.Monotonic = (&fakeMonotonic{}).read
+	}
 	log := &incidentLog{}
 	cfg.OnIncident = func(i Incident) { log.started = append(log.started, i) }
 	cfg.OnRecover = func(i Incident) { log.ended = append(log.ended, i) }
@@ -594,5 +609,88 @@ func TestWatchdogOutOfOrderFrameKeepsNothingAlive(t *testing.T) {
 	w2.Fresh(t0.Add(50*ms), t0.Add(110*ms))
 	if ok, why := w2.Check(t0.Add(120 * ms)); ok || !strings.Contains(why, "boom") {
 		t.Fatalf("Check = %v %q; an out-of-order frame cleared the failure", ok, why)
+	}
+}
+
+// TestWatchdogWallClockStepBackDoesNotExtendTheCommand: frames stop and the
+// wall clock steps back meanwhile (NTP, an RTC corrected after boot). By
+// the wall clock alone the newest frame looks younger than it is, and the
+// last command would stand for Timeout plus the step. The monotonic clock
+// bounds its age from below.
+func TestWatchdogWallClockStepBackDoesNotExtendTheCommand(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name      string
+		ageAtTake time.Duration // the frame's age when Fresh took it
+		elapsed   time.Duration // monotonic time from Fresh to Check
+		step      time.Duration // wall-clock step back meanwhile
+		wantOK    bool
+		wantWhy   string
+	}{
+		{"no step, within the timeout", 0, 150 * ms, 0, true, ""},
+		{"no step, past the timeout", 0, 250 * ms, 0, false, "250ms old"},
+		{"step back 100 ms, past the timeout by the monotonic clock", 0, 250 * ms, 100 * ms, false, "250ms old"},
+		{"step back, its age when taken counts", 120 * ms, 100 * ms, 100 * ms, false, "220ms old"},
+		{"step back, within the timeout either way", 50 * ms, 100 * ms, 100 * ms, true, ""},
+		{"step forward stops it early (wall age)", 0, 50 * ms, -200 * ms, false, "250ms old"},
+		// Past the frame: the clock stepped back further than the frame's
+		// age; Check says so ("ahead of the clock"), and the step-back rule
+		// lets the next frame in.
+		{"step back past the frame", 0, 50 * ms, 300 * ms, false, "ahead of the clock"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mono := &fakeMonotonic{now: time.Hour}
+			w, log := newLoggedWatchdog(t, WatchdogConfig{Monotonic: mono.read})
+			if _, v := w.Fresh(t0.Add(-tt.ageAtTake), t0); v != FrameNewest {
+				t.Fatalf("Fresh: %v", v)
+			}
+			mono.advance(tt.elapsed)
+			ok, why := w.Check(t0.Add(tt.elapsed - tt.step))
+			if ok != tt.wantOK || !strings.Contains(why, tt.wantWhy) {
+				t.Fatalf("Check = %v %q; want %v containing %q", ok, why, tt.wantOK, tt.wantWhy)
+			}
+			if out := w.Output(t0.Add(tt.elapsed-tt.step), Twist{0.5, 0}, nil); (out != Twist{}) != tt.wantOK {
+				t.Fatalf("Output = %+v with Check %v", out, ok)
+			}
+			if !tt.wantOK && len(log.started) != 1 {
+				t.Fatalf("%d incidents started, want 1", len(log.started))
+			}
+		})
+	}
+}
+
+// An incident no Check saw (the process was paused) is found by the
+// monotonic clock too, when the wall clock stepped back during the pause.
+func TestWatchdogUnseenIncidentAcrossAClockStepBack(t *testing.T) {
+	ms := time.Millisecond
+	mono := &fakeMonotonic{}
+	w, log := newLoggedWatchdog(t, WatchdogConfig{Monotonic: mono.read})
+	w.Fresh(t0, t0)
+	mono.advance(500 * ms) // paused for 500 ms; the wall clock stepped back 400 ms meanwhile
+	next := t0.Add(100 * ms)
+	if _, v := w.Fresh(next, next); v != FrameNewest {
+		t.Fatalf("Fresh after the pause: %v", v)
+	}
+	if len(log.started) != 1 || len(log.ended) != 1 || !strings.Contains(log.started[0].Detail, "no frame for 500ms") {
+		t.Fatalf("incidents started %+v ended %+v; want one unseen stale incident of 500ms", log.started, log.ended)
+	}
+	if out := w.Output(next, Twist{0.5, 0}, mustNew(t, Config{})); out != (Twist{}) {
+		t.Fatalf("first Output after an unseen incident = %+v, want zero", out)
+	}
+}
+
+// The default clock is the real monotonic one: with the wall clock standing
+// still (as if stepped back by as much as time passed), the frame still
+// goes stale.
+func TestWatchdogDefaultClockIsMonotonic(t *testing.T) {
+	w, err := NewWatchdog(WatchdogConfig{Timeout: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Fresh(t0, t0)
+	time.Sleep(20 * time.Millisecond)
+	if ok, why := w.Check(t0); ok || !strings.Contains(why, "old (timeout 5ms)") {
+		t.Fatalf("Check after 20 ms by the monotonic clock, wall clock still = %v %q; want stale", ok, why)
 	}
 }
