@@ -78,6 +78,8 @@ type ModelConfig struct {
 	// SectorHeadingsDeg[k] is sector k's heading in degrees, positive to the
 	// left (ROS yaw), strictly increasing: index 0 is the rightmost sector.
 	SectorHeadingsDeg []float64 `json:"sector_headings_deg"`
+
+	source string // ParseConfig's source, for a model mismatch's message; "" for a literal
 }
 
 // ReferenceConfig returns the config of models/reference.onnx (embedded). It
@@ -114,6 +116,7 @@ func ParseConfig(data []byte, source string) (ModelConfig, error) {
 	if err := cfg.Validate(); err != nil {
 		return ModelConfig{}, fmt.Errorf("infer: config %q: %w", source, err)
 	}
+	cfg.source = source
 	return cfg, nil
 }
 

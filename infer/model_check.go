@@ -1,7 +1,6 @@
 package infer
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -9,15 +8,16 @@ import (
 )
 
 // checkModel compares the model's declared inputs and outputs with cfg and
-// reports every mismatch at once, each naming the model and the tensor.
+// reports every mismatch at once, under one line naming the model, each
+// naming the tensor.
 //
 // Every model input must be in the config (ONNX Runtime needs a value for
 // each); extra model outputs are allowed and not computed. A model dimension
 // that is dynamic (-1 or a symbolic name) matches any configured size.
 func checkModel(model string, cfg ModelConfig, ins, outs []ort.InputOutputInfo) error {
-	var errs []error
+	var problems []string
 	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("infer: model %q: %w: "+format, append([]any{model, ErrModelMismatch}, args...)...))
+		problems = append(problems, fmt.Sprintf(format, args...))
 	}
 	byName := func(list []ort.InputOutputInfo, name string) (ort.InputOutputInfo, bool) {
 		for _, io := range list {
@@ -59,7 +59,17 @@ func checkModel(model string, cfg ModelConfig, ins, outs []ort.InputOutputInfo) 
 	for _, out := range cfg.Outputs {
 		check("output", out.Name, out.Shape, outs)
 	}
-	return errors.Join(errs...)
+	head := fmt.Sprintf("infer: model %q", model)
+	if cfg.source != "" {
+		head += fmt.Sprintf(", config %q", cfg.source)
+	}
+	switch len(problems) {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("%s: %w: %s", head, ErrModelMismatch, problems[0])
+	}
+	return fmt.Errorf("%s: %w (%d problems):\n  - %s", head, ErrModelMismatch, len(problems), strings.Join(problems, "\n  - "))
 }
 
 // shapeMismatch explains how model dims differ from the configured ones, or

@@ -48,7 +48,7 @@ func TestNewSessionRejects(t *testing.T) {
 		{"a corrupt (truncated) model file", "testdata/corrupt.onnx", ReferenceConfig(), cpuOnly(),
 			ErrModel, []string{"testdata/corrupt.onnx", "Protobuf parsing failed"}},
 		{"an input name the model lacks", refModel, withInput(0, func(in *InputConfig) { in.Name = "grid" }), cpuOnly(),
-			ErrModelMismatch, []string{refModel, `no input named "grid"`, `"bev" float32 [1 3 128 128]`, `input "bev"`, "not in the config"}},
+			ErrModelMismatch, []string{refModel, `config "models/reference.json (embedded)"`, "(2 problems)", `no input named "grid"`, `"bev" float32 [1 3 128 128]`, `input "bev"`, "not in the config"}},
 		{"an image size the model does not take", refModel, withInput(1, func(in *InputConfig) { in.Shape = []int64{1, 3, 144, 320} }), cpuOnly(),
 			ErrModelMismatch, []string{refModel, `input "image" has shape [1 3 144 256], config says [1 3 144 320]`, "dim 3 is 256 in the model, 320 in the config"}},
 		{"an output name the model lacks", refModel, func() ModelConfig {
@@ -84,6 +84,11 @@ func TestNewSessionRejects(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error does not contain %q:\n%v", w, err)
 				}
+			}
+			// Several mismatches are listed under one heading: the model
+			// and the kind of error said once, not once per problem.
+			if n := strings.Count(err.Error(), ErrModelMismatch.Error()); n > 1 {
+				t.Errorf("%q said %d times:\n%v", ErrModelMismatch, n, err)
 			}
 		})
 	}
