@@ -81,14 +81,26 @@ const outOfOrderEvery = 10 * time.Second
 // camera reclaimed its slots while the stages read them.
 var errReclaimed = errors.New("the camera reclaimed the frame's slots while the stages read them (connection lost)")
 
+// queueStats is a FrameSource whose queues release leases themselves when
+// newer ones arrive (the transport's mailboxes: Subscriber, Inproc): those
+// are superseded frames too, which the pipeline never sees.
+type queueStats interface {
+	Stats() transport.SubscriberStats
+}
+
 // Pipeline runs the agent's per-frame work on one goroutine.
 type Pipeline struct {
-	cfg    Config
-	log    *zap.Logger
-	pts    *voxel.Points
-	image  transport.Lease
-	hasImg bool
-	last   planner.Twist
+	cfg Config
+	log *zap.Logger
+	// queue is cfg.Source's queue counters, nil when it has none;
+	// queueSuperseded is how many of its supersedes frames_superseded
+	// holds. Pipeline goroutine only.
+	queue           queueStats
+	queueSuperseded uint64
+	pts             *voxel.Points
+	image           transport.Lease
+	hasImg          bool
+	last            planner.Twist
 	// pairWait bounds the wait for a cloud's image (Go ≥ 1.23 timers:
 	// Reset after Stop needs no draining).
 	pairWait *time.Timer
@@ -141,6 +153,12 @@ type Pipeline struct {
 	// Under pubMu: zeroedUntil is the busyUntil of the frame the stall
 	// guard has published zero for (that frame may publish only zero).
 	zeroedUntil int64
+	// lateSince is when the commands began to be zeroed for frames whose
+	// stages outlast the watchdog period (the stall guard's zero, or a
+	// late frame's), wall clock in ns; 0 once a frame publishes in time.
+	// The watchdog does not see it: fresh frames keep arriving. Written
+	// under pubMu, read by Health.
+	lateSince atomic.Int64
 	// runDone is Run's ctx.Done(), set before anything publishes: once it
 	// is closed every frame command is zero (publishFrame checks it under
 	// pubMu), also for a frame that gets there before the guard has sent
@@ -181,6 +199,7 @@ func New(cfg Config) (*Pipeline, error) {
 		cfg.Log = zap.NewNop()
 	}
 	p := &Pipeline{cfg: cfg, log: cfg.Log, pts: voxel.NewPoints(cfg.MaxPoints), gpu: cfg.GPU}
+	p.queue, _ = cfg.Source.(queueStats)
 	if p.gpu != nil {
 		cfg.Recorder.SetVoxelPath("gpu")
 	} else {
@@ -247,6 +266,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			continue
 		case <-tick.C:
 		}
+		p.countQueueSuperseded()
 		// Between frames (and after each), the watchdog decides whether
 		// the robot may keep its command.
 		now := time.Now()
@@ -262,6 +282,19 @@ func (p *Pipeline) Run(ctx context.Context) error {
 func (p *Pipeline) stop() {
 	p.publish(planner.Zero(), time.Now())
 	p.dropImage()
+	p.countQueueSuperseded()
+}
+
+// countQueueSuperseded adds the leases the source's queues superseded
+// since the last call to frames_superseded (a frame or a tick late).
+func (p *Pipeline) countQueueSuperseded() {
+	if p.queue == nil {
+		return
+	}
+	if n := p.queue.Stats().Superseded; n > p.queueSuperseded {
+		p.cfg.Recorder.Add(telemetry.FramesSuperseded, n-p.queueSuperseded)
+		p.queueSuperseded = n
+	}
 }
 
 // keepImage holds the freshest image for pairing, releasing the older one.
@@ -637,15 +670,51 @@ func (p *Pipeline) Last() planner.Twist {
 // callbacks log.) The stamp is at: the capture time, or when the frame
 // arrived if its stamp lay ahead of our clock.
 func (p *Pipeline) publishFrame(cmd planner.Twist, at time.Time) {
-	out := p.cfg.Watchdog.OutputFrame(time.Now(), at, cmd, p.cfg.Planner)
+	now := time.Now()
+	out := p.cfg.Watchdog.OutputFrame(now, at, cmd, p.cfg.Planner)
+	late := p.cfg.Watchdog.Late(now, at)
 	p.pubMu.Lock()
 	defer p.pubMu.Unlock()
-	if p.zeroedUntil == p.busyUntil.Load() || closed(p.runDone) {
+	stalled := p.zeroedUntil == p.busyUntil.Load()
+	if stalled || closed(p.runDone) {
 		p.cfg.Planner.Reset() // ramp up from rest, as after any zero
 		out = planner.Zero()
 	}
 	p.publishLocked(out, at)
 	p.busyUntil.Store(0)
+	if late || stalled {
+		p.markLate(now)
+	} else {
+		p.lateSince.Store(0)
+	}
+}
+
+// markLate records that commands are zeroed for a frame that outlasted
+// the watchdog period; the caller holds pubMu.
+func (p *Pipeline) markLate(now time.Time) {
+	if p.lateSince.Load() == 0 {
+		p.lateSince.Store(now.UnixNano())
+	}
+}
+
+// Health reports whether commands get through at now: nil, or why not,
+// with for how long. The watchdog's incident (no fresh frame, a failed
+// stage), or frames whose stages outlast the watchdog period, whose
+// commands are zeroed though fresh frames keep coming (the watchdog
+// alone would say healthy). Safe for concurrent use; /healthz.
+func (p *Pipeline) Health(now time.Time) error {
+	wd := p.cfg.Watchdog
+	if ok, reason := wd.Check(now); !ok {
+		if inc, active := wd.Active(); active {
+			return fmt.Errorf("%s (cmd_vel zeroed for %v)", reason, now.Sub(inc.Start).Round(time.Millisecond))
+		}
+		return errors.New(reason)
+	}
+	if since := p.lateSince.Load(); since != 0 {
+		return fmt.Errorf("stall: frames take longer than the watchdog period (%v) to process, so each command is zeroed (cmd_vel zeroed for %v; pipeline_stalls_total, /latency's stages)",
+			wd.Timeout(), now.Sub(time.Unix(0, since)).Round(time.Millisecond))
+	}
+	return nil
 }
 
 // publishZeroIfBusyUntil publishes zero if the frame named by until is
@@ -659,6 +728,7 @@ func (p *Pipeline) publishZeroIfBusyUntil(until int64, now time.Time) (busy bool
 		return false, nil
 	}
 	p.zeroedUntil = until
+	p.markLate(now)
 	return true, p.publishLocked(planner.Zero(), now)
 }
 

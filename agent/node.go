@@ -378,18 +378,37 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		func() float64 { return float64(pipe.PublishFailures()) }); err != nil {
 		log.Warn("metrics: publish failures", zap.Error(err))
 	}
+	if err := rec.AddGaugeFunc("cmd_vel_zeroed", "1 while cmd_vel is held at zero by the watchdog (no fresh frame, a failed stage) or because frames take longer than the watchdog period to process: when /healthz answers 503 (a zero the planner chose, to stop for an obstacle, is 0).",
+		func() float64 {
+			if pipe.Health(time.Now()) != nil {
+				return 1
+			}
+			return 0
+		}); err != nil {
+		log.Warn("metrics: cmd_vel zeroed", zap.Error(err))
+	}
+	for _, m := range []struct {
+		name, help string
+		count      func(planner.IncidentCounts) uint64
+	}{
+		{"watchdog_stale_incidents_total", "Periods cmd_vel was zeroed because no fresh frame arrived within the watchdog period (frames stopped, or came too old or too far ahead of this clock).",
+			func(c planner.IncidentCounts) uint64 { return c.Stale }},
+		{"watchdog_stage_failure_incidents_total", "Periods cmd_vel was zeroed because a stage failed (until a newer frame).",
+			func(c planner.IncidentCounts) uint64 { return c.StageFailure }},
+		{"watchdog_non_finite_incidents_total", "Periods cmd_vel was zeroed because a stage produced NaN or Inf (until a newer frame).",
+			func(c planner.IncidentCounts) uint64 { return c.NonFinite }},
+	} {
+		if err := rec.AddCounterFunc(m.name, m.help, func() float64 { return float64(m.count(wd.Counts())) }); err != nil {
+			log.Warn("metrics: watchdog incidents", zap.Error(err))
+		}
+	}
 	if err := rec.AddCounterFunc("gpu_voxel_oversize_total", "Clouds too large for the GPU input buffer (a wide point step, copied or staged), filtered on the CPU; the GPU path stays.",
 		func() float64 { return float64(pipe.GPUOversize()) }); err != nil {
 		log.Warn("metrics: gpu oversize", zap.Error(err))
 	}
 
 	noPprof := !cfg.Pprof && !telemetry.Loopback(ln.Addr())
-	web, err := telemetry.NewServer(rec, telemetry.ServerOptions{NoPprof: noPprof, Health: func() error {
-		if ok, reason := wd.Check(time.Now()); !ok {
-			return errors.New(reason)
-		}
-		return nil
-	}})
+	web, err := telemetry.NewServer(rec, telemetry.ServerOptions{NoPprof: noPprof, Health: func() error { return pipe.Health(time.Now()) }})
 	if err != nil {
 		return err
 	}

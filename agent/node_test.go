@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -242,17 +243,31 @@ func testEndToEndTwoProcesses(t *testing.T, spin bool) {
 			t.Errorf("/latency lacks stage %q", stage)
 		}
 	}
-	m, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mb, _ := io.ReadAll(m.Body)
-	m.Body.Close()
-	if !strings.Contains(string(mb), "zerohop_") {
-		t.Fatal("/metrics has no zerohop metrics")
-	}
-	if h, err := http.Get(base + "/healthz"); err != nil || h.StatusCode != 200 {
-		t.Fatalf("/healthz while frames flow: %v %v", h, err)
+	// While frames flow: healthy, and commands not held at zero. Under
+	// -race on a loaded machine a frame now and then outlasts the
+	// watchdog (its command is zeroed, and health says so until the next
+	// one in time): ask until both agree, for up to 10 s.
+	var incidentsBefore float64
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		mb := getBody(t, base+"/metrics")
+		h, err := http.Get(base + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		why, _ := io.ReadAll(h.Body)
+		h.Body.Close()
+		zeroed := metricValue(t, mb, "zerohop_cmd_vel_zeroed")
+		incidentsBefore = metricValue(t, mb, "zerohop_watchdog_stale_incidents_total") + metricValue(t, mb, "zerohop_watchdog_stage_failure_incidents_total")
+		if h.StatusCode == 200 && zeroed == 0 {
+			// Before the first frame commands were zeroed: a stale incident.
+			if incidentsBefore < 1 {
+				t.Errorf("/metrics counts %v watchdog incidents; the wait for the first frame is one", incidentsBefore)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("for 10 s while frames flow: /healthz %d %q, cmd_vel_zeroed %v", h.StatusCode, why, zeroed)
+		}
 	}
 
 	// Kill the camera: zero command within the watchdog period.
@@ -287,6 +302,13 @@ func testEndToEndTwoProcesses(t *testing.T, spin bool) {
 	if h, err := http.Get(base + "/healthz"); err != nil || h.StatusCode != 503 {
 		t.Fatalf("/healthz with no camera = %v %v, want 503", h, err)
 	}
+	// The camera's death is an incident: stale, or a stage failure when
+	// it reclaimed the slots of the frame the stages read.
+	mb := getBody(t, base+"/metrics")
+	incidents := metricValue(t, mb, "zerohop_watchdog_stale_incidents_total") + metricValue(t, mb, "zerohop_watchdog_stage_failure_incidents_total")
+	if zeroed := metricValue(t, mb, "zerohop_cmd_vel_zeroed"); zeroed != 1 || incidents <= incidentsBefore {
+		t.Errorf("/metrics with no camera: cmd_vel_zeroed %v, watchdog incidents %v (were %v); want 1 and more", zeroed, incidents, incidentsBefore)
+	}
 
 	// Camera back: commands resume.
 	startCameraProc(t, socket)
@@ -314,6 +336,37 @@ func testEndToEndTwoProcesses(t *testing.T, spin bool) {
 	if last := cmds[len(cmds)-1].cmd; !last.IsZero() {
 		t.Fatalf("last command at shutdown = %+v, want zero", last)
 	}
+}
+
+// getBody is the body of a GET of url.
+func getBody(t *testing.T, url string) []byte {
+	t.Helper()
+	r, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Body.Close()
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// metricValue is the value of an unlabelled metric in a /metrics body.
+func metricValue(t *testing.T, body []byte, name string) float64 {
+	t.Helper()
+	for line := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("/metrics %s: %v", name, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("/metrics has no %s", name)
+	return 0
 }
 
 func TestStartupErrorsNameTheProblem(t *testing.T) {

@@ -397,7 +397,7 @@ func (w *Watchdog) Output(now time.Time, cmd Twist, p *Planner) Twist {
 // whose stages ran longer than Timeout (a stall, answered meanwhile by a
 // zero command) never publishes its late result, and p is reset.
 func (w *Watchdog) OutputFrame(now, at time.Time, cmd Twist, p *Planner) Twist {
-	if now.Sub(at) > w.timeout {
+	if w.Late(now, at) {
 		w.Output(now, Twist{}, p) // keeps Check's incident bookkeeping
 		if p != nil {
 			p.Reset()
@@ -406,6 +406,10 @@ func (w *Watchdog) OutputFrame(now, at time.Time, cmd Twist, p *Planner) Twist {
 	}
 	return w.Output(now, cmd, p)
 }
+
+// Late reports whether the frame whose time Fresh returned as at is older
+// than Timeout at now: OutputFrame's rule, by which its command is zero.
+func (w *Watchdog) Late(now, at time.Time) bool { return now.Sub(at) > w.timeout }
 
 // Counts returns how many incidents started, by reason.
 func (w *Watchdog) Counts() IncidentCounts {

@@ -141,9 +141,9 @@ func TestMetricsText(t *testing.T) {
 	}
 	for _, want := range []string{
 		"# TYPE zerohop_stage_latency_seconds histogram",
-		`zerohop_stage_latency_seconds_bucket{stage="infer",le="0.0025"} 0`,
-		`zerohop_stage_latency_seconds_bucket{stage="infer",le="0.005"} 1`,
-		`zerohop_stage_latency_seconds_bucket{stage="infer",le="5e-05"} 0`,
+		`zerohop_stage_latency_seconds_bucket{stage="infer",le="0.0022"} 0`,
+		`zerohop_stage_latency_seconds_bucket{stage="infer",le="0.0033"} 1`,
+		`zerohop_stage_latency_seconds_bucket{stage="infer",le="1e-06"} 0`,
 		`zerohop_stage_latency_seconds_count{stage="infer"} 1`,
 		`zerohop_stage_latency_seconds_count{stage="e2e"} 0`,
 		"zerohop_frames_received_total 0",

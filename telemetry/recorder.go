@@ -23,10 +23,28 @@ const (
 	DefaultSlice     = time.Second
 )
 
-// DefaultBuckets returns the Prometheus latency buckets in seconds, 50 µs
-// to 1 s (a fresh slice each call).
+// DefaultBuckets returns the Prometheus latency buckets in seconds: 1 µs to
+// 10 s, six per decade (the E6 series 1, 1.5, 2.2, 3.3, 4.7, 6.8), so that
+// neighbours are at most 1.5× apart and histogram_quantile's estimate is
+// within one bucket (1.5×) of the true value, from the plan stage's
+// microseconds to a stall's seconds (a fresh slice each call). /latency's exact
+// percentiles come from HDR histograms, not from these.
 func DefaultBuckets() []float64 {
-	return []float64{50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1}
+	var out []float64
+	for exp := -6; exp < 1; exp++ {
+		for _, m := range []string{"1", "1.5", "2.2", "3.3", "4.7", "6.8"} {
+			out = append(out, mustParseFloat(m+"e"+strconv.Itoa(exp))) // exact decimals: le="1.5e-06", not 1.5000000000000002e-06
+		}
+	}
+	return append(out, 10)
+}
+
+func mustParseFloat(s string) float64 {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		panic(err)
+	}
+	return f
 }
 
 // Options configure a Recorder; the zero value gives the defaults.
@@ -232,13 +250,13 @@ func New(opts Options) (*Recorder, error) {
 func counterHelp(c Counter) string {
 	switch c {
 	case FramesReceived:
-		return "Frames (handles) received."
+		return "Handles taken up to be processed: clouds and images, so about twice frames_processed when both stream."
 	case FramesProcessed:
-		return "Frames that produced a command."
+		return "Frames planned, whose command was published (zero when the watchdog or a stall zeroed it: cmd_vel_zeroed)."
 	case FramesDropped:
 		return "Frames dropped: undeliverable, failed or rejected."
 	}
-	return "Frames released unprocessed because a newer frame arrived."
+	return "Clouds and images released unprocessed because a newer one arrived, by the pipeline or its transport's queue: rising means the agent is slower than the camera."
 }
 
 // Stages returns the stage names in StageID order.

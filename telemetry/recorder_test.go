@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -415,4 +416,81 @@ func BenchmarkRecordParallel(b *testing.B) {
 			r.Record(StageInfer, d)
 		}
 	})
+}
+
+// histogramQuantile is PromQL's histogram_quantile on one classic
+// histogram: linear interpolation inside the bucket holding rank q·count,
+// from the bucket below's bound (0 for the first).
+func histogramQuantile(q float64, h *dto.Histogram) float64 {
+	rank := q * float64(h.GetSampleCount())
+	lower := 0.0
+	for _, b := range h.GetBucket() {
+		if n := float64(b.GetCumulativeCount()); n >= rank {
+			below := 0.0
+			if i := slicesIndex(h.GetBucket(), b); i > 0 {
+				below = float64(h.GetBucket()[i-1].GetCumulativeCount())
+			}
+			return lower + (b.GetUpperBound()-lower)*(rank-below)/(n-below)
+		}
+		lower = b.GetUpperBound()
+	}
+	return math.Inf(1)
+}
+
+func slicesIndex(bs []*dto.Bucket, b *dto.Bucket) int {
+	for i := range bs {
+		if bs[i] == b {
+			return i
+		}
+	}
+	return -1
+}
+
+// The /metrics histograms agree with /latency's exact percentiles to
+// within one bucket's 1.5×, from a microseconds stage (plan) to a
+// milliseconds one (e2e): an operator's histogram_quantile must not read
+// 50 µs for a 3 µs stage, or 19 ms for an 11.6 ms p99.
+func TestPrometheusQuantilesTrackTheExactOnes(t *testing.T) {
+	r, _ := newRecorder(t, Options{Stages: []string{"plan", "e2e"}})
+	for i := range 1000 {
+		r.Record(0, time.Duration(2000+i*2)*time.Nanosecond)                                     // 2–4 µs
+		r.Record(1, time.Duration(5000+int(6600*math.Pow(float64(i)/1000, 8)))*time.Microsecond) // 5–11.6 ms, a tail
+	}
+	snap := r.Snapshot()
+	for id, stage := range []string{"plan", "e2e"} {
+		var h *dto.Histogram
+		for _, m := range gather(t, r, "zerohop_stage_latency_seconds") {
+			if m.GetLabel()[0].GetValue() == stage {
+				h = m.GetHistogram()
+			}
+		}
+		exact := snap.Stages[id].SinceStart
+		for _, q := range []struct {
+			q     float64
+			exact float64 // µs
+		}{{0.5, exact.P50}, {0.99, exact.P99}} {
+			est := histogramQuantile(q.q, h) * 1e6
+			if ratio := math.Max(est/q.exact, q.exact/est); !(ratio <= 1.5) {
+				t.Errorf("%s p%v: histogram_quantile %.1f µs, exact %.1f µs (%.2f×)", stage, 100*q.q, est, q.exact, ratio)
+			}
+		}
+	}
+}
+
+// The bucket bounds are exact decimals, so /metrics' le labels read 1.5e-06,
+// not 1.5000000000000002e-06.
+func TestDefaultBucketsAreReadable(t *testing.T) {
+	b := DefaultBuckets()
+	if b[0] != 1e-6 || b[len(b)-1] != 10 {
+		t.Fatalf("buckets %v…%v, want 1e-06…10", b[0], b[len(b)-1])
+	}
+	for i, v := range b {
+		s := strconv.FormatFloat(v, 'g', -1, 64)
+		if digits := strings.TrimLeft(strings.ReplaceAll(strings.Split(s, "e")[0], ".", ""), "0"); len(digits) > 2 {
+			t.Errorf("bucket %d is %s", i, s)
+		}
+		if i > 0 && v/b[i-1] > 1.5+1e-9 {
+			t.Errorf("buckets %v and %v are %.2f× apart", b[i-1], v, v/b[i-1])
+		}
+	}
 }

@@ -25,10 +25,10 @@ func DefaultStages() []string {
 type Counter int
 
 const (
-	FramesReceived   Counter = iota // handles received
-	FramesProcessed                 // frames that produced a command
+	FramesReceived   Counter = iota // clouds and images taken up to be processed (handles: two per frame)
+	FramesProcessed                 // frames planned, whose command was published (zero if zeroed)
 	FramesDropped                   // frames lost: not deliverable, failed, rejected
-	FramesSuperseded                // frames released unprocessed because a newer one arrived
+	FramesSuperseded                // clouds and images released unprocessed because a newer one arrived
 	numCounters
 )
 

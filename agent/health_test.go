@@ -1,0 +1,137 @@
+package agent
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/zerohop/zerohop/handles"
+	"github.com/zerohop/zerohop/telemetry"
+	"github.com/zerohop/zerohop/voxel"
+)
+
+// slowGPUFilter is a fakeGPUFilter whose every call first sleeps for delay
+// (an overloaded GPU, a heavy model on a small board).
+type slowGPUFilter struct {
+	*fakeGPUFilter
+	delay atomic.Int64 // time.Duration
+}
+
+func (s *slowGPUFilter) Run(in voxel.Cloud, out *voxel.Points, bev []byte) error {
+	time.Sleep(time.Duration(s.delay.Load()))
+	return s.fakeGPUFilter.Run(in, out, bev)
+}
+
+// runCamera publishes a frame into g every period until ctx ends; the
+// returned function waits for it to stop.
+func runCamera(ctx context.Context, g *composed, period time.Duration) (wait func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var h handles.Handle
+		for seq := uint64(0); ctx.Err() == nil; seq++ {
+			_ = g.cam.Frame(seq, g.inproc, &h)
+			time.Sleep(period)
+		}
+	}()
+	return func() { <-done }
+}
+
+// TestHealthSaysWhenSlowFramesZeroEveryCommand: every frame's stages take
+// 300 ms under a 200 ms watchdog, so every command is zero (the stall
+// guard's, then the late frame's) while fresh frames keep arriving. The
+// watchdog alone said healthy for most of each frame (60 % of probes): a
+// compose healthcheck needing three 503s in a row kept the container
+// healthy while the robot never moved. Once frames are fast again, health
+// returns.
+func TestHealthSaysWhenSlowFramesZeroEveryCommand(t *testing.T) {
+	fake := newFakeGPUFilter(t, 0.2)
+	slow := &slowGPUFilter{fakeGPUFilter: fake}
+	slow.delay.Store(int64(300 * time.Millisecond))
+	g := newComposedWith(t, composedOptions{gpu: slow, gpuBEV: make([]byte, 4*fake.bev.Len()), watchdog: 200 * time.Millisecond})
+	g.pipe.cfg.PairTolerance = time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.pipe.Run(ctx) }()
+	waitCamera := runCamera(ctx, g, 33*time.Millisecond)
+	defer func() { cancel(); <-done; waitCamera() }()
+
+	for deadline := time.Now().Add(10 * time.Second); g.pipe.Stalls() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no stall within 10 s of 300 ms frames under a 200 ms watchdog")
+		}
+	}
+	healthy, probes := 0, 0
+	var why string
+	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		probes++
+		if err := g.pipe.Health(time.Now()); err == nil {
+			healthy++
+		} else {
+			why = err.Error()
+		}
+	}
+	if healthy > 0 {
+		t.Fatalf("healthy in %d of %d probes while every frame outlasted the watchdog", healthy, probes)
+	}
+	if !strings.Contains(why, "zeroed for") {
+		t.Errorf("health reason %q does not say for how long", why)
+	}
+
+	slow.delay.Store(0)
+	for deadline := time.Now().Add(10 * time.Second); g.pipe.Health(time.Now()) != nil; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("still unhealthy 10 s after frames became fast: %v", g.pipe.Health(time.Now()))
+		}
+	}
+}
+
+// TestHealthSaysHowLongCommandsHaveBeenZero: /healthz's reason gives the
+// incident's duration at the time asked, not only its age when it began.
+func TestHealthSaysHowLongCommandsHaveBeenZero(t *testing.T) {
+	g := newComposed(t)
+	t0 := time.Now()
+	if err := g.pipe.Health(t0); err == nil || !strings.Contains(err.Error(), "no frame received yet (cmd_vel zeroed for 0s)") {
+		t.Fatalf("Health before any frame = %v", err)
+	}
+	if err := g.pipe.Health(t0.Add(8500 * time.Millisecond)); err == nil || !strings.Contains(err.Error(), "zeroed for 8.5s") {
+		t.Fatalf("Health 8.5 s on = %v, want it to say 8.5s", err)
+	}
+}
+
+// TestFramesSupersededCountsTheTransportsQueue: frames the transport's
+// queue released for newer ones, before the pipeline took any, are
+// superseded frames too. frames_superseded left them out: with a slow
+// agent it read 27 while 1100 clouds went unprocessed.
+func TestFramesSupersededCountsTheTransportsQueue(t *testing.T) {
+	g := newComposed(t)
+	var h handles.Handle
+	for seq := range uint64(3) { // the queue keeps one per topic: 2 clouds and 2 images superseded
+		if err := g.cam.Frame(seq, g.inproc, &h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	queued := g.inproc.Stats().Superseded
+	if queued < 4 {
+		t.Fatalf("setup: the transport superseded %d, want 4", queued)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.pipe.Run(ctx) }()
+	for deadline := time.Now().Add(10 * time.Second); g.rec.Count(telemetry.FramesProcessed) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatal("no frame processed within 10 s")
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := g.rec.Count(telemetry.FramesSuperseded); got < queued {
+		t.Fatalf("frames_superseded %d, the transport's queue alone superseded %d", got, queued)
+	}
+}
