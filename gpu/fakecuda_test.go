@@ -10,8 +10,11 @@ package gpu
 // disagrees with the kernels, and anything left allocated.
 
 import (
+	"encoding/binary"
 	"errors"
 	"flag"
+	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -539,37 +542,78 @@ func TestFakeCUDANVRTCFoundInTheToolkitFolder(t *testing.T) {
 }
 
 // A cloud that changes between the bounds pass and the keys pass (a slot
-// written while the filter reads it) puts an accepted point outside the
-// grid: Run must say so, not read past its buffers. Sort scratch that the
-// dropped point leaves unwritten holds stale values then; were they
-// arbitrary (device memory is not zeroed; the fake fills it with 0x5A), the
-// reduce kernel would read points far out of bounds: on a GPU an illegal
-// address, which poisons the context for good. The filter stays usable.
+// written while the filter reads it): Run must say so, not read past its
+// buffers nor return a wrong result. An accepted point moved outside the
+// grid is counted by zh_keys (ST_MISS); one turned NaN, or a NaN turned
+// finite, changes how many points got a key, so the sort ran over a count
+// that was not this frame's: one stale scratch element averaged into a
+// phantom voxel, or a point lost, with no error, until the keys count was
+// compared with the bounds count. Sort scratch that a dropped point leaves
+// unwritten holds stale values then; were they arbitrary (device memory is
+// not zeroed; the fake fills it with 0x5A), the reduce kernel would read
+// points far out of bounds: on a GPU an illegal address, which poisons the
+// context for good. The filter stays usable.
 func TestFakeCUDADataChangedMidFrameIsAnError(t *testing.T) {
 	f := openFakeCUDA(t)
 	src := ring(8, 600)
 	n := len(src) / 16
-	data := f.pinnedBuffer(t, len(src))
+	x0 := math.Float32frombits(binary.LittleEndian.Uint32(src[0:]))
+	for k := range 4 {
+		if v := math.Float32frombits(binary.LittleEndian.Uint32(src[4*k:])); math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			t.Fatalf("setup: the ring's first point has field %d = %v; the cases need it accepted", k, v)
+		}
+	}
+	accepted := 0 // the ring's points with every field finite
+	for i := range n {
+		ok := true
+		for k := range 4 {
+			v := float64(math.Float32frombits(binary.LittleEndian.Uint32(src[16*i+4*k:])))
+			ok = ok && !math.IsNaN(v) && !math.IsInf(v, 0)
+		}
+		if ok {
+			accepted++
+		}
+	}
+	// other is a different cloud: run before each case, it leaves its own
+	// elements in the sort scratch, which a wrong count would read.
+	other := ring(6, 500)
+	data := f.pinnedBuffer(t, max(len(src), len(other)))
 	cfg := voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}
 	vf, bev := newFilterAndBEV(t, f.c, f.nv, cfg, VoxelOptions{MaxPoints: n, CacheDir: t.TempDir()})
 	got := voxel.NewPoints(n)
-	for _, copyInput := range []bool{false, true} {
-		vf.SetCopyInput(copyInput)
-		cloud := layOut(data, src, 16)
-		if err := fakecuda.MoveAfterBounds(f.libs.Driver); err != nil {
-			t.Fatal(err)
+	nan := float32(math.NaN())
+	for _, tc := range []struct {
+		name   string
+		firstX float32 // the first point's x as the bounds pass reads it
+		moveTo float32 // and as the keys pass reads it
+		want   string
+	}{
+		{"a point moved outside the grid", x0, 1e4, "1 points fell outside the grid"},
+		{"a point turned NaN", x0, nan, fmt.Sprintf("the bounds pass accepted %d points, the keys pass %d", accepted, accepted-1)},
+		{"a NaN point turned finite", nan, x0, fmt.Sprintf("the bounds pass accepted %d points, the keys pass %d", accepted-1, accepted)},
+	} {
+		for _, copyInput := range []bool{false, true} {
+			vf.SetCopyInput(copyInput)
+			if err := vf.Run(layOut(data, other, 16), got, bev); err != nil {
+				t.Fatalf("%s, copy input %t: the other cloud: %v", tc.name, copyInput, err)
+			}
+			cloud := layOut(data, src, 16)
+			binary.LittleEndian.PutUint32(cloud.Data[0:], math.Float32bits(tc.firstX))
+			if err := fakecuda.MoveAfterBoundsTo(f.libs.Driver, tc.moveTo); err != nil {
+				t.Fatal(err)
+			}
+			err := vf.Run(cloud, got, bev)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "cloud data changed") {
+				t.Fatalf("%s, copy input %t: Run = %v (%d voxels), want the data-changed error %q", tc.name, copyInput, err, len(got.P), tc.want)
+			}
+			cloud = layOut(data, src, 16) // the cloud as it was
+			want, wantBEV := cpuReference(t, cfg, cloud)
+			if err := vf.Run(cloud, got, bev); err != nil {
+				t.Fatalf("%s, copy input %t: the next Run: %v", tc.name, copyInput, err)
+			}
+			samePoints(t, tc.name+": after a changed cloud", got.P, want.P)
+			sameBEV(t, tc.name+": after a changed cloud", bev, wantBEV)
 		}
-		err := vf.Run(cloud, got, bev)
-		if err == nil || !strings.Contains(err.Error(), "1 points fell outside the grid") {
-			t.Fatalf("copy input %t: Run = %v, want the data-changed error", copyInput, err)
-		}
-		cloud = layOut(data, src, 16) // the cloud as it was
-		want, wantBEV := cpuReference(t, cfg, cloud)
-		if err := vf.Run(cloud, got, bev); err != nil {
-			t.Fatalf("copy input %t: the next Run: %v", copyInput, err)
-		}
-		samePoints(t, "after a changed cloud", got.P, want.P)
-		sameBEV(t, "after a changed cloud", bev, wantBEV)
 	}
 }
 

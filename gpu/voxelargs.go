@@ -216,6 +216,12 @@ const (
 	stMiss       = 9
 	stBEVTotal   = 10
 	stScratch    = 11
+	// stKeyed is the first radix pass's scan total: how many points
+	// zh_keys gave a key. Not in voxel.cu's ST_ list (no kernel writes it
+	// by name: Run passes it to scan as the total's address). A count
+	// other than stAccepted means the cloud changed between the bounds and
+	// keys passes.
+	stKeyed = 12
 )
 
 // blocks returns the blocks of size per that cover n elements (0 for 0).

@@ -374,8 +374,9 @@ func (f *VoxelFilter) setup(cubin []byte) error {
 		// for a cloud that changed mid-frame (zh_keys then drops accepted
 		// points, and the sort passes after the first read scratch entries
 		// it did not write): stale entries are earlier frames' indices, all
-		// below MaxPoints. Such a frame ends in the ST_MISS error instead of
-		// an illegal address, which would poison the context for good.
+		// below MaxPoints. Such a frame ends in an error (ST_MISS, or a keys
+		// count other than the bounds count) instead of an illegal address,
+		// which would poison the context for good.
 		if err = c.MemsetD8(f.dev, 0, l.size); err != nil {
 			return err
 		}
@@ -595,7 +596,11 @@ func (f *VoxelFilter) runOnThread() error {
 		if err := f.launch(kRadixHist, tiles, sortThreads, packRadixHist(l, src, uint32(count), shift, first, f.hist)); err != nil {
 			return err
 		}
-		if err := f.scan(f.hist, f.hist, radixSizeGPU*int(tiles), f.state+4*stScratch); err != nil {
+		total := f.state + 4*stScratch
+		if first {
+			total = f.state + 4*stKeyed // the points zh_keys kept: pass 0 compacts
+		}
+		if err := f.scan(f.hist, f.hist, radixSizeGPU*int(tiles), total); err != nil {
 			return err
 		}
 		if err := f.launch(kRadixScatter, tiles, sortThreads, packRadixScatter(l, src, srcIdx, uint32(count), shift, first, f.hist, dst, dstIdx)); err != nil {
@@ -620,7 +625,7 @@ func (f *VoxelFilter) runOnThread() error {
 	if err := f.launch(kStarts, mb, pointThreads, packStarts(l, src, f.flags, uint32(m), f.starts)); err != nil {
 		return err
 	}
-	if err := f.launch(kReduce, mb, pointThreads, packReduce(l, f.points, srcIdx, f.starts, f.state, uint32(m), uint32(f.cfg.MinPoints), f.vox, f.keep)); err != nil {
+	if err := f.launch(kReduce, mb, pointThreads, packReduce(l, f.points, srcIdx, f.starts, f.state, uint32(m), minPointsArg(f.cfg.MinPoints), f.vox, f.keep)); err != nil {
 		return err
 	}
 	if err := f.scan(f.keep, f.flags, m, f.state+4*stVoxels); err != nil {
@@ -660,6 +665,12 @@ func (f *VoxelFilter) runOnThread() error {
 	if miss := f.stateWord(stMiss); miss != 0 {
 		return fmt.Errorf("%d points fell outside the grid of their own bounds: cloud data changed while it was being filtered (slot written while leased?)", miss)
 	}
+	if keyed := int(f.stateWord(stKeyed)); keyed != m {
+		// A point turned non-finite (or left the crop box) after the
+		// bounds pass, or the reverse: the sort then ran over m
+		// elements of which keyed were this frame's.
+		return fmt.Errorf("the bounds pass accepted %d points, the keys pass %d: cloud data changed while it was being filtered (slot written while leased?)", m, keyed)
+	}
 	voxels := int(f.stateWord(stVoxels))
 	if voxels > cap(out.P) {
 		return fmt.Errorf("output holds %d points, result has %d voxels", cap(out.P), voxels)
@@ -675,6 +686,10 @@ func (f *VoxelFilter) runOnThread() error {
 	f.timing.Total, err = f.elapsed(f.start, f.end)
 	return err
 }
+
+// minPointsArg is MinPoints as zh_reduce's u32, clamped: no voxel holds
+// 2^32 points, and uint32(1<<32) would be 0 and keep every voxel.
+func minPointsArg(minPoints int) uint32 { return uint32(min(minPoints, math.MaxUint32)) }
 
 // decodePoints reads len(dst) float4 (x, y, z, intensity) from src.
 func decodePoints(dst []voxel.Point, src []byte) {

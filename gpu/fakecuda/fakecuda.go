@@ -13,6 +13,7 @@ package fakecuda
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -143,6 +144,14 @@ func Live(path string, kind int) (uint64, error) {
 // slot during the filter would do.
 func MoveAfterBounds(path string) error {
 	_, err := callFake(path, "zhfake_move_after_bounds")
+	return err
+}
+
+// MoveAfterBoundsTo is MoveAfterBounds writing x as the first point's x
+// coordinate: NaN drops a point the bounds pass accepted, a finite x for a
+// point that was NaN adds one.
+func MoveAfterBoundsTo(path string, x float32) error {
+	_, err := callFake(path, "zhfake_move_after_bounds_to", uintptr(math.Float32bits(x)))
 	return err
 }
 

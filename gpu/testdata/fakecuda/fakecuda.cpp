@@ -79,7 +79,8 @@ std::map<void*, int> streams, events, modules;
 std::map<void*, std::string> modulePTX;
 std::map<void*, std::chrono::steady_clock::time_point> eventTimes;
 unsigned long long launches = 0;
-bool moveAfterBounds = false; // zhfake_move_after_bounds
+bool moveAfterBounds = false; // zhfake_move_after_bounds(_to)
+float moveAfterBoundsTo = 1.0e4f; // the x it writes
 
 // find returns the range of m containing [p, p+n), or m.end().
 template <class M> typename M::iterator find(M& m, uintptr_t p, size_t n, size_t (*len)(const typename M::mapped_type&)) {
@@ -601,15 +602,15 @@ CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned
 	launches++;
 	CUresult r = onStream(stream, [&] { return k->launch(gx, bx, params); });
 	if (r == CUDA_SUCCESS && moveAfterBounds && strcmp(k->name, "zh_bounds") == 0) {
-		// A writer racing the filter: the first point's x jumps far outside
-		// the bounds just measured (still finite, so still accepted).
+		// A writer racing the filter: the first point's x changes after
+		// the bounds were measured (by default it jumps far outside them,
+		// still finite, so still accepted).
 		moveAfterBounds = false;
 		unsigned char* pts;
 		int ox;
 		param(params[0], pts);
 		param(params[3], ox);
-		float far = 1.0e4f;
-		memcpy(pts + ox, &far, sizeof far);
+		memcpy(pts + ox, &moveAfterBoundsTo, sizeof moveAfterBoundsTo);
 	}
 	return r;
 }
@@ -620,6 +621,15 @@ CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned
 void zhfake_move_after_bounds(void) {
 	GUARD;
 	moveAfterBounds = true;
+	moveAfterBoundsTo = 1.0e4f;
+}
+
+// Not CUDA: zhfake_move_after_bounds, writing the float with these bits
+// (NaN, or a value inside the bounds).
+void zhfake_move_after_bounds_to(unsigned int bits) {
+	GUARD;
+	moveAfterBounds = true;
+	memcpy(&moveAfterBoundsTo, &bits, sizeof bits);
 }
 
 // Not CUDA: for the tests' leak checks. kind 0: host allocations, 1: host
