@@ -68,8 +68,11 @@ type Config struct {
 	// PairTolerance is how far apart in capture time a cloud and an image
 	// may be to be processed together; default 20 ms.
 	PairTolerance time.Duration
-	// Tick is how often the watchdog is checked while no frame arrives;
-	// default a quarter of its timeout.
+	// Tick is how often the watchdog is checked while no frame arrives,
+	// and the stall guard retries a zero the sink refused; default a
+	// quarter of its timeout. The zero for a frame that goes stale (frames
+	// stop, or its stages stall) does not wait for a tick: both are timed
+	// for the frame's stale moment.
 	Tick time.Duration
 	Log  *zap.Logger
 }
@@ -79,7 +82,7 @@ const outOfOrderEvery = 10 * time.Second
 
 // errReclaimed is the watchdog's cause for a frame dropped because the
 // camera reclaimed its slots while the stages read them.
-var errReclaimed = errors.New("the camera reclaimed the frame's slots while the stages read them (connection lost)")
+var errReclaimed = errors.New("the camera connection ended while the stages read the frame's slots (the camera stopped, restarted or reclaimed them)")
 
 // queueStats is a FrameSource whose queues release leases themselves when
 // newer ones arrive (the transport's mailboxes: Subscriber, Inproc): those
@@ -146,6 +149,10 @@ type Pipeline struct {
 	// stages started (for the log); stage is the telemetry.StageID running.
 	busyUntil atomic.Int64
 	lastUntil int64
+	// guardWake tells the stall guard a frame's stages started (capacity
+	// 1: a pending wake-up stands for any number), so that it zeroes at
+	// that frame's stale moment, not up to a Tick after it.
+	guardWake chan struct{}
 	busySince atomic.Int64
 	stage     atomic.Int32
 	stalls    atomic.Uint64
@@ -198,7 +205,7 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
-	p := &Pipeline{cfg: cfg, log: cfg.Log, pts: voxel.NewPoints(cfg.MaxPoints), gpu: cfg.GPU}
+	p := &Pipeline{cfg: cfg, log: cfg.Log, pts: voxel.NewPoints(cfg.MaxPoints), gpu: cfg.GPU, guardWake: make(chan struct{}, 1)}
 	p.queue, _ = cfg.Source.(queueStats)
 	if p.gpu != nil {
 		cfg.Recorder.SetVoxelPath("gpu")
@@ -274,8 +281,25 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			p.cfg.Planner.Reset() // ramp up from rest when frames return
 			p.publish(planner.Zero(), now)
 		}
-		tick.Reset(p.cfg.Tick)
+		tick.Reset(p.nextCheck(monotime.Now()))
 	}
+}
+
+// staleMargin is how long after the newest frame's stale moment the
+// check runs: the watchdog counts a frame stale once its age is over the
+// timeout, not at it.
+const staleMargin = time.Millisecond
+
+// nextCheck is how long Run waits, at mono (CLOCK_MONOTONIC ns), before it
+// checks the watchdog again if no frame comes: until just after the newest
+// frame goes stale, so that the zero goes out then and not up to a Tick
+// later, or a Tick when that moment is further or past.
+func (p *Pipeline) nextCheck(mono int64) time.Duration {
+	wait := p.cfg.Tick
+	if d := time.Duration(p.lastUntil-mono) + staleMargin; p.lastUntil != 0 && d > 0 && d < wait {
+		wait = d
+	}
+	return wait
 }
 
 // stop publishes zero and releases what is held: SIGINT/SIGTERM path.
@@ -438,6 +462,10 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 	p.lastUntil = max(start+int64(p.cfg.Watchdog.Timeout()-now.Sub(at)), p.lastUntil+1)
 	p.busySince.Store(start)
 	p.busyUntil.Store(p.lastUntil)
+	select { // the guard arms its timer for this frame's stale moment
+	case p.guardWake <- struct{}{}:
+	default:
+	}
 	defer p.busyUntil.Store(0)
 	if err := p.stages(&cloud); err != nil {
 		rec.Inc(telemetry.FramesDropped)
@@ -465,7 +493,7 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 		p.cfg.Watchdog.Fail("handoff", errReclaimed)
 		if !p.reclaimedLogged {
 			p.reclaimedLogged = true
-			p.log.Warn("frame dropped: the camera reclaimed its slots while the stages read them (connection lost); not planned",
+			p.log.Warn("frame dropped: the camera connection ended while the stages read its slots (the camera stopped, restarted or reclaimed them); not planned",
 				zap.Uint64("seq", cloud.Handle.Seq))
 		}
 		return
@@ -738,8 +766,9 @@ func (p *Pipeline) publishZeroIfBusyUntil(until int64, now time.Time) (busy bool
 func (p *Pipeline) Stalls() uint64 { return p.stalls.Load() }
 
 // guardStalls publishes zero for each frame whose stages run past the
-// point where it is older than the watchdog timeout, retrying on each tick
-// until the sink takes it, and logs the first stall of a run of them;
+// point where it is older than the watchdog timeout (a timer armed for
+// that moment when the stages start), retrying on each tick until the
+// sink takes it, and logs the first stall of a run of them;
 // when ctx ends it publishes zero at once, a hung stage or not. It stops when stop is closed. It touches only the sink (under
 // pubMu) and atomics: the planner and watchdog belong to the pipeline
 // goroutine, which resets the planner when its late frame publishes
@@ -747,11 +776,14 @@ func (p *Pipeline) Stalls() uint64 { return p.stalls.Load() }
 func (p *Pipeline) guardStalls(ctx context.Context, stop <-chan struct{}) {
 	t := time.NewTicker(p.cfg.Tick)
 	defer t.Stop()
+	// atStale fires just after the running frame's stale moment; the
+	// ticker stays for retries of a zero the sink refused.
+	atStale := time.NewTimer(time.Hour)
+	atStale.Stop()
+	defer atStale.Stop()
 	timeout := p.cfg.Watchdog.Timeout()
 	done := ctx.Done()
-	var zeroedFor int64  // busyUntil of the frame whose zero the sink took
-	var countedFor int64 // busyUntil of the frame last counted as a stall
-	logged := false      // a stall was logged; no more lines until one tick sees no stall
+	var w stallWatch
 	for {
 		select {
 		case <-stop:
@@ -761,43 +793,62 @@ func (p *Pipeline) guardStalls(ctx context.Context, stop <-chan struct{}) {
 			// nothing else from now on.
 			done = nil
 			p.publish(planner.Zero(), time.Now())
+		case <-p.guardWake:
+			if until := p.busyUntil.Load(); until != 0 {
+				atStale.Reset(max(time.Duration(until-monotime.Now()), 0) + staleMargin)
+			}
+		case <-atStale.C:
+			p.checkStall(&w, timeout)
 		case <-t.C:
-			// Not the tick's own time: a tick that waited in the channel
-			// (this process paused) would stamp the zero in the past.
-			now := time.Now()
-			until := p.busyUntil.Load()
-			if until == 0 || monotime.Now() <= until {
-				logged = false
-				continue
-			}
-			if until == zeroedFor {
-				continue
-			}
-			busy, err := p.publishZeroIfBusyUntil(until, now)
-			if !busy {
-				continue // the frame finished meanwhile; it published (zero if late) itself
-			}
-			if err == nil {
-				zeroedFor = until
-			}
-			if countedFor == until {
-				continue // a retry of a zero the sink refused
-			}
-			countedFor = until
-			if !logged {
-				logged = true // a run of slow frames: each counted, the first logged
-				stage := "?"
-				if names := p.cfg.Recorder.Stages(); int(p.stage.Load()) < len(names) {
-					stage = names[p.stage.Load()]
-				}
-				p.log.Warn("pipeline stalled; cmd_vel zeroed until it recovers", zap.String("stage", stage),
-					zap.Duration("running_for", time.Duration(monotime.Now()-p.busySince.Load())), zap.Duration("watchdog", timeout))
-			}
-			// Counted last: Stalls() > 0 means a zero was sent (or, if the
-			// sink refused it, is being retried) and logged.
-			p.stalls.Add(1)
+			p.checkStall(&w, timeout)
 		}
 	}
+}
+
+// stallWatch is guardStalls' state between looks.
+type stallWatch struct {
+	zeroedFor  int64 // busyUntil of the frame whose zero the sink took
+	countedFor int64 // busyUntil of the frame last counted as a stall
+	logged     bool  // a stall was logged; no more lines until a look sees no stall
+}
+
+// checkStall is one look of guardStalls at the running frame: it
+// publishes zero once the frame is past its stale moment.
+func (p *Pipeline) checkStall(w *stallWatch, timeout time.Duration) {
+	// Not the timer's own time: one that waited in the channel (this
+	// process paused) would stamp the zero in the past.
+	now := time.Now()
+	until := p.busyUntil.Load()
+	if until == 0 || monotime.Now() <= until {
+		w.logged = false
+		return
+	}
+	if until == w.zeroedFor {
+		return
+	}
+	busy, err := p.publishZeroIfBusyUntil(until, now)
+	if !busy {
+		return // the frame finished meanwhile; it published (zero if late) itself
+	}
+	if err == nil {
+		w.zeroedFor = until
+	}
+	if w.countedFor == until {
+		return // a retry of a zero the sink refused
+	}
+	w.countedFor = until
+	if !w.logged {
+		w.logged = true // a run of slow frames: each counted, the first logged
+		stage := "?"
+		if names := p.cfg.Recorder.Stages(); int(p.stage.Load()) < len(names) {
+			stage = names[p.stage.Load()]
+		}
+		p.log.Warn("pipeline stalled; cmd_vel zeroed until it recovers", zap.String("stage", stage),
+			zap.Duration("running_for", time.Duration(monotime.Now()-p.busySince.Load())), zap.Duration("watchdog", timeout))
+	}
+	// Counted last: Stalls() > 0 means a zero was sent (or, if the
+	// sink refused it, is being retried) and logged.
+	p.stalls.Add(1)
 }
 
 // closed reports whether done (nil: never) is closed, without blocking.

@@ -199,3 +199,61 @@ func TestReclaimedFrameZeroesTheCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestZeroComesAtTheStaleMomentNotATickLater: with a Tick far longer than
+// the watchdog period, the zero after frames stop, and the stall guard's
+// zero for a hung stage, still come just after the newest frame's stale
+// moment: both are timed for it. A crash soak measured them up to a Tick
+// (Timeout/4) late, past --watchdog, when only ticks checked.
+func TestZeroComesAtTheStaleMomentNotATickLater(t *testing.T) {
+	const watchdog, tick = 200 * time.Millisecond, 10 * time.Second
+	// Scheduling on a loaded 2-core machine under -race; a tick late is
+	// 10 s.
+	const slack = 300 * time.Millisecond
+
+	t.Run("frames stop", func(t *testing.T) {
+		g := newComposedWith(t, composedOptions{watchdog: watchdog})
+		g.pipe.cfg.Tick = tick
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- g.pipe.Run(ctx) }()
+		defer func() { cancel(); <-done }()
+		var h handles.Handle
+		var last time.Time
+		for seq := uint64(0); seq < 20; seq++ {
+			last = time.Now()
+			if err := g.cam.Frame(seq, g.inproc, &h); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(33 * time.Millisecond)
+		}
+		zeroAt := waitForZero(t, g, last, watchdog+slack+time.Second)
+		if d := zeroAt.Sub(last); d > watchdog+slack {
+			t.Fatalf("zero %v after the last frame's capture; watchdog %v", d, watchdog)
+		}
+	})
+	t.Run("a stage hangs", func(t *testing.T) {
+		g, hang := newHung(t, watchdog)
+		g.pipe.cfg.Tick = tick
+		startHung(t, g, hang, 0)
+		zeroAt := waitForZero(t, g, hang.hungAt, watchdog+slack+time.Second)
+		if d := zeroAt.Sub(hang.hungAt); d > watchdog+slack {
+			t.Fatalf("stall guard's zero %v after the hung frame's capture; watchdog %v", d, watchdog)
+		}
+	})
+}
+
+// waitForZero returns when g's sink took its first zero command at or
+// after t0, failing the test after limit.
+func waitForZero(t *testing.T, g *composed, t0 time.Time, limit time.Duration) time.Time {
+	t.Helper()
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		for _, c := range g.sink.since(t0) {
+			if c.cmd.IsZero() {
+				return c.at
+			}
+		}
+	}
+	t.Fatalf("no zero command within %v", limit)
+	return time.Time{}
+}
