@@ -111,7 +111,7 @@ func TestEachReclaimIncidentIsLogged(t *testing.T) {
 	if d, n := g.rec.Count(telemetry.FramesDropped), g.rec.Count(telemetry.FramesProcessed); d != 3 || n != 1 {
 		t.Fatalf("%d frames dropped and %d processed, want 3 and 1", d, n)
 	}
-	lines := logs.FilterMessageSnippet("camera reclaimed its slots").Len()
+	lines := logs.FilterMessageSnippet("camera connection ended while the stages read its slots").Len()
 	if lines != 2 {
 		t.Fatalf("%d reclaim lines for two incidents (frames 0–1, frame 3), want 2", lines)
 	}

@@ -87,7 +87,7 @@ type Stats struct {
 	Frames     uint64 // frame ticks handled
 	Published  [2]uint64
 	Exhausted  [2]uint64 // no free slot: frame skipped
-	Late       uint64    // ticks missed because a frame took longer than the period
+	Late       uint64    // ticks missed: a frame took longer than the period, or the camera did not run (paused, starved)
 	Delivered  [2]uint64 // handles sent, summed over subscribers
 	FillErrors uint64
 }
@@ -246,6 +246,7 @@ func (c *Camera) Run(ctx context.Context, pub Publisher) error {
 	period := time.Duration(float64(time.Second) / c.cfg.Rate)
 	ticker := time.NewTicker(period)
 	defer ticker.Stop()
+	var lastTick time.Time // the last tick taken, for countMissed
 	var h handles.Handle
 	for seq := uint64(0); ; seq++ {
 		if c.cfg.Frames > 0 && seq >= c.cfg.Frames {
@@ -264,15 +265,31 @@ func (c *Camera) Run(ctx context.Context, pub Publisher) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-ticker.C:
+		case t := <-ticker.C:
+			c.countMissed(&lastTick, t, period)
 		}
-		// A tick already pending means this frame overran its period.
+		// A tick already pending means this frame overran its period:
+		// that tick's frame is skipped.
 		select {
-		case <-ticker.C:
+		case t := <-ticker.C:
+			c.countMissed(&lastTick, t, period)
 			c.late.Add(1)
 		default:
 		}
 	}
+}
+
+// countMissed counts the ticks the ticker dropped between the tick at
+// *last and the one at t (it keeps one pending tick, and a paused or
+// starved camera misses many more: the gap in their times says how many),
+// and moves *last to t.
+func (c *Camera) countMissed(last *time.Time, t time.Time, period time.Duration) {
+	if !last.IsZero() {
+		if n := (t.Sub(*last)+period/2)/period - 1; n > 0 {
+			c.late.Add(uint64(n))
+		}
+	}
+	*last = t
 }
 
 // Frame renders and publishes frame seq on both topics; h is scratch.

@@ -227,7 +227,7 @@ func serveMetrics(ctx context.Context, ln net.Listener, reg *prometheus.Registry
 		)
 	}
 	reg.MustRegister(
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "zerohop_camera_frames_late_total", Help: "Frame ticks missed because a frame overran its period."},
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "zerohop_camera_frames_late_total", Help: "Frame ticks missed: a frame overran its period, or the camera did not run (paused, starved)."},
 			func() float64 { return float64(cam.Stats().Late) }),
 	)
 	if srv != nil {

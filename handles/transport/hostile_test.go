@@ -344,3 +344,36 @@ func TestSubscriberKeepsSayingItWaits(t *testing.T) {
 		t.Errorf("reminder %v at %v: want a warning with the socket %q and how long it waited", f, reminders[0].Level, path)
 	}
 }
+
+// TestProbeIsNotARefusal: a connection closed before any hello is what a
+// second camera does to see whether the socket is served. It is not a
+// subscriber refused (that warned "hello is 0 bytes", naming the second
+// camera's pid, alarming for a benign event): a debug line only.
+func TestProbeIsNotARefusal(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	path := filepath.Join(sockdir.Short(t), "s", "camera.sock")
+	pool, err := pinned.New(pinned.Geometry{SlotCount: 4, SlotSize: 4096}, pinned.Options{Name: "points", ID: 1, Shared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	srv, err := NewServer(ServerConfig{Path: path, AllowGID: -1, Topics: []Topic{{Name: "points", Kind: handles.KindPoints, Pool: pool}}, Log: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	defer func() { cancel(); <-done }()
+	c, err := dialSeqpacket(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeFd(c)
+	waitFor(t, 5*time.Second, "the probe's debug line", func() bool {
+		return logs.FilterMessageSnippet("closed before its hello").Len() == 1
+	})
+	if n := logs.FilterLevelExact(zap.WarnLevel).Len(); n != 0 || srv.Stats().Refused != 0 {
+		t.Fatalf("a probe: %d warnings (%v), %d refused; want none", n, logs.FilterLevelExact(zap.WarnLevel).All(), srv.Stats().Refused)
+	}
+}

@@ -65,6 +65,9 @@ type ServerStats struct {
 	Connected int
 }
 
+// errNoHello: the peer closed its connection without sending anything.
+var errNoHello = errors.New("connection closed before its hello")
+
 // Server serves pools to subscribers over a unix socket. Publish is safe to
 // call from one goroutine per topic concurrently with everything else.
 type Server struct {
@@ -236,6 +239,14 @@ func (s *Server) serveConn(ctx context.Context, c *conn) {
 	defer stop()
 	log := s.log.With(zap.Int("fd", c.fd))
 	if err := s.admit(c); err != nil {
+		if errors.Is(err, errNoHello) {
+			// A liveness probe (a second camera checking whether this
+			// socket is served, before it refuses to start): no
+			// subscriber, nothing refused.
+			log.Debug("connection closed before its hello (a probe of this socket?)", zap.Int32("pid", c.pid))
+			s.drop(c)
+			return
+		}
 		s.refused.Add(1)
 		log.Warn("subscriber refused", zap.String("subscriber", c.name), zap.Int32("pid", c.pid), zap.Error(err))
 		sendBlocking(c.fd, marshalRefuse(err.Error()), nil)
@@ -281,6 +292,9 @@ func (s *Server) admit(c *conn) error {
 	n, trunc, err := recv(c.fd, buf, false)
 	if err != nil {
 		return fmt.Errorf("waiting for hello: %w", err)
+	}
+	if n == 0 && !trunc {
+		return errNoHello // end of stream (or an empty message, which no subscriber sends)
 	}
 	if trunc {
 		return fmt.Errorf("%w: hello longer than %d bytes", ErrProtocol, helloSize)
