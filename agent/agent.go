@@ -139,6 +139,9 @@ type Pipeline struct {
 	// logs.
 	publishFailures atomic.Uint64
 	pubErr          string
+	// pubFailing is the last send's error while sends fail (nil once one
+	// works), for Health, which must not wait for pubMu.
+	pubFailing atomic.Pointer[string]
 
 	// The stall guard (guardStalls) reads these while the pipeline
 	// goroutine runs a frame. busyUntil is the CLOCK_MONOTONIC time
@@ -668,11 +671,13 @@ func (p *Pipeline) publishLocked(t planner.Twist, stamp time.Time) error {
 		n := p.publishFailures.Add(1)
 		if msg := err.Error(); msg != p.pubErr {
 			p.pubErr = msg
+			p.pubFailing.Store(&msg)
 			p.log.Warn("publish cmd_vel failed (further failures with this error are only counted: cmd_vel_publish_failures_total)",
 				zap.Error(err), zap.Uint64("failures", n))
 		}
 	case p.pubErr != "":
 		p.pubErr = ""
+		p.pubFailing.Store(nil)
 		p.log.Info("publish cmd_vel works again", zap.Uint64("failures", p.publishFailures.Load()))
 	}
 	p.last = t
@@ -727,9 +732,10 @@ func (p *Pipeline) markLate(now time.Time) {
 
 // Health reports whether commands get through at now: nil, or why not,
 // with for how long. The watchdog's incident (no fresh frame, a failed
-// stage), or frames whose stages outlast the watchdog period, whose
-// commands are zeroed though fresh frames keep coming (the watchdog
-// alone would say healthy). Safe for concurrent use; /healthz.
+// stage); the sink refusing the commands; or frames whose stages outlast
+// the watchdog period, whose commands are zeroed though fresh frames keep
+// coming (the watchdog alone would say healthy). Safe for concurrent use;
+// /healthz.
 func (p *Pipeline) Health(now time.Time) error {
 	wd := p.cfg.Watchdog
 	if ok, reason := wd.Check(now); !ok {
@@ -737,6 +743,9 @@ func (p *Pipeline) Health(now time.Time) error {
 			return fmt.Errorf("%s (cmd_vel zeroed for %v)", reason, now.Sub(inc.Start).Round(time.Millisecond))
 		}
 		return errors.New(reason)
+	}
+	if msg := p.pubFailing.Load(); msg != nil {
+		return fmt.Errorf("publish cmd_vel fails: %s (cmd_vel_publish_failures_total)", *msg)
 	}
 	if since := p.lateSince.Load(); since != 0 {
 		return fmt.Errorf("stall: frames take longer than the watchdog period (%v) to process, so each command is zeroed (cmd_vel zeroed for %v; pipeline_stalls_total, /latency's stages)",

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -133,5 +134,23 @@ func TestFramesSupersededCountsTheTransportsQueue(t *testing.T) {
 	}
 	if got := g.rec.Count(telemetry.FramesSuperseded); got < queued {
 		t.Fatalf("frames_superseded %d, the transport's queue alone superseded %d", got, queued)
+	}
+}
+
+// TestHealthSaysWhenTheSinkRefusesCommands: frames flow and the watchdog
+// is quiet, but no command reaches the robot: health said 200.
+func TestHealthSaysWhenTheSinkRefusesCommands(t *testing.T) {
+	g := newComposed(t)
+	sink := &failingSink{err: errors.New("dds_write: DDS_RETCODE_ERROR")}
+	g.pipe.cfg.Sink = sink
+	var h handles.Handle
+	g.step(t, 0, &h)
+	if err := g.pipe.Health(time.Now()); err == nil || !strings.Contains(err.Error(), "DDS_RETCODE_ERROR") {
+		t.Fatalf("Health while the sink refuses every command = %v", err)
+	}
+	sink.err = nil
+	g.step(t, 1, &h)
+	if err := g.pipe.Health(time.Now()); err != nil {
+		t.Fatalf("Health once the sink takes commands again = %v", err)
 	}
 }

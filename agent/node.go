@@ -408,7 +408,8 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	}
 
 	noPprof := !cfg.Pprof && !telemetry.Loopback(ln.Addr())
-	web, err := telemetry.NewServer(rec, telemetry.ServerOptions{NoPprof: noPprof, Health: func() error { return pipe.Health(time.Now()) }})
+	web, err := telemetry.NewServer(rec, telemetry.ServerOptions{NoPprof: noPprof, LoopbackHostsOnly: telemetry.Loopback(ln.Addr()),
+		Health: func() error { return pipe.Health(time.Now()) }})
 	if err != nil {
 		return err
 	}

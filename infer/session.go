@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -203,7 +204,11 @@ func newSession(rt *Runtime, src modelSource, cfg ModelConfig, opts SessionOptio
 		adv, first, reason := tryProvider(src, p, prefs, opts, inNames, outNames, inValues, outValues, warmups > 0)
 		if adv == nil {
 			if strings.Contains(reason, "libonnxruntime_providers_shared") {
-				reason = "this ONNX Runtime build has no GPU execution providers (CPU-only library; use an onnxruntime-gpu build for TensorRT and CUDA): " + reason
+				// ONNX Runtime's own text (a source path, "[ONNXRuntimeError]
+				// : 1 : FAIL") reads like a failure on every start of a
+				// CPU-only install, where skipping is expected.
+				reason = fmt.Sprintf("this ONNX Runtime library has no GPU execution providers: a CPU-only build (no libonnxruntime_providers_shared.so in %s); use an onnxruntime-gpu build for TensorRT and CUDA",
+					filepath.Dir(rt.Library()))
 			}
 			s.skipped = append(s.skipped, ProviderSkip{Name: p, Reason: reason})
 			continue

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof" // its init also registers on http.DefaultServeMux, which zerohop never serves
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -48,6 +49,12 @@ type ServerOptions struct {
 	// other machines, where anyone could read the command line and run CPU
 	// profiles and traces.
 	NoPprof bool
+	// LoopbackHostsOnly refuses (403) requests whose Host header names
+	// anything but localhost or a loopback address. Set it when the
+	// listener is on loopback: a web page whose own name resolves to
+	// 127.0.0.1 (DNS rebinding) could otherwise read the endpoints and
+	// start pprof profiles and traces of any length from the browser.
+	LoopbackHostsOnly bool
 }
 
 // Server serves a Recorder over HTTP:
@@ -58,10 +65,11 @@ type ServerOptions struct {
 //	/healthz       200 "ok" or 503 with the reason
 //	/debug/pprof/  net/http/pprof, registered on this mux only
 type Server struct {
-	rec    *Recorder
-	health func() error
-	mux    *http.ServeMux
-	page   *template.Template
+	rec           *Recorder
+	health        func() error
+	mux           *http.ServeMux
+	page          *template.Template
+	loopbackHosts bool
 }
 
 // NewServer returns a Server for rec.
@@ -70,7 +78,7 @@ func NewServer(rec *Recorder, opts ServerOptions) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: page template: %w", err)
 	}
-	s := &Server{rec: rec, health: opts.Health, mux: http.NewServeMux(), page: page}
+	s := &Server{rec: rec, health: opts.Health, mux: http.NewServeMux(), page: page, loopbackHosts: opts.LoopbackHostsOnly}
 	s.mux.HandleFunc("GET /{$}", s.servePage)
 	s.mux.HandleFunc("GET /latency", s.serveLatency)
 	s.mux.HandleFunc("GET /latency/hdr", s.serveHistograms)
@@ -87,7 +95,28 @@ func NewServer(rec *Recorder, opts ServerOptions) (*Server, error) {
 }
 
 // ServeHTTP makes a Server an http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.loopbackHosts && !loopbackHost(r.Host) {
+		http.Error(w, fmt.Sprintf("Host %q: this endpoint listens on loopback and answers only requests for localhost or a loopback address", r.Host), http.StatusForbidden)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// loopbackHost reports whether a Host header (host, or host:port) names
+// localhost or a loopback IP address.
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
 
 func (s *Server) servePage(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")

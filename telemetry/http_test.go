@@ -410,3 +410,50 @@ func serveOnLoopback(t *testing.T) (*Server, net.Listener, context.CancelFunc, <
 	go func() { done <- s.ServeListener(ctx, ln) }()
 	return s, ln, cancel, done
 }
+
+// TestLoopbackHostsOnly: on a loopback listener, a request for another
+// name (a web page that resolved its own name to 127.0.0.1: DNS
+// rebinding) is refused before it reaches any endpoint, pprof included;
+// the names a local client uses are served.
+func TestLoopbackHostsOnly(t *testing.T) {
+	r, _ := newRecorder(t, Options{})
+	s, err := NewServer(r, ServerOptions{LoopbackHostsOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		host string
+		want int
+	}{
+		{"127.0.0.1:9090", 200},
+		{"localhost:9090", 200},
+		{"LOCALHOST", 200},
+		{"[::1]:9090", 200},
+		{"127.0.0.2", 200},
+		{"evil.example:9090", 403},
+		{"192.168.1.10:9090", 403},
+		{"localhost.evil.example", 403},
+		{"", 403},
+	} {
+		for _, path := range []string{"/healthz", "/debug/pprof/cmdline"} {
+			req := httptest.NewRequest("GET", "http://x"+path, nil)
+			req.Host = tc.host
+			rw := httptest.NewRecorder()
+			s.ServeHTTP(rw, req)
+			if rw.Code != tc.want {
+				t.Errorf("GET %s with Host %q: %d, want %d", path, tc.host, rw.Code, tc.want)
+			}
+		}
+	}
+	// Without the option (a listener other machines reach), any name.
+	open, err := NewServer(r, ServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest("GET", "http://robot.lan:9090/healthz", nil)
+	rw := httptest.NewRecorder()
+	open.ServeHTTP(rw, req)
+	if rw.Code != 200 {
+		t.Errorf("GET /healthz for robot.lan without LoopbackHostsOnly: %d", rw.Code)
+	}
+}
