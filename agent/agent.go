@@ -611,7 +611,8 @@ func (p *Pipeline) cloudStages(in voxel.Cloud) (time.Time, error) {
 		// One kernel chain does both: "voxel" holds voxel + BEV on this
 		// path and "bev" records nothing.
 		if gpuErr = p.gpu.Run(in, p.pts, p.cfg.GPUBEV); gpuErr == nil {
-			return p.lap(telemetry.StageVoxel, t), nil
+			t = p.lap(telemetry.StageVoxel, t)
+			return t, p.sawSomething()
 		}
 		t = time.Now()
 	}
@@ -632,12 +633,29 @@ func (p *Pipeline) cloudStages(in voxel.Cloud) (time.Time, error) {
 		p.gpuFailed(gpuErr)
 	}
 	t = p.lap(telemetry.StageVoxel, t)
+	if err := p.sawSomething(); err != nil {
+		return t, err
+	}
 	p.stage.Store(int32(telemetry.StageBEV))
 	if err := p.cfg.BEV.Fill(p.pts, p.cfg.Session.BEV()); err != nil {
 		p.cfg.Watchdog.Fail("bev", err)
 		return t, err
 	}
 	return p.lap(telemetry.StageBEV, t), nil
+}
+
+// errSawNothing fails a frame whose filtered cloud is empty.
+var errSawNothing = errors.New("the cloud has no point the BEV raster can see (every point NaN/Inf, or beyond the raster): a blind or covered LiDAR is not an empty world")
+
+// sawSomething fails the frame (stage "voxel") when the filter kept no
+// point: the model would see an empty raster, which reads as open space,
+// and drive. A LiDAR on a robot always sees the ground near it.
+func (p *Pipeline) sawSomething() error {
+	if len(p.pts.P) > 0 {
+		return nil
+	}
+	p.cfg.Watchdog.Fail("voxel", errSawNothing)
+	return errSawNothing
 }
 
 // gpuFailed ends the GPU path after it failed on a frame the CPU could

@@ -312,8 +312,12 @@ func startGPU(cfg NodeConfig, log *zap.Logger) (g *gpuVoxel, device, why string,
 	if mode == GPUOff {
 		return nil, "none", "--gpu off", nil
 	}
+	filter, err := filterConfig(cfg)
+	if err != nil {
+		return nil, "none", "", err
+	}
 	g, err = openGPUVoxel(gpuVoxelConfig{
-		Filter:    voxel.Config{Leaf: [3]float32{cfg.Leaf, cfg.Leaf, cfg.Leaf}, MinPoints: cfg.MinPoints},
+		Filter:    filter,
 		MaxPoints: cfg.MaxPoints, CopyInput: input == GPUInputCopy, CacheDir: cfg.CubinCache, Log: log,
 	})
 	if err != nil {

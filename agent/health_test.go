@@ -2,13 +2,16 @@ package agent
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"math"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/zerohop/zerohop/handles"
+	"github.com/zerohop/zerohop/sensor"
 	"github.com/zerohop/zerohop/telemetry"
 	"github.com/zerohop/zerohop/voxel"
 )
@@ -152,5 +155,87 @@ func TestHealthSaysWhenTheSinkRefusesCommands(t *testing.T) {
 	g.step(t, 1, &h)
 	if err := g.pipe.Health(time.Now()); err != nil {
 		t.Fatalf("Health once the sink takes commands again = %v", err)
+	}
+}
+
+// garbagePointSource writes x = FLT_MAX into the first point of every
+// cloud: some drivers mark "no return" so.
+type garbagePointSource struct{ sensor.Source }
+
+func (s garbagePointSource) FillPoints(seq uint64, dst []byte) (int, error) {
+	n, err := s.Source.FillPoints(seq, dst)
+	if n > 0 {
+		binary.LittleEndian.PutUint32(dst[0:], math.Float32bits(math.MaxFloat32))
+	}
+	return n, err
+}
+
+// TestAGarbagePointFarAwayIsNotAFailedFrame: one point at x = FLT_MAX
+// made the voxel grid too large, so every frame failed and cmd_vel stayed
+// zero for as long as the driver sent such points, at any --leaf. The
+// agent's filter is cropped to what the raster sees (filterConfig).
+func TestAGarbagePointFarAwayIsNotAFailedFrame(t *testing.T) {
+	g := newComposedWith(t, composedOptions{wrap: func(s sensor.Source) sensor.Source { return garbagePointSource{s} }})
+	var h handles.Handle
+	for seq := range uint64(3) {
+		g.step(t, seq, &h)
+	}
+	if d, n := g.rec.Count(telemetry.FramesDropped), g.rec.Count(telemetry.FramesProcessed); d != 0 || n != 3 {
+		t.Fatalf("%d frames dropped, %d processed, want 0 and 3 (watchdog: %v)", d, n, g.pipe.Health(time.Now()))
+	}
+}
+
+// blindSource writes NaN into every point while blind is set: a covered or
+// failed LiDAR whose driver still publishes clouds.
+type blindSource struct {
+	sensor.Source
+	blind *atomic.Bool
+}
+
+func (s blindSource) FillPoints(seq uint64, dst []byte) (int, error) {
+	n, err := s.Source.FillPoints(seq, dst)
+	if s.blind.Load() {
+		for i := range n {
+			binary.LittleEndian.PutUint32(dst[i*sensor.PointStep:], math.Float32bits(float32(math.NaN())))
+		}
+	}
+	return n, err
+}
+
+// TestABlindLiDARIsNotAnEmptyWorld: a cloud with no point left after the
+// filter filled an empty raster, which the model reads as open space: the
+// robot drove on with its eyes shut. Such a frame is a failed stage now
+// (zero command, health says why), on the CPU and the GPU path alike, and
+// commands resume with the first cloud that sees something.
+func TestABlindLiDARIsNotAnEmptyWorld(t *testing.T) {
+	for _, onGPU := range []bool{false, true} {
+		t.Run(map[bool]string{false: "cpu", true: "gpu (fake)"}[onGPU], func(t *testing.T) {
+			var blind atomic.Bool
+			o := composedOptions{wrap: func(s sensor.Source) sensor.Source { return blindSource{s, &blind} }}
+			if onGPU {
+				fake := newFakeGPUFilter(t, 0.2)
+				o.gpu, o.gpuBEV = fake, make([]byte, 4*fake.bev.Len())
+			}
+			g := newComposedWith(t, o)
+			var h handles.Handle
+			g.step(t, 0, &h)
+			blind.Store(true)
+			published := len(g.sink.since(time.Time{}))
+			g.step(t, 1, &h)
+			if d, n := g.rec.Count(telemetry.FramesDropped), g.rec.Count(telemetry.FramesProcessed); d != 1 || n != 1 {
+				t.Fatalf("after a cloud of NaN points: %d frames dropped, %d processed; want it dropped", d, n)
+			}
+			if cmds := g.sink.since(time.Time{})[published:]; len(cmds) != 0 {
+				t.Fatalf("commands %+v planned from a cloud of NaN points", cmds)
+			}
+			if err := g.pipe.Health(time.Now()); err == nil || !strings.Contains(err.Error(), "blind or covered LiDAR") {
+				t.Fatalf("Health after a blind cloud = %v", err)
+			}
+			blind.Store(false)
+			g.step(t, 2, &h)
+			if err := g.pipe.Health(time.Now()); err != nil || g.rec.Count(telemetry.FramesProcessed) != 2 {
+				t.Fatalf("once the LiDAR sees again: Health %v, %d frames processed", err, g.rec.Count(telemetry.FramesProcessed))
+			}
+		})
 	}
 }

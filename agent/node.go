@@ -169,7 +169,11 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if bev.Len() != len(sess.BEV()) {
 		return fmt.Errorf("model %s: BEV input has %d values, the raster %d (3×128×128)", sess.Model(), len(sess.BEV()), bev.Len())
 	}
-	filter, err := voxel.NewFilter(voxel.Config{Leaf: [3]float32{cfg.Leaf, cfg.Leaf, cfg.Leaf}, MinPoints: cfg.MinPoints}, cfg.MaxPoints)
+	fcfg, err := filterConfig(cfg)
+	if err != nil {
+		return err
+	}
+	filter, err := voxel.NewFilter(fcfg, cfg.MaxPoints)
 	if err != nil {
 		return err
 	}
@@ -481,6 +485,21 @@ func resolveNodeConfig(cfg NodeConfig) (NodeConfig, error) {
 		}
 	}
 	return cfg, camera.CheckSource("--camera", cfg.Camera)
+}
+
+// filterConfig is the voxel filter's configuration, on the CPU and the
+// GPU alike: --leaf and --min-points, and cropped to what the BEV raster
+// (the model's only view of the cloud) can see (voxel.BEV.CropFor), so
+// that points far outside it are not sorted, and a garbage point far away
+// (FLT_MAX for "no return") cannot fail every frame with a grid too large.
+func filterConfig(cfg NodeConfig) (voxel.Config, error) {
+	bev, err := voxel.NewBEV(voxel.BEVConfig{}) // the agent's raster, as RunNode and the GPU path make it
+	if err != nil {
+		return voxel.Config{}, err
+	}
+	leaf := [3]float32{cfg.Leaf, cfg.Leaf, cfg.Leaf}
+	crop := bev.CropFor(leaf)
+	return voxel.Config{Leaf: leaf, MinPoints: cfg.MinPoints, Crop: &crop}, nil
 }
 
 func orDefault(s, def string) string {

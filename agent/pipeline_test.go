@@ -50,6 +50,8 @@ type composedOptions struct {
 	synth sensor.SyntheticConfig
 	// watchdog is the watchdog period; zero: the default 200 ms.
 	watchdog time.Duration
+	// wrap, if set, wraps the scene as the camera's source.
+	wrap func(sensor.Source) sensor.Source
 }
 
 func newComposed(t *testing.T) *composed { return newComposedWith(t, composedOptions{}) }
@@ -91,7 +93,11 @@ func newComposedWith(t *testing.T, o composedOptions) *composed {
 	}
 	t.Cleanup(prep.Close)
 	bev, _ := voxel.NewBEV(voxel.BEVConfig{})
-	filter, err := voxel.NewFilter(voxel.Config{Leaf: [3]float32{o.leaf, o.leaf, o.leaf}}, 200_000)
+	fcfg, err := filterConfig(NodeConfig{Leaf: o.leaf}) // as RunNode's
+	if err != nil {
+		t.Fatal(err)
+	}
+	filter, err := voxel.NewFilter(fcfg, 200_000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +109,11 @@ func newComposedWith(t *testing.T, o composedOptions) *composed {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cam, err := camera.New(camera.Config{Source: src, Slots: 6, Allocator: o.allocator})
+	var source sensor.Source = src
+	if o.wrap != nil {
+		source = o.wrap(src)
+	}
+	cam, err := camera.New(camera.Config{Source: source, Slots: 6, Allocator: o.allocator})
 	if err != nil {
 		t.Fatal(err)
 	}

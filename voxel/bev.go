@@ -108,6 +108,28 @@ func finite32(v float32) bool { return absBits(v) < infBits }
 // Config returns the configuration with defaults applied.
 func (b *BEV) Config() BEVConfig { return b.cfg }
 
+// CropFarZ bounds CropFor's box in z: points farther than this above or
+// below GroundZ, in metres. No robot's sensor sees its surroundings there;
+// such a point is a marker or garbage (FLT_MAX for "no return"), whose
+// voxel index would fail the whole frame (ErrGridTooLarge).
+const CropFarZ = 1000
+
+// CropFor returns a crop box for a Filter with this leaf size whose
+// outside cannot change what Fill writes, but for points beyond CropFarZ:
+// the raster's x/y window grown by two leaves. A voxel's centroid lies in
+// its cell, one leaf wide, so a voxel with a point beyond one leaf of the
+// window lies wholly outside it; the second leaf covers float rounding.
+// Cropping so drops far points before the filter sorts them, and a
+// garbage point far away cannot fail the frame.
+func (b *BEV) CropFor(leaf [3]float32) Box {
+	c := b.cfg
+	halfW := float32(float64(c.W) / 2 * b.cell)
+	return Box{
+		Min: [3]float32{c.MinX - 2*leaf[0], -halfW - 2*leaf[1], c.GroundZ - CropFarZ},
+		Max: [3]float32{c.MinX + float32(float64(c.H)*b.cell) + 2*leaf[0], halfW + 2*leaf[1], c.GroundZ + CropFarZ},
+	}
+}
+
 // Len returns the tensor length Fill needs: Channels·H·W.
 func (b *BEV) Len() int { return BEVChannels * b.cfg.H * b.cfg.W }
 

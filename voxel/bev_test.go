@@ -1,6 +1,8 @@
 package voxel
 
 import (
+	"encoding/binary"
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -178,5 +180,84 @@ func TestBEVErrors(t *testing.T) {
 	}
 	if err := b.Fill(&Points{}, make([]float32, 100)); err == nil || !strings.Contains(err.Error(), "tensor has 100 elements, want 3 × 128 × 128 = 49152") {
 		t.Fatalf("Fill with a short tensor: %v", err)
+	}
+}
+
+// TestCropForKeepsTheRaster: filtering with BEV.CropFor's box gives the
+// same raster as filtering everything, bit for bit, whatever the leaf and
+// raster placement (points on and around the window's edges included);
+// and a garbage point far away (FLT_MAX, which some drivers write for "no
+// return"), which fails the uncropped frame (ErrGridTooLarge, even at the
+// largest leaf the agent allows), changes nothing.
+func TestCropForKeepsTheRaster(t *testing.T) {
+	scan, err := KITTI(ringScan(scan115k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var scanPts [][4]float32
+	for i := range scan.Count {
+		p := scan.Data[16*i:]
+		scanPts = append(scanPts, [4]float32{
+			math.Float32frombits(binary.LittleEndian.Uint32(p[0:])), math.Float32frombits(binary.LittleEndian.Uint32(p[4:])),
+			math.Float32frombits(binary.LittleEndian.Uint32(p[8:])), math.Float32frombits(binary.LittleEndian.Uint32(p[12:]))})
+	}
+	edges := uniformCloud(20000, -40, 40, 7) // around and across every edge of the window
+	for _, tc := range []struct {
+		name string
+		leaf float32
+		bev  BEVConfig
+		pts  [][4]float32
+	}{
+		{"scan, leaf 0.2", 0.2, BEVConfig{GroundZ: roadZ}, scanPts},
+		{"scan, leaf 0.15, window behind the robot too", 0.15, BEVConfig{GroundZ: roadZ, MinX: -6.4}, scanPts},
+		{"uniform, leaf 0.33 (not a divisor of the cell)", 0.33, BEVConfig{}, edges},
+		{"uniform, leaf 1, odd raster", 1, BEVConfig{H: 37, W: 53, Cell: 0.7, MinX: -3.1}, edges},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := NewBEV(tc.bev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			crop := b.CropFor(cube(tc.leaf))
+			raster := func(pts [][4]float32, crop *Box) ([]float32, error) {
+				f, err := NewFilter(Config{Leaf: cube(tc.leaf), Crop: crop}, len(pts))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				out := NewPoints(len(pts))
+				if err := f.Run(kittiCloud(pts), out); err != nil {
+					return nil, err
+				}
+				dst := make([]float32, b.Len())
+				return dst, b.Fill(out, dst)
+			}
+			want, err := raster(tc.pts, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := raster(tc.pts, &crop)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("cropped raster differs at %d: %v, uncropped %v (crop %+v)", i, got[i], want[i], crop)
+				}
+			}
+			garbage := append(append([][4]float32(nil), tc.pts...), [4]float32{math.MaxFloat32, 1, 0.5, 1})
+			if _, err := raster(garbage, nil); !errors.Is(err, ErrGridTooLarge) {
+				t.Fatalf("uncropped with a FLT_MAX point: %v, want ErrGridTooLarge (else this case proves nothing)", err)
+			}
+			got, err = raster(garbage, &crop)
+			if err != nil {
+				t.Fatalf("cropped with a FLT_MAX point: %v", err)
+			}
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("a FLT_MAX point changed the cropped raster at %d", i)
+				}
+			}
+		})
 	}
 }
