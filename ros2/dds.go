@@ -43,6 +43,7 @@ type retcode int32
 const (
 	rcPreconditionNotMet = retcode(C.DDS_RETCODE_PRECONDITION_NOT_MET)
 	rcAlreadyDeleted     = retcode(C.DDS_RETCODE_ALREADY_DELETED)
+	rcTimeout            = retcode(C.DDS_RETCODE_TIMEOUT)
 )
 
 func (rc retcode) String() string {
@@ -117,6 +118,15 @@ func createEndpoint(pp entity, t msgType, ddsTopic string, writer bool, q QoS, m
 		return 0, retcode(e)
 	}
 	return entity(e), 0
+}
+
+// waitForAcks waits until every matched RELIABLE reader has acknowledged
+// all of writer w's samples, for at most timeout (rcTimeout then).
+func waitForAcks(w entity, timeout time.Duration) retcode {
+	if rc := C.dds_wait_for_acks(C.dds_entity_t(w), C.dds_duration_t(timeout.Nanoseconds())); rc < 0 {
+		return retcode(rc)
+	}
+	return 0
 }
 
 func deleteEndpoint(e entity) retcode {

@@ -133,9 +133,22 @@ func (s *TwistSink) Close() error {
 	if !closed {
 		ep.p.log.Info("ros2: closing the cmd_vel publisher", zapTopic(ep), zap.Uint64("commands_sent", sent),
 			zap.Uint64("moving", moving), zap.Bool("last_was_zero", last.IsZero()), zap.Int32("subscribers", ep.matched.Load()))
+		// The last command (zero, at shutdown) must reach the base; deleting
+		// the writer only lingers for it, silently. Say so when a
+		// subscriber did not take it.
+		if n := ep.matched.Load(); n > 0 && sent > 0 {
+			if rc := waitForAcks(ep.e, lastCommandAckWait); rc == rcTimeout {
+				ep.p.log.Warn("ros2: the last cmd_vel was not acknowledged by every subscriber: one stalled or went away, and the base keeps its last command until its own timeout (cmd_vel_timeout)",
+					zapTopic(ep), zap.Bool("last_was_zero", last.IsZero()), zap.Int32("subscribers", n), zap.Duration("waited", lastCommandAckWait))
+			}
+		}
 	}
 	return ep.close()
 }
+
+// lastCommandAckWait bounds TwistSink.Close's wait for the last command's
+// acknowledgements (the writer's delete then lingers up to 1 s more).
+const lastCommandAckWait = 500 * time.Millisecond
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 

@@ -3,6 +3,7 @@
 package ros2
 
 import (
+	"syscall"
 	"testing"
 	"time"
 
@@ -48,5 +49,52 @@ func TestTwistSinkSaysCommandsFlow(t *testing.T) {
 	}
 	if f := closing[0].ContextMap(); f["commands_sent"] != uint64(5) || f["moving"] != uint64(2) || f["last_was_zero"] != true {
 		t.Errorf("closing line %v: want 5 commands sent, 2 moving, the last zero", f)
+	}
+}
+
+// TestTwistSinkWarnsWhenTheLastCommandIsNotAcknowledged: at shutdown the
+// last command (zero) must reach the base. A subscriber that stalls (here
+// stopped with SIGSTOP) does not take it, and Close said nothing: the log
+// read last_was_zero true while the base kept moving. A warning says so
+// now; a subscriber that takes it gets none.
+func TestTwistSinkWarnsWhenTheLastCommandIsNotAcknowledged(t *testing.T) {
+	for _, stall := range []bool{false, true} {
+		t.Run(map[bool]string{false: "subscriber running", true: "subscriber stalled"}[stall], func(t *testing.T) {
+			cfg := loopbackConfig(t)
+			core, logs := observer.New(zapcore.InfoLevel)
+			p, err := NewParticipant(cfg, zap.New(core))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			sink, err := p.NewTwistSink(TwistOptions{Topic: "/zh_ack_test_cmd_vel"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			peer := startPeer(t, cfg, "sub", "twist", "rt/zh_ack_test_cmd_vel", "reliable", "2")
+			peer.expect("MATCHED")
+			waitFor(t, "the subscriber matched", func() bool { return sink.Matched() == 1 })
+			if err := sink.PublishTwist(planner.Twist{LinearX: 0.5}, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			peer.expect("SAMPLE")
+			if stall {
+				if err := peer.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+					t.Fatal(err)
+				}
+				// After startPeer's cleanup is registered, so it runs first.
+				t.Cleanup(func() { peer.cmd.Process.Signal(syscall.SIGCONT) })
+			}
+			if err := sink.PublishTwist(planner.Twist{}, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			if err := sink.Close(); err != nil {
+				t.Fatal(err)
+			}
+			warned := logs.FilterMessageSnippet("the last cmd_vel was not acknowledged").Len()
+			if stall && warned != 1 || !stall && warned != 0 {
+				t.Fatalf("%d warnings about an unacknowledged last command with the subscriber stalled %t", warned, stall)
+			}
+		})
 	}
 }
