@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -645,14 +646,18 @@ func (p *Pipeline) cloudStages(in voxel.Cloud) (time.Time, error) {
 }
 
 // errSawNothing fails a frame whose filtered cloud is empty.
-var errSawNothing = errors.New("the cloud has no point the BEV raster can see (every point NaN/Inf, or beyond the raster): a blind or covered LiDAR is not an empty world")
+var errSawNothing = errors.New("the filtered cloud has no point inside the BEV raster (every point NaN/Inf or beyond it, or --min-points kept no voxel): a blind or covered LiDAR is not an empty world")
 
-// sawSomething fails the frame (stage "voxel") when the filter kept no
-// point: the model would see an empty raster, which reads as open space,
-// and drive. A LiDAR on a robot always sees the ground near it.
+// sawSomething fails the frame (stage "voxel") when no filtered point
+// lands in the BEV raster: the model would see an empty raster, which
+// reads as open space, and drive. A LiDAR on a robot always sees the
+// ground near it. It stops at the first point inside, which in a real
+// scan comes within the first few.
 func (p *Pipeline) sawSomething() error {
-	if len(p.pts.P) > 0 {
-		return nil
+	for _, pt := range p.pts.P {
+		if _, _, ok := p.cfg.BEV.Cell(pt.X, pt.Y); ok && !math.IsNaN(float64(pt.Z)) && !math.IsInf(float64(pt.Z), 0) {
+			return nil
+		}
 	}
 	p.cfg.Watchdog.Fail("voxel", errSawNothing)
 	return errSawNothing
@@ -726,7 +731,11 @@ func (p *Pipeline) publishFrame(cmd planner.Twist, at time.Time) {
 	late := p.cfg.Watchdog.Late(now, at)
 	p.pubMu.Lock()
 	defer p.pubMu.Unlock()
-	stalled := p.zeroedUntil == p.busyUntil.Load()
+	until := p.busyUntil.Load()
+	// Past its stale moment by the monotonic clock, which a wall-clock
+	// step back during the stages does not hide from (Late, by the wall
+	// clock, would pass it), though the guard's timer has not fired yet.
+	stalled := p.zeroedUntil == until || until != 0 && monotime.Now() > until
 	if stalled || closed(p.runDone) {
 		p.cfg.Planner.Reset() // ramp up from rest, as after any zero
 		out = planner.Zero()

@@ -239,3 +239,29 @@ func TestABlindLiDARIsNotAnEmptyWorld(t *testing.T) {
 		})
 	}
 }
+
+// behindSource puts every point 0.1 m behind the robot: inside the
+// filter's crop margin, outside the raster (x ≥ 0).
+type behindSource struct{ sensor.Source }
+
+func (s behindSource) FillPoints(seq uint64, dst []byte) (int, error) {
+	n, err := s.Source.FillPoints(seq, dst)
+	for i := range n {
+		binary.LittleEndian.PutUint32(dst[i*sensor.PointStep:], math.Float32bits(-0.1))
+	}
+	return n, err
+}
+
+// TestNothingInTheRasterIsBlindToo: points the filter keeps, but none
+// inside the raster, give the model the same empty raster.
+func TestNothingInTheRasterIsBlindToo(t *testing.T) {
+	g := newComposedWith(t, composedOptions{wrap: func(s sensor.Source) sensor.Source { return behindSource{s} }})
+	var h handles.Handle
+	g.step(t, 0, &h)
+	if d := g.rec.Count(telemetry.FramesDropped); d != 1 {
+		t.Fatalf("%d frames dropped, want the frame with nothing in the raster dropped", d)
+	}
+	if err := g.pipe.Health(time.Now()); err == nil || !strings.Contains(err.Error(), "blind or covered LiDAR") {
+		t.Fatalf("Health = %v", err)
+	}
+}

@@ -382,7 +382,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		func() float64 { return float64(pipe.PublishFailures()) }); err != nil {
 		log.Warn("metrics: publish failures", zap.Error(err))
 	}
-	if err := rec.AddGaugeFunc("cmd_vel_zeroed", "1 while cmd_vel is held at zero by the watchdog (no fresh frame, a failed stage) or because frames take longer than the watchdog period to process: when /healthz answers 503 (a zero the planner chose, to stop for an obstacle, is 0).",
+	if err := rec.AddGaugeFunc("cmd_vel_zeroed", "1 while commands do not get through, when /healthz answers 503: cmd_vel held at zero by the watchdog (no fresh frame, a failed stage, a blind LiDAR) or because frames take longer than the watchdog period to process, or the sink failing to send (a zero the planner chose, to stop for an obstacle, is 0).",
 		func() float64 {
 			if pipe.Health(time.Now()) != nil {
 				return 1

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/zerohop/zerohop/handles"
+	"github.com/zerohop/zerohop/monotime"
 	"github.com/zerohop/zerohop/planner"
 )
 
@@ -111,19 +112,28 @@ func TestFrameTheGuardZeroedPublishesOnlyZero(t *testing.T) {
 	for _, tc := range []struct {
 		name               string
 		guardZeroed, ended bool
-		want               planner.Twist
+		// monoPast: the frame is past its stale moment by the monotonic
+		// clock, though fresh by the wall clock (it stepped back during
+		// the stages), and the guard's timer has not fired yet.
+		monoPast bool
+		want     planner.Twist
 	}{
-		{"a frame (the check is meant to pass)", false, false, moving},
-		{"a frame the guard zeroed", true, false, planner.Twist{}},
-		{"the next frame", false, false, moving},
-		{"a frame after the context ended", false, true, planner.Twist{}},
+		{"a frame (the check is meant to pass)", false, false, false, moving},
+		{"a frame the guard zeroed", true, false, false, planner.Twist{}},
+		{"the next frame", false, false, false, moving},
+		{"a frame after the context ended", false, true, false, planner.Twist{}},
+		{"a frame past its stale moment by the monotonic clock", false, false, true, planner.Twist{}},
+		{"the frame after it", false, false, false, moving},
 	} {
 		now := time.Now()
 		at, v := c.pipe.cfg.Watchdog.Fresh(now, now)
 		if v != planner.FrameNewest {
 			t.Fatalf("a frame stamped now is %v, want newest", v)
 		}
-		c.pipe.lastUntil++
+		c.pipe.lastUntil = max(monotime.Now()+int64(time.Second), c.pipe.lastUntil+1)
+		if tc.monoPast {
+			c.pipe.lastUntil = monotime.Now() - 1
+		}
 		until := c.pipe.lastUntil
 		c.pipe.busyUntil.Store(until)
 		if tc.guardZeroed {

@@ -266,15 +266,10 @@ func (c *Camera) Run(ctx context.Context, pub Publisher) error {
 		case <-ctx.Done():
 			return nil
 		case t := <-ticker.C:
+			// A frame that overran its period gets the tick it missed at
+			// once (the ticker keeps one, with its time) and the rest
+			// dropped: the gap in tick times counts them.
 			c.countMissed(&lastTick, t, period)
-		}
-		// A tick already pending means this frame overran its period:
-		// that tick's frame is skipped.
-		select {
-		case t := <-ticker.C:
-			c.countMissed(&lastTick, t, period)
-			c.late.Add(1)
-		default:
 		}
 	}
 }

@@ -3,6 +3,7 @@ package infer
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -203,7 +204,7 @@ func newSession(rt *Runtime, src modelSource, cfg ModelConfig, opts SessionOptio
 	for _, p := range prefs {
 		adv, first, reason := tryProvider(src, p, prefs, opts, inNames, outNames, inValues, outValues, warmups > 0)
 		if adv == nil {
-			if strings.Contains(reason, "libonnxruntime_providers_shared") {
+			if shared := filepath.Join(filepath.Dir(rt.Library()), "libonnxruntime_providers_shared.so"); strings.Contains(reason, "libonnxruntime_providers_shared") && !mayExist(shared) {
 				// ONNX Runtime's own text (a source path, "[ONNXRuntimeError]
 				// : 1 : FAIL") reads like a failure on every start of a
 				// CPU-only install, where skipping is expected.
@@ -358,4 +359,11 @@ func (s *Session) Close() error {
 		return fmt.Errorf("infer: close model %q: %w", s.model, err)
 	}
 	return nil
+}
+
+// mayExist reports whether path may name a file: only "not there" says
+// no (any other error leaves the loader's own message standing).
+func mayExist(path string) bool {
+	_, err := os.Stat(path)
+	return !errors.Is(err, fs.ErrNotExist)
 }

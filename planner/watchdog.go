@@ -152,13 +152,17 @@ func NewWatchdog(cfg WatchdogConfig) (*Watchdog, error) {
 // wall-clock step back cannot make it younger. A step forward makes it
 // older (the command stops early: the safe side). A wall age below zero
 // (the clock stepped back past the frame) is returned as is, for Check's
-// "ahead of the clock" verdict. Called with w.mu held, haveFrame true.
+// "ahead of the clock" verdict, unless the monotonic age is past Timeout:
+// then that, or a step back by more than the frame's age would keep the
+// command until the wall clock caught up with the frame. Called with w.mu
+// held, haveFrame true.
 func (w *Watchdog) newestAgeAt(now time.Time, mono time.Duration) time.Duration {
 	wall := now.Sub(w.newest)
-	if wall < 0 {
+	byMono := w.newestAge + mono - w.newestMono
+	if wall < 0 && byMono <= w.timeout {
 		return wall
 	}
-	return max(wall, w.newestAge+mono-w.newestMono)
+	return max(wall, byMono)
 }
 
 // Timeout returns the effective timeout.

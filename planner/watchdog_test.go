@@ -637,6 +637,13 @@ func TestWatchdogWallClockStepBackDoesNotExtendTheCommand(t *testing.T) {
 		// age; Check says so ("ahead of the clock"), and the step-back rule
 		// lets the next frame in.
 		{"step back past the frame", 0, 50 * ms, 300 * ms, false, "ahead of the clock"},
+		// Stepped back past the frame by less than the tolerance: the wall
+		// age is negative but above −Timeout, which Check let through
+		// until the wall clock caught up with the frame (up to twice the
+		// period), and a stale incident "recovered" meanwhile.
+		{"step back past the frame, monotonic age over the timeout", 0, 250 * ms, 300 * ms, false, "250ms old"},
+		{"step back past the frame, just under twice the period", 0, 399 * ms, 400 * ms, false, "399ms old"},
+		{"step back 1 s, long after the frame", 0, 1100 * ms, 1900 * ms, false, "1.1s old"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -104,13 +104,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // loopbackHost reports whether a Host header (host, or host:port) names
-// localhost or a loopback IP address.
+// localhost or a loopback IP address, or is empty (an HTTP/1.0 client; a
+// browser always sends one).
 func loopbackHost(hostport string) bool {
+	if hostport == "" {
+		return true
+	}
 	host := hostport
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
 		host = h
 	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	host = strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"), ".") // "localhost." is fully qualified
 	if strings.EqualFold(host, "localhost") {
 		return true
 	}
