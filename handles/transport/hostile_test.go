@@ -174,21 +174,29 @@ func TestRunReturnsWhileTheCameraDoesNotAccept(t *testing.T) {
 	}
 }
 
-// TestAcceptBacksOffWhenOutOfFds: out of file descriptors, accept(2)
-// fails at once while the connection stays queued; Serve retried with no
-// pause (40,449 warnings in 200 ms).
-func TestAcceptBacksOffWhenOutOfFds(t *testing.T) {
-	core, logs := observer.New(zap.WarnLevel)
+// pointsServer is a server of one 4-slot "points" pool at a fresh socket
+// path, not yet serving; the pool is closed at the test's end.
+func pointsServer(t *testing.T, log *zap.Logger) (*Server, string) {
+	t.Helper()
 	path := filepath.Join(sockdir.Short(t), "s", "camera.sock")
 	pool, err := pinned.New(pinned.Geometry{SlotCount: 4, SlotSize: 4096}, pinned.Options{Name: "points", ID: 1, Shared: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
-	srv, err := NewServer(ServerConfig{Path: path, AllowGID: -1, Topics: []Topic{{Name: "points", Kind: handles.KindPoints, Pool: pool}}, Log: zap.New(core)})
+	t.Cleanup(func() { pool.Close() })
+	srv, err := NewServer(ServerConfig{Path: path, AllowGID: -1, Topics: []Topic{{Name: "points", Kind: handles.KindPoints, Pool: pool}}, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return srv, path
+}
+
+// TestAcceptBacksOffWhenOutOfFds: out of file descriptors, accept(2)
+// fails at once while the connection stays queued; Serve retried with no
+// pause (40,449 warnings in 200 ms).
+func TestAcceptBacksOffWhenOutOfFds(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	srv, path := pointsServer(t, zap.New(core))
 	c, err := dialSeqpacket(path) // queued, waiting for accept
 	if err != nil {
 		t.Fatal(err)
@@ -351,16 +359,7 @@ func TestSubscriberKeepsSayingItWaits(t *testing.T) {
 // camera's pid, alarming for a benign event): a debug line only.
 func TestProbeIsNotARefusal(t *testing.T) {
 	core, logs := observer.New(zap.DebugLevel)
-	path := filepath.Join(sockdir.Short(t), "s", "camera.sock")
-	pool, err := pinned.New(pinned.Geometry{SlotCount: 4, SlotSize: 4096}, pinned.Options{Name: "points", ID: 1, Shared: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	srv, err := NewServer(ServerConfig{Path: path, AllowGID: -1, Topics: []Topic{{Name: "points", Kind: handles.KindPoints, Pool: pool}}, Log: zap.New(core)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, path := pointsServer(t, zap.New(core))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx) }()
