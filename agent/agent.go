@@ -442,7 +442,7 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 		rec.Inc(telemetry.FramesDropped)
 		if !p.staleLogged { // once per run of such frames: it is usually every frame
 			p.staleLogged = true
-			p.log.Warn("frames dropped: capture stamp too far from this machine's clock (are the camera's and this machine's clocks synchronised? was this process paused, or the frames held up?)",
+			p.log.Warn("frames dropped: capture stamp too far from this machine's clock (are the camera's and this machine's clocks synchronised? with a ROS 2 camera under a simulator's /clock, or a driver clock not synchronised, run it with --ros2-stamp receipt; was this process paused, or the frames held up?)",
 				zap.Duration("age", now.Sub(stamp)), zap.Duration("watchdog", p.cfg.Watchdog.Timeout()), zap.Uint64("seq", cloud.Handle.Seq))
 		}
 		return

@@ -130,6 +130,12 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 	}
 	defer p.Close()
 	scfg := ROS2SourceConfig{PointsTopic: rc.PointsTopic, ImageTopic: rc.ImageTopic, QoS: rc.QoS, StampOnReceipt: rc.StampOnReceipt, Checksum: cfg.Checksum, Log: log}
+	// Absolute names for the logs (a subscription resolves the same way).
+	for _, t := range []*string{&scfg.PointsTopic, &scfg.ImageTopic} {
+		if name, err := rc.DDS.ResolveTopic(*t); *t != "" && err == nil {
+			*t = name
+		}
+	}
 	if rc.HandlesTopic != "" {
 		hw, err := p.NewHandleWriter(ros2.HandleWriterOptions{Topic: rc.HandlesTopic})
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -181,7 +182,29 @@ type ros2Stream struct {
 	unsupported, tooLarge, failed, frameIDs   atomic.Uint64
 	mirrored, mirrorErrors                    atomic.Uint64
 	zeroStamps                                atomic.Uint64 // header.stamp {0, 0}, without StampOnReceipt
+	farStamps                                 atomic.Uint64 // header.stamp over farStamp from this clock, without StampOnReceipt
+	noIntensity                               atomic.Uint64 // clouds without an intensity field
+
+	// dropLog is, per drop counter, the reason last logged (digits
+	// removed, so that sizes do not count as a new reason) and when.
+	dropMu  sync.Mutex
+	dropLog map[*atomic.Uint64]loggedDrop
 }
+
+// loggedDrop is the last drop line of one class.
+type loggedDrop struct {
+	reason string
+	at     time.Time
+}
+
+// farStamp is how far from this machine's clock a header.stamp may lie
+// before the camera says so once: the agent drops frames further off than
+// its --watchdog (200 ms by default), and a second means another clock.
+const farStamp = time.Second
+
+// dropRelogEvery is how often a drop class is logged again while its
+// reason stays the same.
+const dropRelogEvery = time.Minute
 
 // NewROS2Source subscribes to the configured topics on p and publishes
 // what arrives through pub (a transport.Server or Inproc whose topic i is
@@ -272,25 +295,25 @@ func (s *ROS2Source) OnImage(v *ros2.ImageView) {
 	st.received.Add(1)
 	enc, ok := rosEncoding(v.Encoding)
 	if !ok {
-		s.countOnce(&st.unsupported, TopicImage, fmt.Errorf("image encoding %q not supported (want rgb8, bgr8, mono8, rgba8 or bgra8)", v.Encoding))
+		s.countDrop(TopicImage, &st.unsupported, fmt.Errorf("image encoding %q not supported (want rgb8, bgr8, mono8, rgba8 or bgra8)%s", v.Encoding, encodingHint(string(v.Encoding))))
 		return
 	}
 	rowBytes := uint64(v.Width) * enc.BytesPerPixel()
 	if err := checkImage(v, rowBytes); err != nil {
-		s.countOnce(&st.unsupported, TopicImage, err)
+		s.countDrop(TopicImage, &st.unsupported, err)
 		return
 	}
 	pool := s.cam.Pool(TopicImage)
 	size := rowBytes * uint64(v.Height)
 	if size > pool.Geometry().SlotSize {
-		s.countOnce(&st.tooLarge, TopicImage, fmt.Errorf("image %dx%d %s is %d bytes, slot holds %d (raise the image slot size)",
+		s.countDrop(TopicImage, &st.tooLarge, fmt.Errorf("image %dx%d %s is %d bytes, slot holds %d (raise --ros2-max-image-bytes)",
 			v.Width, v.Height, v.Encoding, size, pool.Geometry().SlotSize))
 		return
 	}
 	slot, err := pool.Acquire()
 	if err != nil {
 		s.cam.exhausted[TopicImage].Add(1)
-		s.countOnce(&st.exhausted, TopicImage, err)
+		s.countDrop(TopicImage, &st.exhausted, err)
 		return
 	}
 	copyRows(slot.Bytes(), v.Data, int(rowBytes), int(v.Step), int(v.Height))
@@ -310,20 +333,26 @@ func (s *ROS2Source) OnPointCloud2(v *ros2.PointCloud2View) {
 	st.received.Add(1)
 	lay, err := parseCloudLayout(v)
 	if err != nil {
-		s.countOnce(&st.unsupported, TopicPoints, err)
+		s.countDrop(TopicPoints, &st.unsupported, err)
 		return
+	}
+	if lay.i.kind == 0 && st.noIntensity.Add(1) == 1 {
+		// The model's BEV has a mean-intensity channel; all zeros there
+		// is not what it was trained on.
+		s.log.Warn("camera: ros2 PointCloud2 has no field named intensity; intensity is 0 for every point (logged once)",
+			zap.String("topic", TopicName(TopicPoints)), zap.String("ros_topic", s.cfg.PointsTopic), zap.String("fields", fieldNames(v)))
 	}
 	pool := s.cam.Pool(TopicPoints)
 	n := uint64(v.Width) * uint64(v.Height)
 	if size := n * sensor.PointStep; size > pool.Geometry().SlotSize {
-		s.countOnce(&st.tooLarge, TopicPoints, fmt.Errorf("cloud of %d points needs %d bytes, slot holds %d (raise the max points)",
-			n, size, pool.Geometry().SlotSize))
+		s.countDrop(TopicPoints, &st.tooLarge, fmt.Errorf("cloud of %d points needs %d bytes, slot holds %d (raise --ros2-max-points to at least %d)",
+			n, size, pool.Geometry().SlotSize, n))
 		return
 	}
 	slot, err := pool.Acquire()
 	if err != nil {
 		s.cam.exhausted[TopicPoints].Add(1)
-		s.countOnce(&st.exhausted, TopicPoints, err)
+		s.countDrop(TopicPoints, &st.exhausted, err)
 		return
 	}
 	lay.convert(slot.Bytes(), v)
@@ -345,11 +374,16 @@ func (s *ROS2Source) stamp(st *ros2Stream, topic int, sec int32, nanosec uint32,
 	h.CaptureNs = int64(sec)*1e9 + int64(nanosec)
 	if s.cfg.StampOnReceipt {
 		h.CaptureNs = time.Now().UnixNano()
-	} else if h.CaptureNs == 0 && st.zeroStamps.Add(1) == 1 {
-		// The agent would drop every such frame as 55 years old, and say
-		// only that its stamp is too far from its clock.
-		s.log.Warn("camera: ros2 header.stamp is 0 (the driver does not set it); the agent drops such frames as stale: start the camera with --ros2-stamp receipt (logged once)",
-			zap.String("topic", TopicName(topic)))
+	} else if h.CaptureNs == 0 {
+		if st.zeroStamps.Add(1) == 1 {
+			// The agent would drop every such frame as 55 years old, and
+			// say only that its stamp is too far from its clock.
+			s.log.Warn("camera: ros2 header.stamp is 0 (the driver does not set it); the agent drops such frames as stale: start the camera with --ros2-stamp receipt (logged once)",
+				zap.String("topic", TopicName(topic)), zap.String("ros_topic", s.rosTopic(topic)))
+		}
+	} else if off := time.Duration(time.Now().UnixNano() - h.CaptureNs); (off > farStamp || off < -farStamp) && st.farStamps.Add(1) == 1 {
+		s.log.Warn("camera: ros2 header.stamp is far from this machine's clock; the agent drops frames further off than its --watchdog: a simulator's stamps (use_sim_time, /clock) or a driver clock not synchronised; start the camera with --ros2-stamp receipt, or synchronise the clocks (NTP/PTP) (logged once)",
+			zap.String("topic", TopicName(topic)), zap.String("ros_topic", s.rosTopic(topic)), zap.Duration("stamp_behind_clock_by", off))
 	}
 	h.Checksum = 0
 	if len(frameID) == 0 {
@@ -380,7 +414,7 @@ func (s *ROS2Source) publish(st *ros2Stream, topic int, slot pinned.Slot) {
 		// first step that can fail); an Abort of a slot already handed on
 		// is refused by the pool, so this cannot free a held slot.
 		s.cam.Pool(topic).Abort(slot)
-		s.countOnce(&st.failed, topic, fmt.Errorf("publish: %w", err))
+		s.countDrop(topic, &st.failed, fmt.Errorf("publish: %w", err))
 		return
 	}
 	st.published.Add(1)
@@ -402,12 +436,56 @@ func (s *ROS2Source) publish(st *ros2Stream, topic int, slot pinned.Slot) {
 	}
 }
 
-// countOnce counts a dropped message and logs the first of its class.
-func (s *ROS2Source) countOnce(c *atomic.Uint64, topic int, err error) {
-	if c.Add(1) == 1 {
-		s.log.Error("camera: ros2 message dropped (counted; logged once per class and topic)",
-			zap.String("topic", TopicName(topic)), zap.Error(err))
+// countDrop counts a dropped message and logs it when its reason (digits
+// aside) differs from the last one logged for its class and topic, or a
+// minute has passed: a second problem is not hidden behind the first, and
+// a driver that keeps sending a bad message is not a line per message.
+func (s *ROS2Source) countDrop(topic int, c *atomic.Uint64, err error) {
+	n := c.Add(1)
+	st := &s.streams[topic]
+	reason := strings.Map(func(r rune) rune {
+		if r >= '0' && r <= '9' {
+			return -1
+		}
+		return r
+	}, err.Error())
+	now := time.Now()
+	st.dropMu.Lock()
+	last, seen := st.dropLog[c]
+	log := !seen || last.reason != reason || now.Sub(last.at) >= dropRelogEvery
+	if log {
+		if st.dropLog == nil {
+			st.dropLog = map[*atomic.Uint64]loggedDrop{}
+		}
+		st.dropLog[c] = loggedDrop{reason, now}
 	}
+	st.dropMu.Unlock()
+	if log {
+		s.log.Error("camera: ros2 message dropped (counted; logged again when the reason changes, else once a minute)",
+			zap.String("topic", TopicName(topic)), zap.String("ros_topic", s.rosTopic(topic)), zap.Uint64("dropped", n), zap.Error(err))
+	}
+}
+
+// rosTopic is the ROS topic feeding camera topic topic.
+func (s *ROS2Source) rosTopic(topic int) string {
+	if topic == TopicPoints {
+		return s.cfg.PointsTopic
+	}
+	return s.cfg.ImageTopic
+}
+
+// encodingHint says what to do about an image encoding the camera does
+// not take, for the kinds drivers send.
+func encodingHint(enc string) string {
+	switch {
+	case strings.HasPrefix(enc, "bayer_"):
+		return ": debayer it first (image_proc's debayer node) or subscribe to the driver's color topic (image_color)"
+	case strings.HasPrefix(enc, "yuv422") || enc == "yuyv" || enc == "uyvy" || enc == "nv21" || enc == "nv24":
+		return ": set the driver's pixel format to rgb8/bgr8 (usb_cam: pixel_format) or convert it (image_proc)"
+	case strings.HasPrefix(enc, "16U") || strings.HasPrefix(enc, "32F") || enc == "mono16":
+		return ": depth and 16-bit images are not supported; use the color stream"
+	}
+	return ""
 }
 
 // setFrameID packs up to FrameIDSize bytes of b into id and reports
@@ -446,6 +524,14 @@ func rosEncoding(b []byte) (handles.Encoding, bool) {
 		return handles.EncodingRGBA8, true
 	case "bgra8":
 		return handles.EncodingBGRA8, true
+	// cv_bridge publishes an OpenCV Mat without a color encoding as 8UCn,
+	// in OpenCV's channel order.
+	case "8UC1":
+		return handles.EncodingMono8, true
+	case "8UC3":
+		return handles.EncodingBGR8, true
+	case "8UC4":
+		return handles.EncodingBGRA8, true
 	}
 	return 0, false
 }
@@ -478,8 +564,12 @@ func copyRows(dst, src []byte, rowBytes, srcStep, rows int) {
 
 // sensor_msgs/PointField datatypes the pipeline converts.
 const (
+	pfInt8    = 1
 	pfUint8   = 2
+	pfInt16   = 3
 	pfUint16  = 4
+	pfInt32   = 5
+	pfUint32  = 6
 	pfFloat32 = 7
 	pfFloat64 = 8
 )
@@ -497,7 +587,8 @@ type cloudLayout struct {
 }
 
 // parseCloudLayout finds x, y, z (FLOAT32 or FLOAT64) and intensity
-// (optional; FLOAT32, FLOAT64, UINT8 or UINT16) and checks that every
+// (optional; any numeric type, converted to float32 as is, not scaled),
+// refuses a name given twice, and checks that every
 // point of v lies inside v.Data.
 func parseCloudLayout(v *ros2.PointCloud2View) (cloudLayout, error) {
 	var l cloudLayout
@@ -518,11 +609,18 @@ func parseCloudLayout(v *ros2.PointCloud2View) (cloudLayout, error) {
 		default:
 			continue
 		}
-		ok := f.Datatype == pfFloat32 || f.Datatype == pfFloat64 ||
-			dst == &l.i && (f.Datatype == pfUint8 || f.Datatype == pfUint16)
+		want := "FLOAT32 (7) or FLOAT64 (8)"
+		ok := f.Datatype == pfFloat32 || f.Datatype == pfFloat64
+		if dst == &l.i {
+			want = "a number: INT8 to FLOAT64 (1 to 8)"
+			ok = f.Datatype >= pfInt8 && f.Datatype <= pfFloat64
+		}
 		if !ok || f.Count != 1 {
-			return l, fmt.Errorf("PointCloud2 field %q: datatype %d count %d not supported (want FLOAT32 (7) or FLOAT64 (8), count 1)",
-				f.Name, f.Datatype, f.Count)
+			return l, fmt.Errorf("PointCloud2 field %q: datatype %d count %d not supported (want %s, count 1)",
+				f.Name, f.Datatype, f.Count, want)
+		}
+		if dst.kind != 0 {
+			return l, fmt.Errorf("PointCloud2 has two fields named %q (fields: %s)", f.Name, fieldNames(v))
 		}
 		if uint64(f.Offset)+fieldSize(f.Datatype) > uint64(v.PointStep) {
 			return l, fmt.Errorf("PointCloud2 field %q at offset %d (datatype %d) does not fit point_step %d",
@@ -556,9 +654,9 @@ func parseCloudLayout(v *ros2.PointCloud2View) (cloudLayout, error) {
 
 func fieldSize(datatype uint8) uint64 {
 	switch datatype {
-	case pfUint8:
+	case pfInt8, pfUint8:
 		return 1
-	case pfUint16:
+	case pfInt16, pfUint16:
 		return 2
 	case pfFloat64:
 		return 8
@@ -621,6 +719,14 @@ func (f cloudField) bits(p []byte) uint32 {
 		return math.Float32bits(float32(p[f.off]))
 	case pfUint16:
 		return math.Float32bits(float32(le.Uint16(p[f.off:])))
+	case pfInt8:
+		return math.Float32bits(float32(int8(p[f.off])))
+	case pfInt16:
+		return math.Float32bits(float32(int16(le.Uint16(p[f.off:]))))
+	case pfInt32:
+		return math.Float32bits(float32(int32(le.Uint32(p[f.off:]))))
+	case pfUint32:
+		return math.Float32bits(float32(le.Uint32(p[f.off:])))
 	}
 	return 0
 }
