@@ -423,27 +423,14 @@ func BenchmarkRecordParallel(b *testing.B) {
 // from the bucket below's bound (0 for the first).
 func histogramQuantile(q float64, h *dto.Histogram) float64 {
 	rank := q * float64(h.GetSampleCount())
-	lower := 0.0
+	lower, below := 0.0, 0.0
 	for _, b := range h.GetBucket() {
 		if n := float64(b.GetCumulativeCount()); n >= rank {
-			below := 0.0
-			if i := slicesIndex(h.GetBucket(), b); i > 0 {
-				below = float64(h.GetBucket()[i-1].GetCumulativeCount())
-			}
 			return lower + (b.GetUpperBound()-lower)*(rank-below)/(n-below)
 		}
-		lower = b.GetUpperBound()
+		lower, below = b.GetUpperBound(), float64(b.GetCumulativeCount())
 	}
 	return math.Inf(1)
-}
-
-func slicesIndex(bs []*dto.Bucket, b *dto.Bucket) int {
-	for i := range bs {
-		if bs[i] == b {
-			return i
-		}
-	}
-	return -1
 }
 
 // The /metrics histograms agree with /latency's exact percentiles to
