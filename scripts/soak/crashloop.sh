@@ -14,6 +14,8 @@ N=${N:-20}
 REPO=${REPO:-$(cd "$(dirname "$0")/../.." && pwd)}
 BIN=${BIN:-$REPO/bin}
 CMDSUB=${CMDSUB:-/tmp/zerohop-cmdsub}
+# The agent finds ONNX Runtime under the checkout's .cache (make deps), whatever BIN is.
+export ZEROHOP_CACHE=${ZEROHOP_CACHE:-$REPO/.cache}
 OUTDIR=${OUTDIR:-/tmp/zerohop-soak}
 rm -rf "$OUTDIR"; mkdir -p "$OUTDIR"; cd "$OUTDIR"
 SOCKDIR=$OUTDIR/zh; SOCK=$SOCKDIR/camera.sock
