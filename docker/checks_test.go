@@ -991,6 +991,179 @@ func checkOverride(base *composeFile, data []byte, dir string) error {
 	return errors.Join(errs...)
 }
 
+// cameraROS2Only reports whether the camera takes flag name only with
+// --source ros2 (cmd/camera/ros2_on.go refuses it with any other source).
+func cameraROS2Only(name string) bool {
+	return strings.HasPrefix(name, "ros2-") || name == "ros-domain"
+}
+
+// checkCameraSource: the camera's ROS 2 flags come with --source ros2; with
+// any other source the camera refuses them and exits, which no flag check
+// against --help sees.
+func checkCameraSource(p *project) error {
+	name, _, inv, err := p.invocation(cameraBinary)
+	if err != nil {
+		return err
+	}
+	var stray []string
+	for _, f := range inv.Order {
+		if cameraROS2Only(f) {
+			stray = append(stray, "--"+f)
+		}
+	}
+	if len(stray) == 0 {
+		return nil
+	}
+	if src, _ := inv.value("source", p.flags[cameraBinary]); src != "ros2" {
+		return fmt.Errorf("service %s: %s with --source=%q: the camera takes them only with --source ros2 (compose.ros2.yaml)", name, strings.Join(stray, ", "), src)
+	}
+	return nil
+}
+
+// rawCommands reads each service's command from a compose file's text as
+// written, ${VAR:-default} not interpolated.
+func rawCommands(data []byte) (map[string][]string, error) {
+	var raw struct {
+		Services map[string]struct {
+			Command execForm `yaml:"command"`
+		} `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(data, &raw); err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	for name, s := range raw.Services {
+		out[name] = s.Command
+	}
+	return out, nil
+}
+
+// commandFlag splits a command word -name[=value] or --name[=value]; ok is
+// false for a word that is not a flag.
+func commandFlag(word string) (name, value string, hasValue, ok bool) {
+	if word == "--" || !strings.HasPrefix(word, "-") {
+		return "", "", false, false
+	}
+	name, value, hasValue = strings.Cut(strings.TrimPrefix(strings.TrimPrefix(word, "-"), "-"), "=")
+	return name, value, hasValue, true
+}
+
+// rawFlagValue returns the value of the flag name in args as written
+// (--name=value, or --name value).
+func rawFlagValue(args []string, name string) (string, bool) {
+	for i := 1; i < len(args); i++ {
+		n, v, hasValue, ok := commandFlag(args[i])
+		if !ok || n != name {
+			continue
+		}
+		if !hasValue && i+1 < len(args) {
+			v = args[i+1]
+		}
+		return v, true
+	}
+	return "", false
+}
+
+// withoutFlag returns args[1:] without the flag name and, when it is given
+// as --name value, its value.
+func withoutFlag(args []string, name string) []string {
+	var out []string
+	for i := 1; i < len(args); i++ {
+		if n, _, hasValue, ok := commandFlag(args[i]); ok && n == name {
+			if !hasValue {
+				i++
+			}
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return out
+}
+
+// checkROS2Override: the ROS 2 input override (compose.ros2.yaml) sets
+// only the camera's command, because Compose replaces a command list
+// rather than merging it. The command is compose.yaml's camera command,
+// word for word as written (variables included) except for --source, which
+// is ros2 written out (a variable would let ZEROHOP_SOURCE turn the ROS 2
+// flags into the camera's refusal), plus ROS 2 flags only; so a flag added
+// to or changed in compose.yaml's camera command and not here, or one added
+// here that compose.yaml lacks, fails. The camera's --ros2-namespace is the
+// agent's in compose.yaml, from one variable, so that both nodes live in
+// one namespace.
+func checkROS2Override(base *project, baseData, data []byte) error {
+	var raw struct {
+		Services map[string]map[string]yaml.Node `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	cname, _, err := base.serviceOf(cameraBinary)
+	if err != nil {
+		return err
+	}
+	aname, _, err := base.serviceOf(agentBinary)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, name := range sortedKeys(raw.Services) {
+		if name != cname {
+			errs = append(errs, fmt.Errorf("service %s: the override may change only the camera's service, %s", name, cname))
+			continue
+		}
+		for _, k := range sortedKeys(raw.Services[name]) {
+			if k != "command" {
+				errs = append(errs, fmt.Errorf("service %s: the override sets %s; it may set only command", name, k))
+			}
+		}
+	}
+	baseCmds, err := rawCommands(baseData)
+	if err != nil {
+		return err
+	}
+	overCmds, err := rawCommands(data)
+	if err != nil {
+		return err
+	}
+	bc, oc := baseCmds[cname], overCmds[cname]
+	if len(bc) == 0 || len(oc) == 0 {
+		return errors.Join(append(errs, fmt.Errorf("service %s: no command in compose.yaml (%d words) or in the override (%d words)", cname, len(bc), len(oc)))...)
+	}
+	if oc[0] != bc[0] {
+		errs = append(errs, fmt.Errorf("service %s: the override runs %q, compose.yaml %q", cname, oc[0], bc[0]))
+	}
+	if src, ok := rawFlagValue(oc, "source"); src != "ros2" {
+		errs = append(errs, fmt.Errorf("service %s: the override's --source is %q (given: %v); want ros2 written out", cname, src, ok))
+	}
+	baseWords, overWords := withoutFlag(bc, "source"), withoutFlag(oc, "source")
+	for _, w := range baseWords {
+		if !slices.Contains(overWords, w) {
+			errs = append(errs, fmt.Errorf("service %s: compose.yaml's camera command has %s, the override's does not: Compose replaces the whole list, so it would be lost", cname, w))
+		}
+	}
+	for _, w := range overWords {
+		if slices.Contains(baseWords, w) {
+			continue
+		}
+		if n, _, _, ok := commandFlag(w); ok && !cameraROS2Only(n) {
+			errs = append(errs, fmt.Errorf("service %s: the override adds %s, which compose.yaml's camera command lacks: put it there too (only --ros2-* flags belong here alone)", cname, w))
+		}
+	}
+	ans, aok := rawFlagValue(baseCmds[aname], "ros2-namespace")
+	cns, cok := rawFlagValue(oc, "ros2-namespace")
+	switch {
+	case !aok:
+		errs = append(errs, fmt.Errorf("service %s: no --ros2-namespace in compose.yaml", aname))
+	case !cok:
+		errs = append(errs, fmt.Errorf("service %s: no --ros2-namespace in the override", cname))
+	case ans != cns:
+		errs = append(errs, fmt.Errorf("--ros2-namespace: %s %q, %s %q: want one variable for both nodes", cname, cns, aname, ans))
+	case !strings.Contains(ans, "${"):
+		errs = append(errs, fmt.Errorf("--ros2-namespace %q: want it from a variable (ZEROHOP_ROS2_NAMESPACE)", ans))
+	}
+	return errors.Join(errs...)
+}
+
 // ---- helpers ----
 
 func sortedKeys[V any](m map[string]V) []string {

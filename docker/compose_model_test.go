@@ -8,8 +8,10 @@ package docker
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -294,6 +296,90 @@ func parseCompose(name string, data []byte, env map[string]string) (*composeFile
 		}
 	}
 	return &c, nil
+}
+
+// mergeCompose applies an override's text to base as `docker compose -f
+// base -f override` does, for the keys zerohop's overrides set: command,
+// entrypoint and the scalars replace, environment and build args merge by
+// key, group_add appends, `deploy: !reset {}` drops the base's. Any other
+// key, a new service or a top-level key other than services is refused
+// rather than merged in a way Compose might not. env is as for
+// parseCompose (the base must have been read with the same).
+func mergeCompose(base *composeFile, name string, data []byte, env map[string]string) (*composeFile, error) {
+	var raw struct {
+		Top      map[string]yaml.Node            `yaml:",inline"`
+		Services map[string]map[string]yaml.Node `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(data, &raw); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if len(raw.Top) > 0 {
+		return nil, fmt.Errorf("%s: top-level %v: merging them is not implemented here", name, sortedKeys(raw.Top))
+	}
+	over, err := parseCompose(name, data, env)
+	if err != nil {
+		return nil, err
+	}
+	out := &composeFile{Name: base.Name, Services: map[string]*service{}, Volumes: base.Volumes}
+	for n, s := range base.Services {
+		c := *s
+		c.Environment = maps.Clone(s.Environment)
+		c.GroupAdd = slices.Clone(s.GroupAdd)
+		if s.Build != nil {
+			b := *s.Build
+			b.Args = maps.Clone(s.Build.Args)
+			c.Build = &b
+		}
+		out.Services[n] = &c
+	}
+	for _, n := range sortedKeys(raw.Services) {
+		s, ok := out.Services[n]
+		if !ok {
+			return nil, fmt.Errorf("%s: service %s is not in the base file", name, n)
+		}
+		o := over.Services[n]
+		for _, k := range sortedKeys(raw.Services[n]) {
+			switch k {
+			case "command":
+				s.Command = o.Command
+			case "entrypoint":
+				s.Entrypoint = o.Entrypoint
+			case "image":
+				s.Image = o.Image
+			case "platform":
+				s.Platform = o.Platform
+			case "runtime":
+				s.Runtime = o.Runtime
+			case "user":
+				s.User = o.User
+			case "environment":
+				if s.Environment == nil {
+					s.Environment = envMap{}
+				}
+				maps.Copy(s.Environment, o.Environment)
+			case "group_add":
+				s.GroupAdd = append(s.GroupAdd, o.GroupAdd...)
+			case "build":
+				if s.Build == nil {
+					s.Build = &build{}
+				}
+				s.Build.Context = orString(o.Build.Context, s.Build.Context)
+				s.Build.Dockerfile = orString(o.Build.Dockerfile, s.Build.Dockerfile)
+				if s.Build.Args == nil {
+					s.Build.Args = map[string]string{}
+				}
+				maps.Copy(s.Build.Args, o.Build.Args)
+			case "deploy":
+				if node := raw.Services[n][k]; node.Tag != "!reset" {
+					return nil, fmt.Errorf("%s: service %s: deploy: merging it is not implemented here (only !reset)", name, n)
+				}
+				s.Deploy = nil
+			default:
+				return nil, fmt.Errorf("%s: service %s: %s: merging it is not implemented here", name, n, k)
+			}
+		}
+	}
+	return out, nil
 }
 
 func loadCompose(path string) (*composeFile, error) {

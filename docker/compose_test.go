@@ -2,12 +2,14 @@ package docker
 
 // What can be checked of docker/ without a Docker engine.
 //
-//   - TestCompose, TestDockerfiles, TestJetsonOverride: the real files,
-//     with the binaries' flags read from their source.
+//   - TestCompose, TestDockerfiles, TestJetsonOverride, TestROS2Override:
+//     the real files, with the binaries' flags read from their source;
+//     TestComposeVariablesDocumented: docker/README.md names every
+//     variable the compose files read.
 //   - TestChecksFire: every check fails on a deliberately broken input.
 //   - TestBinaries: builds camera and agent (-tags ros2 where libddsc is
 //     installed; required when ZEROHOP_REQUIRE_ROS2=1), checks every
-//     compose flag against their --help, then runs the compose commands
+//     compose flag (compose.ros2.yaml's too) against their --help, then runs the compose commands
 //     outside Docker, volumes mapped to temporary folders and ports to free
 //     ones, and fetches the healthcheck URLs from the running binaries.
 
@@ -55,6 +57,7 @@ func composeChecks() []namedCheck {
 		{"the TensorRT cache is on a writable volume", checkWritablePaths},
 		{"images are built, not pulled, and build inputs exist", checkImages},
 		{"bind mount sources exist", checkBindSources},
+		{"the camera's ROS 2 flags come with --source ros2", checkCameraSource},
 	}
 }
 
@@ -76,7 +79,7 @@ func sourceFlagSets(t testing.TB, root string) map[string]flagSet {
 	t.Helper()
 	out := map[string]flagSet{}
 	for bin, files := range map[string][]string{
-		cameraBinary: {"cmd/camera/main.go"},
+		cameraBinary: {"cmd/camera/main.go", "cmd/camera/ros2_on.go"},
 		agentBinary:  {"cmd/agent/main.go", "cmd/agent/ros2_on.go"},
 	} {
 		var sets []flagSet
@@ -334,6 +337,123 @@ func TestJetsonOverride(t *testing.T) {
 	}
 }
 
+// namedProject is a merged stack of compose files.
+type namedProject struct {
+	name string
+	p    *project
+}
+
+// ros2Stacks merges the file combinations docker/README.md gives for ROS 2
+// drivers as input: compose.yaml + compose.ros2.yaml, and with
+// compose.jetson.yaml between them. env is the environment Compose would
+// read (nil: every variable takes its default).
+func ros2Stacks(t testing.TB, p *project, env map[string]string) []namedProject {
+	t.Helper()
+	baseData, err := os.ReadFile(filepath.Join(p.dir, "compose.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []namedProject
+	for _, files := range [][]string{{"compose.ros2.yaml"}, {"compose.jetson.yaml", "compose.ros2.yaml"}} {
+		c, err := parseCompose("compose.yaml", baseData, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			data, err := os.ReadFile(filepath.Join(p.dir, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c, err = mergeCompose(c, f, data, env); err != nil {
+				t.Fatal(err)
+			}
+		}
+		name := strings.Join(append([]string{"compose.yaml"}, files...), " + ")
+		out = append(out, namedProject{name, &project{root: p.root, dir: p.dir, compose: c, flags: p.flags}})
+	}
+	return out
+}
+
+func TestROS2Override(t *testing.T) {
+	root := repoRoot(t)
+	p := loadProject(t, root, sourceFlagSets(t, root))
+	baseData, err := os.ReadFile(filepath.Join(p.dir, "compose.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(p.dir, "compose.ros2.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("compose.ros2.yaml: compose.yaml's camera command with --source=ros2 and ROS 2 flags, the agent's namespace", func(t *testing.T) {
+		if err := checkROS2Override(p, baseData, data); err != nil {
+			t.Error(err)
+		}
+	})
+	// The merged files keep everything the base file's checks enforce.
+	for _, st := range ros2Stacks(t, p, nil) {
+		for _, c := range composeChecks() {
+			t.Run(st.name+": "+c.name, func(t *testing.T) {
+				if err := c.check(st.p); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}
+	// The variables reach the merged commands: the namespace both nodes',
+	// and ZEROHOP_SOURCE none (a .env made for compose.yaml alone must not
+	// turn the ROS 2 flags into the camera's refusal).
+	env := map[string]string{"ZEROHOP_ROS2_NAMESPACE": "/robot1", "ZEROHOP_SOURCE": "replay:/data"}
+	for _, st := range ros2Stacks(t, p, env) {
+		t.Run(st.name+": ZEROHOP_ROS2_NAMESPACE reaches both nodes, ZEROHOP_SOURCE neither", func(t *testing.T) {
+			for _, bin := range []string{cameraBinary, agentBinary} {
+				name, _, inv, err := st.p.invocation(bin)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ns := inv.Values["ros2-namespace"]; ns != "/robot1" {
+					t.Errorf("service %s: --ros2-namespace=%q with ZEROHOP_ROS2_NAMESPACE=/robot1", name, ns)
+				}
+				if bin == cameraBinary && inv.Values["source"] != "ros2" {
+					t.Errorf("service %s: --source=%q with ZEROHOP_SOURCE=replay:/data, want ros2", name, inv.Values["source"])
+				}
+			}
+		})
+	}
+}
+
+var composeVarRe = regexp.MustCompile(`\$\{?([A-Za-z_][A-Za-z0-9_]*)`)
+
+// TestComposeVariablesDocumented: every variable a compose file reads is
+// named in docker/README.md.
+func TestComposeVariablesDocumented(t *testing.T) {
+	root := repoRoot(t)
+	readme, err := os.ReadFile(filepath.Join(root, "docker", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"compose.yaml", "compose.jetson.yaml", "compose.ros2.yaml"} {
+		data, err := os.ReadFile(filepath.Join(root, "docker", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "#") {
+				continue
+			}
+			for _, m := range composeVarRe.FindAllStringSubmatch(line, -1) {
+				if v := m[1]; !seen[v] {
+					seen[v] = true
+					if !bytes.Contains(readme, []byte("`"+v+"`")) && !bytes.Contains(readme, []byte(v+"=")) {
+						t.Errorf("%s reads %s, which docker/README.md does not name", f, v)
+					}
+				}
+			}
+		}
+	}
+}
+
 // ---- negative tests ----
 
 func fixtureFlags(t testing.TB) map[string]flagSet {
@@ -538,6 +658,94 @@ func TestChecksFire(t *testing.T) {
 		})
 	}
 
+	// The ROS 2 input override, on the fixture with the agent given a
+	// namespace as compose.yaml gives it.
+	ros2Base := mutate(t, v, "      - --ros2\n", "      - --ros2\n      - --ros2-namespace=${NS:-/}\n")
+	ros2Good := "services:\n  camera:\n    command: [camera, --socket=/run/zh/camera.sock, --metrics=127.0.0.1:9091, --source=ros2, --mlock, \"--ros2-namespace=${NS:-/}\", --ros2-points-topic=/ouster/points]\n"
+	t.Run("override: the valid ROS 2 fixture passes, alone and merged", func(t *testing.T) {
+		p := projectOf(t, ros2Base)
+		if err := checkROS2Override(p, []byte(ros2Base), []byte(ros2Good)); err != nil {
+			t.Fatalf("a valid override fails: %v", err)
+		}
+		merged, err := mergeCompose(p.compose, "fixture", []byte(ros2Good), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mp := &project{root: p.root, dir: p.dir, compose: merged, flags: p.flags}
+		for _, c := range composeChecks() {
+			if err := c.check(mp); err != nil {
+				t.Errorf("merged: %s: %v", c.name, err)
+			}
+		}
+	})
+	ros2Cases := []struct {
+		name      string
+		base, ovr [2]string // old, new in the base fixture / the override ("" = as is)
+		want      string
+	}{
+		{"the override drops a flag of compose.yaml's camera command", [2]string{}, [2]string{"--mlock, ", ""}, "has --mlock"},
+		{"compose.yaml's camera command gains a flag the override lacks", [2]string{"--mlock]", "--mlock, \"--rate=${R:-30}\"]"}, [2]string{}, "has --rate=${R:-30}"},
+		{"the override changes a value", [2]string{}, [2]string{"--metrics=127.0.0.1:9091", "--metrics=127.0.0.1:9092"}, "has --metrics=127.0.0.1:9091"},
+		{"the override adds a non-ROS flag", [2]string{}, [2]string{"--mlock, ", "--mlock, --checksum, "}, "adds --checksum"},
+		{"the override's --source from a variable", [2]string{}, [2]string{"--source=ros2", "\"--source=${S:-ros2}\""}, "--source"},
+		{"the override without --source", [2]string{}, [2]string{"--source=ros2, ", ""}, "--source"},
+		{"another binary", [2]string{}, [2]string{"[camera,", "[kamera,"}, "kamera"},
+		{"the camera's namespace from another variable", [2]string{}, [2]string{"${NS:-/}", "${CAM_NS:-/}"}, "one variable for both"},
+		{"no namespace for the camera", [2]string{}, [2]string{", \"--ros2-namespace=${NS:-/}\"", ""}, "no --ros2-namespace in the override"},
+		{"no namespace for the agent", [2]string{"      - --ros2-namespace=${NS:-/}\n", ""}, [2]string{}, "no --ros2-namespace in compose.yaml"},
+		{"a namespace written out", [2]string{"${NS:-/}", "/robot1"}, [2]string{"${NS:-/}", "/robot1"}, "from a variable"},
+		{"the override sets more than the command", [2]string{}, [2]string{"    command:", "    user: \"0:0\"\n    command:"}, "sets user"},
+		{"the override changes the agent", [2]string{}, [2]string{"services:\n", "services:\n  agent:\n    command: [agent]\n"}, "only the camera's service"},
+	}
+	for _, tc := range ros2Cases {
+		t.Run("ROS 2 override: "+tc.name, func(t *testing.T) {
+			base, ovr := ros2Base, ros2Good
+			if tc.base[0] != "" {
+				base = mutate(t, base, tc.base[0], tc.base[1])
+			}
+			if tc.ovr[0] != "" {
+				ovr = mutate(t, ovr, tc.ovr[0], tc.ovr[1])
+			}
+			err := checkROS2Override(projectOf(t, base), []byte(base), []byte(ovr))
+			if err == nil {
+				t.Fatalf("check passed on a broken override")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not mention %q", err, tc.want)
+			}
+		})
+	}
+	t.Run("ROS 2 override: merged, a different socket fails the base's socket check", func(t *testing.T) {
+		p := projectOf(t, ros2Base)
+		merged, err := mergeCompose(p.compose, "fixture", []byte(mutate(t, ros2Good, "camera.sock", "other.sock")), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = checkSocketShared(&project{root: p.root, dir: p.dir, compose: merged, flags: p.flags})
+		if err == nil || !strings.Contains(err.Error(), "dials") {
+			t.Errorf("checkSocketShared on the merged files: %v, want an error naming the agent's socket", err)
+		}
+	})
+	t.Run("compose: a camera ROS 2 flag without --source ros2", func(t *testing.T) {
+		err := checkCameraSource(projectOf(t, mutate(t, v, "--mlock]", "--mlock, --ros2-points-topic=/points]")))
+		if err == nil || !strings.Contains(err.Error(), "only with --source ros2") {
+			t.Errorf("checkCameraSource: %v, want an error saying the flags need --source ros2", err)
+		}
+	})
+	t.Run("merge: keys it cannot merge are refused", func(t *testing.T) {
+		base := projectOf(t, v).compose
+		for _, bad := range []string{
+			"services:\n  camera:\n    volumes: [/x:/x]\n",
+			"services:\n  planner:\n    image: x\n",
+			"services:\n  agent:\n    deploy: {}\n",
+			"services:\n  agent:\n    image: x\nvolumes:\n  more:\n",
+		} {
+			if _, err := mergeCompose(base, "fixture", []byte(bad), nil); err == nil {
+				t.Errorf("mergeCompose accepted %q", bad)
+			}
+		}
+	})
+
 	t.Run("override: a command in compose.jetson.yaml", func(t *testing.T) {
 		base := projectOf(t, v).compose
 		good := "services:\n  agent:\n    image: zh:jetson\n    runtime: nvidia\n"
@@ -636,52 +844,88 @@ func TestBinaries(t *testing.T) {
 	for _, bin := range []string{cameraBinary, agentBinary} {
 		help[bin] = helpOf(t, bins, bin)
 	}
-	ros2Only, err := sourceFlags(filepath.Join(root, "cmd/agent/ros2_on.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Without the ros2 build, --ros2 and its companions are known from the
 	// source only; they are checked against a ros2 build's --help below.
-	flags := map[string]flagSet{cameraBinary: help[cameraBinary], agentBinary: help[agentBinary]}
-	if !bins.ros2 {
-		flags[agentBinary] = mergeFlags(ros2Only, help[agentBinary])
+	ros2Only := map[string]flagSet{}
+	flags := map[string]flagSet{}
+	for _, bin := range []string{cameraBinary, agentBinary} {
+		fs, err := sourceFlags(filepath.Join(root, "cmd", bin, "ros2_on.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ros2Only[bin] = fs
+		flags[bin] = help[bin]
+		if !bins.ros2 {
+			flags[bin] = mergeFlags(fs, help[bin])
+		}
 	}
 	p := loadProject(t, root, flags)
+	stacks := ros2Stacks(t, p, nil)
 
-	t.Run("every flag in compose.yaml is in the binary's --help", func(t *testing.T) {
-		for _, name := range sortedKeys(p.compose.Services) {
-			cmd := p.compose.Services[name].Command
-			if len(cmd) == 0 {
-				t.Errorf("service %s: no command", name)
-				continue
-			}
-			bin := path.Base(cmd[0])
-			for _, f := range unknownFlags(cmd, help[bin]) {
-				if _, ros2 := ros2Only[strings.TrimPrefix(f, "--")]; ros2 && !bins.ros2 {
-					continue // the next subtest's business
+	t.Run("every flag in compose.yaml and compose.ros2.yaml is in the binary's --help", func(t *testing.T) {
+		for _, st := range append([]namedProject{{"compose.yaml", p}}, stacks...) {
+			for _, name := range sortedKeys(st.p.compose.Services) {
+				cmd := st.p.compose.Services[name].Command
+				if len(cmd) == 0 {
+					t.Errorf("%s: service %s: no command", st.name, name)
+					continue
 				}
-				t.Errorf("service %s: %s is not in `%s --help`", name, f, bin)
+				bin := path.Base(cmd[0])
+				for _, f := range unknownFlags(cmd, help[bin]) {
+					if _, ros2 := ros2Only[bin][strings.TrimPrefix(f, "--")]; ros2 && !bins.ros2 {
+						continue // the next subtest's business
+					}
+					t.Errorf("%s: service %s: %s is not in `%s --help`", st.name, name, f, bin)
+				}
 			}
 		}
 	})
-	t.Run("the ros2 build's --help has every flag cmd/agent/ros2_on.go registers", func(t *testing.T) {
+	t.Run("the ros2 build's --help has every flag cmd/*/ros2_on.go registers", func(t *testing.T) {
 		if !bins.ros2 {
 			t.Skip("no ros2 build: pkg-config finds no CycloneDDS (install cyclonedds-dev; ZEROHOP_REQUIRE_ROS2=1 makes this a failure)")
 		}
-		for name := range ros2Only {
-			if _, ok := help[agentBinary][name]; !ok {
-				t.Errorf("agent --help (ros2 build) lacks --%s, which cmd/agent/ros2_on.go registers", name)
+		for _, bin := range sortedKeys(ros2Only) {
+			for name := range ros2Only[bin] {
+				if _, ok := help[bin][name]; !ok {
+					t.Errorf("%s --help (ros2 build) lacks --%s, which cmd/%s/ros2_on.go registers", bin, name, bin)
+				}
+			}
+		}
+	})
+	// The ROS 2 flags' variables default to what the binaries would do
+	// without the flag, so that an unset variable changes nothing.
+	t.Run("the --ros2-* flags in the compose files default to the binaries' own defaults", func(t *testing.T) {
+		if !bins.ros2 {
+			t.Skip("no ros2 build: its --help has the defaults")
+		}
+		for _, st := range stacks {
+			for _, bin := range []string{cameraBinary, agentBinary} {
+				name, _, inv, err := st.p.invocation(bin)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, f := range inv.Order {
+					if d := help[bin][f].Default; strings.HasPrefix(f, "ros2-") && inv.Values[f] != d {
+						t.Errorf("%s: service %s: --%s=%q with its variable unset, but `%s --help` says the default is %q", st.name, name, f, inv.Values[f], bin, d)
+					}
+				}
 			}
 		}
 	})
 	// The compose checks again, now with the flags (and defaults) the
-	// binaries report.
-	for _, c := range composeChecks() {
-		t.Run("with --help: "+c.name, func(t *testing.T) {
-			if err := c.check(p); err != nil {
-				t.Error(err)
-			}
-		})
+	// binaries report, on compose.yaml alone and merged with the overrides.
+	for _, st := range append([]namedProject{{"", p}}, stacks...) {
+		prefix := "with --help: "
+		if st.name != "" {
+			prefix += st.name + ": "
+		}
+		for _, c := range composeChecks() {
+			t.Run(prefix+c.name, func(t *testing.T) {
+				if err := c.check(st.p); err != nil {
+					t.Error(err)
+				}
+			})
+		}
 	}
 
 	t.Run("the agent's healthcheck path is a telemetry route", func(t *testing.T) {
@@ -732,5 +976,17 @@ func TestBinaries(t *testing.T) {
 		if testing.Verbose() {
 			t.Logf("agent output so far:\n%s", agent.out.String())
 		}
+	})
+	// The camera refuses --ros2-* flags with any other --source, and takes
+	// some values (namespace, topics, --ros2-stamp) only at start: run
+	// compose.ros2.yaml's merged command. Without drivers publishing it has
+	// no frames, but it serves its healthcheck once it has started.
+	t.Run("the camera, run with compose.ros2.yaml's command, answers its healthcheck", func(t *testing.T) {
+		if !bins.ros2 {
+			t.Skip("no ros2 build: the command uses --source=ros2")
+		}
+		ros2Env := newLiveEnv(t, stacks[0].p)
+		cam := ros2Env.start(t, cameraBinary, bins)
+		cam.waitHealthy(t, 20*time.Second)
 	})
 }

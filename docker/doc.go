@@ -1,6 +1,7 @@
 // Package docker holds zerohop's container files: Dockerfile (x86-64 NVIDIA
 // workstations), Dockerfile.jetson (JetPack 6, arm64), compose.yaml (camera
-// and agent services) and compose.jetson.yaml (the Jetson override).
+// and agent services), compose.jetson.yaml (the Jetson override) and
+// compose.ros2.yaml (ROS 2 drivers as the camera's input).
 //
 // The package has no Go API. Its tests check, without a Docker engine, what
 // can be checked of those files: that every flag a compose command passes
