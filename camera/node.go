@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -243,7 +244,41 @@ func serveMetrics(ctx context.Context, ln net.Listener, reg *prometheus.Registry
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	log.Info("metrics endpoint", zap.String("url", "http://"+ln.Addr().String()+"/metrics"))
+	return serveMetricsHTTP(ln, mux, metricsMaxConns, metricsWriteTimeout, log)
+}
+
+// Bounds on the metrics server, like the agent's endpoint (telemetry): a
+// slow, idle or non-reading client must not hold a goroutine and an fd
+// forever, and many must not use up the camera's fds (it creates memfds
+// and accepts subscribers). A scraper or two and a health check need far
+// fewer than metricsMaxConns connections.
+const (
+	metricsMaxConns     = 16
+	metricsWriteTimeout = 10 * time.Second // per response
+)
+
+// serveMetricsHTTP serves h on ln, at most maxConns connections at once
+// (more are closed at once; logged at most once a minute), until the
+// returned stop is called.
+func serveMetricsHTTP(ln net.Listener, h http.Handler, maxConns int, writeTimeout time.Duration, log *zap.Logger) (stop func()) {
+	hs := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       60 * time.Second,
+	}
+	var refused atomic.Uint64
+	var lastLog time.Time // Accept runs on one goroutine
+	ln = telemetry.LimitConns(ln, maxConns, func() {
+		n := refused.Add(1)
+		if now := time.Now(); lastLog.IsZero() || now.Sub(lastLog) >= time.Minute {
+			lastLog = now
+			log.Warn("metrics endpoint: connection closed unserved, the cap of open connections is reached",
+				zap.Int("max_conns", maxConns), zap.Uint64("refused_total", n))
+		}
+	})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -251,11 +286,12 @@ func serveMetrics(ctx context.Context, ln net.Listener, reg *prometheus.Registry
 			log.Warn("metrics server stopped", zap.Error(err))
 		}
 	}()
-	log.Info("metrics endpoint", zap.String("url", "http://"+ln.Addr().String()+"/metrics"))
 	return func() {
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		hs.Shutdown(sctx)
+		if hs.Shutdown(sctx) != nil {
+			hs.Close() // a response still blocked on its client after 1 s
+		}
 		<-done
 	}
 }

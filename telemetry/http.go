@@ -11,8 +11,11 @@ import (
 	"net/http"
 	"net/http/pprof" // its init also registers on http.DefaultServeMux, which zerohop never serves
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -25,12 +28,28 @@ const DefaultAddr = "127.0.0.1:9090"
 // so an open profile does not look like a hung stage at exit.
 const shutdownGrace = time.Second
 
-// Connection limits: an idle keep-alive connection, or one that sends its
-// request slowly, must not hold a goroutine and an fd forever. No write
-// timeout: a pprof profile or trace answers after its "seconds".
+// Connection limits: an idle keep-alive connection, one that sends its
+// request slowly, or one that never reads its response must not hold a
+// goroutine and an fd forever, and many of them must not use up the
+// process's fds (the agent needs some to reconnect to the camera, which
+// sends memfds).
+//
+// The write timeout is http.Server.WriteTimeout, counted from the end of a
+// request's headers, so it bounds each response. It does not cut off a
+// pprof profile or trace: since Go 1.23 net/http/pprof extends the
+// connection's write deadline to WriteTimeout plus the requested seconds
+// (configureWriteDeadline in net/http/pprof/pprof.go, go.dev/issue/62358;
+// before, it refused such a duration), for /debug/pprof/profile, /trace
+// and the delta profiles (heap?seconds=N …), parsing "seconds" itself.
 const (
-	readTimeout = 10 * time.Second
-	idleTimeout = 60 * time.Second
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 10 * time.Second
+	writeTimeout      = 10 * time.Second
+	idleTimeout       = 60 * time.Second
+	// DefaultMaxConns is how many connections a Server serves at once;
+	// more are closed as soon as they are accepted (see LimitConns). A
+	// browser tab holds up to 6, a Prometheus scraper 1.
+	DefaultMaxConns = 64
 )
 
 // pageSource is the / page, an html/template; parsed per Server, never
@@ -70,6 +89,12 @@ type Server struct {
 	mux           *http.ServeMux
 	page          *template.Template
 	loopbackHosts bool
+	// writeTimeout bounds each response (http.Server.WriteTimeout);
+	// maxConns caps open connections (LimitConns). NewServer sets them to
+	// writeTimeout and DefaultMaxConns; tests shorten them.
+	writeTimeout time.Duration
+	maxConns     int
+	refused      atomic.Uint64 // connections closed at the cap, all listeners
 }
 
 // NewServer returns a Server for rec.
@@ -78,7 +103,8 @@ func NewServer(rec *Recorder, opts ServerOptions) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: page template: %w", err)
 	}
-	s := &Server{rec: rec, health: opts.Health, mux: http.NewServeMux(), page: page, loopbackHosts: opts.LoopbackHostsOnly}
+	s := &Server{rec: rec, health: opts.Health, mux: http.NewServeMux(), page: page, loopbackHosts: opts.LoopbackHostsOnly,
+		writeTimeout: writeTimeout, maxConns: DefaultMaxConns}
 	s.mux.HandleFunc("GET /{$}", s.servePage)
 	s.mux.HandleFunc("GET /latency", s.serveLatency)
 	s.mux.HandleFunc("GET /latency/hdr", s.serveHistograms)
@@ -211,14 +237,25 @@ func Loopback(addr net.Addr) bool {
 }
 
 // ServeListener is Serve on a listener the caller opened (it is closed on
-// return).
+// return). It serves at most DefaultMaxConns connections at once and
+// closes more as they come (LimitConns); while it serves, the Recorder's
+// /metrics count those in <namespace>_http_connections_refused_total.
 func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{
 		Handler:           s,
-		ReadHeaderTimeout: 5 * time.Second,
+		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
+		WriteTimeout:      s.writeTimeout,
 		IdleTimeout:       idleTimeout,
 	}
+	refused := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Namespace: s.rec.namespace, Name: "http_connections_refused_total",
+		Help: fmt.Sprintf("Connections to this endpoint closed unserved because %d were open.", s.maxConns),
+	}, func() float64 { return float64(s.refused.Load()) })
+	if s.rec.reg.Register(refused) == nil { // else a second Server or listener on this Recorder: the first one's count is exported
+		defer s.rec.reg.Unregister(refused)
+	}
+	ln = LimitConns(ln, s.maxConns, func() { s.refused.Add(1) })
 	runCtx, stopRun := context.WithCancel(ctx)
 	flushDone := make(chan struct{})
 	go func() { // owned here: stopped and awaited before return
@@ -249,5 +286,60 @@ func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 	if serr := <-serveErr; !errors.Is(serr, http.ErrServerClosed) {
 		err = errors.Join(err, fmt.Errorf("telemetry: serve on %s: %w", ln.Addr(), serr))
 	}
+	return err
+}
+
+// LimitConns returns ln serving at most n connections at once (n > 0): a
+// connection accepted while n are open is closed at once, unserved, and
+// refused (if not nil) is called, on the goroutine calling Accept. A
+// connection's slot is freed when it is closed.
+//
+// Unlike golang.org/x/net/netutil.LimitListener, which stops calling
+// Accept at the cap, it does not queue: there, further clients wait in the
+// kernel's accept backlog with no answer until a slot frees (a scraper or
+// health check hangs to its own timeout, a slow-client flood keeps them
+// waiting indefinitely) and are served later even if they gave up. Here
+// they get a prompt close (EOF or reset); each costs an fd for
+// microseconds.
+func LimitConns(ln net.Listener, n int, refused func()) net.Listener {
+	if n <= 0 {
+		panic(fmt.Sprintf("telemetry: LimitConns(%d): want a positive cap", n))
+	}
+	return &limitListener{Listener: ln, slots: make(chan struct{}, n), refused: refused}
+}
+
+type limitListener struct {
+	net.Listener
+	slots   chan struct{} // one element per open connection
+	refused func()
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			return &limitConn{Conn: c, slots: l.slots}, nil
+		default:
+			c.Close()
+			if l.refused != nil {
+				l.refused()
+			}
+		}
+	}
+}
+
+type limitConn struct {
+	net.Conn
+	slots   chan struct{}
+	release sync.Once
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.release.Do(func() { <-c.slots })
 	return err
 }
