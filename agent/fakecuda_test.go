@@ -132,6 +132,26 @@ func fakeCUDAChild(t *testing.T) {
 			t.Fatalf("want one self-check passed on 1000 points with voxels to compare: %v", logs.All())
 		}
 	})
+	t.Run("self-check on the model's raster, not the default one", func(t *testing.T) {
+		bevCfg := voxel.BEVConfig{H: 64, W: 96, Cell: 0.5}
+		filter, err := filterConfig(NodeConfig{Leaf: 0.2}, bevCfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		core, logs := observer.New(zap.InfoLevel)
+		g, err := openGPUVoxel(gpuVoxelConfig{Filter: filter, BEV: bevCfg, MaxPoints: 20_000, CacheDir: t.TempDir(), Log: zap.New(core)})
+		if err != nil {
+			t.Fatalf("the GPU path did not start with a 64 × 96 raster of 0.5 m cells: %v", err)
+		}
+		defer g.Close()
+		if want := 3 * 64 * 96 * 4; g.filter.BEVBytes() != want || len(g.bevF) != want/4 {
+			t.Errorf("GPU raster of %d bytes (%d floats), want %d: the model's 3 × 64 × 96", g.filter.BEVBytes(), len(g.bevF), want)
+		}
+		passed := logs.FilterMessageSnippet("self-check passed").All()
+		if len(passed) != 1 || passed[0].ContextMap()["voxels"].(int64) == 0 {
+			t.Fatalf("want one self-check passed with voxels to compare: %v", logs.All())
+		}
+	})
 	t.Run("NVRTC that cannot compile for the device: the embedded PTX", func(t *testing.T) {
 		nvrtc := filepath.Join(filepath.Dir(driver), "libnvrtc.so.13")
 		if err := fakecuda.SetNVRTCArchs(nvrtc, 52, 60, 61); err != nil {

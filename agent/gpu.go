@@ -88,6 +88,7 @@ func (e *gpuStartError) Unwrap() error { return e.Err }
 // gpuVoxelConfig is what the GPU path is built from.
 type gpuVoxelConfig struct {
 	Filter    voxel.Config
+	BEV       voxel.BEVConfig // the model's raster; zero: voxel.BEV's default
 	MaxPoints int
 	CopyInput bool
 	CacheDir  string
@@ -148,8 +149,9 @@ func openGPUVoxel(cfg gpuVoxelConfig) (*gpuVoxel, error) {
 			zap.String("device", name), zap.String("embedded_ptx", gpu.EmbeddedTarget), zap.Error(err))
 		nv = nil
 	}
+	bevCfg := cfg.BEV
 	opt := gpu.VoxelOptions{
-		MaxPoints: cfg.MaxPoints, CopyInput: cfg.CopyInput, BEV: &voxel.BEVConfig{}, CacheDir: cfg.CacheDir,
+		MaxPoints: cfg.MaxPoints, CopyInput: cfg.CopyInput, BEV: &bevCfg, CacheDir: cfg.CacheDir,
 		// Slots the GPU could not register (or heap buffers) cost one CPU
 		// copy into pinned memory, not the GPU path.
 		StageUnpinned: true,
@@ -181,7 +183,7 @@ func openGPUVoxel(cfg gpuVoxelConfig) (*gpuVoxel, error) {
 	if err != nil {
 		return fail(name, "self-check input", err)
 	}
-	voxels, err := checkGPUFilter(v.filter, selfCheckCloud(input, points, cfg.Filter), v.bev, cfg.Filter)
+	voxels, err := checkGPUFilter(v.filter, selfCheckCloud(input, points, cfg.Filter), v.bev, cfg.Filter, cfg.BEV)
 	if ferr := v.ctx.Free(input); err == nil && ferr != nil {
 		err = ferr
 	}
@@ -304,7 +306,7 @@ func gpuModes(cfg NodeConfig) (mode, input string, err error) {
 // startGPU applies NodeConfig.GPU and GPUInput. It returns the GPU path, or
 // nil and why the CPU path is used; device names the GPU when one was
 // found ("none" otherwise). An error only for --gpu on (or a bad value).
-func startGPU(cfg NodeConfig, log *zap.Logger) (g *gpuVoxel, device, why string, err error) {
+func startGPU(cfg NodeConfig, bevCfg voxel.BEVConfig, log *zap.Logger) (g *gpuVoxel, device, why string, err error) {
 	mode, input, err := gpuModes(cfg)
 	if err != nil {
 		return nil, "none", "", err
@@ -312,12 +314,12 @@ func startGPU(cfg NodeConfig, log *zap.Logger) (g *gpuVoxel, device, why string,
 	if mode == GPUOff {
 		return nil, "none", "--gpu off", nil
 	}
-	filter, err := filterConfig(cfg)
+	filter, err := filterConfig(cfg, bevCfg)
 	if err != nil {
 		return nil, "none", "", err
 	}
 	g, err = openGPUVoxel(gpuVoxelConfig{
-		Filter:    filter,
+		Filter: filter, BEV: bevCfg,
 		MaxPoints: cfg.MaxPoints, CopyInput: input == GPUInputCopy, CacheDir: cfg.CubinCache, Log: log,
 	})
 	if err != nil {

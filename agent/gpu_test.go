@@ -452,7 +452,7 @@ func TestStartGPUModes(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.Leaf, tc.cfg.MaxPoints = 0.2, 1000
-			g, device, why, err := startGPU(tc.cfg, zap.NewNop())
+			g, device, why, err := startGPU(tc.cfg, voxel.BEVConfig{}, zap.NewNop())
 			if g != nil {
 				g.Close()
 				t.Fatal("the GPU path started")

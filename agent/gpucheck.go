@@ -77,10 +77,10 @@ func selfCheckCloud(buf []byte, n int, cfg voxel.Config) voxel.Cloud {
 
 // checkGPUFilter runs f once on in, writing its raster into bev, and
 // compares its points and raster with voxel.Filter's (cfg) and
-// voxel.BEV's default raster of them, bit for bit. It returns the number
+// voxel.BEV's raster (bevCfg) of them, bit for bit. It returns the number
 // of voxels: 0 when the CPU found none (a --min-points above what the
 // cloud's clusters hold), and then only the empty raster was compared.
-func checkGPUFilter(f GPUFilter, in voxel.Cloud, bev []byte, cfg voxel.Config) (int, error) {
+func checkGPUFilter(f GPUFilter, in voxel.Cloud, bev []byte, cfg voxel.Config, bevCfg voxel.BEVConfig) (int, error) {
 	cpu, err := voxel.NewFilter(cfg, in.Count)
 	if err != nil {
 		return 0, fmt.Errorf("CPU reference filter: %w", err)
@@ -90,7 +90,7 @@ func checkGPUFilter(f GPUFilter, in voxel.Cloud, bev []byte, cfg voxel.Config) (
 	if err := cpu.Run(in, want); err != nil {
 		return 0, fmt.Errorf("CPU reference filter: %w", err)
 	}
-	raster, err := voxel.NewBEV(voxel.BEVConfig{})
+	raster, err := voxel.NewBEV(bevCfg)
 	if err != nil {
 		return 0, fmt.Errorf("CPU reference raster: %w", err)
 	}

@@ -52,7 +52,7 @@ func TestGPUSelfCheck(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fake := newFakeGPUFilter(t, 0.2)
-			voxels, err := checkGPUFilter(tt.filter(fake), cloud, make([]byte, 4*fake.bev.Len()), cfg)
+			voxels, err := checkGPUFilter(tt.filter(fake), cloud, make([]byte, 4*fake.bev.Len()), cfg, voxel.BEVConfig{})
 			if tt.want == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -96,7 +96,7 @@ func TestGPUSelfCheckCloudFitsTheConfiguration(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			fake := fakeGPUFilterFor(t, tt.cfg, selfCheckPoints)
 			cloud := selfCheckCloud(make([]byte, tt.points*selfCheckStep), tt.points, tt.cfg)
-			voxels, err := checkGPUFilter(fake, cloud, make([]byte, 4*fake.bev.Len()), tt.cfg)
+			voxels, err := checkGPUFilter(fake, cloud, make([]byte, 4*fake.bev.Len()), tt.cfg, voxel.BEVConfig{})
 			if err != nil {
 				t.Fatal(err)
 			}

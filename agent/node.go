@@ -125,7 +125,11 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	}
 	// The GPU path before the session: the model's BEV input is then the
 	// pinned buffer the kernels write.
-	gv, gpuName, gpuWhy, err := startGPU(cfg, log)
+	bevCfg, err := bevConfig(mcfg)
+	if err != nil {
+		return err
+	}
+	gv, gpuName, gpuWhy, err := startGPU(cfg, bevCfg, log)
 	if err != nil {
 		return err
 	}
@@ -162,14 +166,18 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	defer prep.Close()
 	log.Info("image preprocessing", zap.Int("threads", prep.Parallelism()),
 		zap.Int("width", pp.Width), zap.Int("height", pp.Height))
-	bev, err := voxel.NewBEV(voxel.BEVConfig{})
+	bev, err := voxel.NewBEV(bevCfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: bev input: %w", mcfg.Source(), err)
 	}
 	if bev.Len() != len(sess.BEV()) {
-		return fmt.Errorf("model %s: BEV input has %d values, the raster %d (3×128×128)", sess.Model(), len(sess.BEV()), bev.Len())
+		c := bev.Config()
+		return fmt.Errorf("model %s: BEV input has %d values, the raster %d (3×%d×%d, from %s)", sess.Model(), len(sess.BEV()), bev.Len(), c.H, c.W, mcfg.Source())
 	}
-	fcfg, err := filterConfig(cfg)
+	bc := bev.Config()
+	log.Info("BEV raster", zap.Int("rows", bc.H), zap.Int("cols", bc.W), zap.Float32("cell_m", bc.Cell),
+		zap.Float32("ahead_m", float32(bc.H)*bc.Cell), zap.Float32("wide_m", float32(bc.W)*bc.Cell), zap.String("from", mcfg.Source()))
+	fcfg, err := filterConfig(cfg, bevCfg)
 	if err != nil {
 		return err
 	}
@@ -487,13 +495,42 @@ func resolveNodeConfig(cfg NodeConfig) (NodeConfig, error) {
 	return cfg, camera.CheckSource("--camera", cfg.Camera)
 }
 
+// bevConfig is the BEV raster the model's bev input describes: H × W
+// cells (its shape [1, 3, H, W]) of cell_m metres, the rest voxel.BEV's
+// defaults (robot at the bottom centre, ground at z = 0). A model without
+// a bev input gets the default raster, which the session then refuses.
+func bevConfig(m infer.ModelConfig) (voxel.BEVConfig, error) {
+	in, ok := m.Input(infer.TensorBEV)
+	if !ok {
+		return voxel.BEVConfig{}, nil
+	}
+	cell := in.CellSizeM()
+	c := voxel.BEVConfig{H: int(in.Shape[2]), W: int(in.Shape[3]), Cell: float32(cell)}
+	if _, err := voxel.NewBEV(c); err != nil || !(cell >= minBEVCellM && cell <= maxBEVCellM) {
+		if err == nil {
+			err = fmt.Errorf("cell_m %v: want %g to %g m", cell, minBEVCellM, maxBEVCellM)
+		}
+		return voxel.BEVConfig{}, fmt.Errorf("%s: bev input %q: %w", m.Source(), in.Name, err)
+	}
+	return c, nil
+}
+
+// The BEV cell sizes the agent takes, as --leaf's range: below a
+// millimetre a float32 cell edge loses the raster's far rows to rounding
+// (and 0 would mean the default), above 100 m one cell is the whole scene.
+const (
+	minBEVCellM = 0.001
+	maxBEVCellM = 100.0
+)
+
 // filterConfig is the voxel filter's configuration, on the CPU and the
 // GPU alike: --leaf and --min-points, and cropped to what the BEV raster
-// (the model's only view of the cloud) can see (voxel.BEV.CropFor), so
-// that points far outside it are not sorted, and a garbage point far away
-// (FLT_MAX for "no return") cannot fail every frame with a grid too large.
-func filterConfig(cfg NodeConfig) (voxel.Config, error) {
-	bev, err := voxel.NewBEV(voxel.BEVConfig{}) // the agent's raster, as RunNode and the GPU path make it
+// (bevCfg, the model's only view of the cloud) can see
+// (voxel.BEV.CropFor), so that points far outside it are not sorted, and
+// a garbage point far away (FLT_MAX for "no return") cannot fail every
+// frame with a grid too large.
+func filterConfig(cfg NodeConfig, bevCfg voxel.BEVConfig) (voxel.Config, error) {
+	bev, err := voxel.NewBEV(bevCfg)
 	if err != nil {
 		return voxel.Config{}, err
 	}

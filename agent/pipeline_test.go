@@ -93,7 +93,7 @@ func newComposedWith(t *testing.T, o composedOptions) *composed {
 	}
 	t.Cleanup(prep.Close)
 	bev, _ := voxel.NewBEV(voxel.BEVConfig{})
-	fcfg, err := filterConfig(NodeConfig{Leaf: o.leaf}) // as RunNode's
+	fcfg, err := filterConfig(NodeConfig{Leaf: o.leaf}, voxel.BEVConfig{}) // as RunNode's, with the reference model's raster
 	if err != nil {
 		t.Fatal(err)
 	}

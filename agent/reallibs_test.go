@@ -23,6 +23,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/zerohop/zerohop/voxel"
 )
 
 const envRealCUDAChild = "ZEROHOP_AGENT_TEST_REAL_CUDA"
@@ -49,7 +51,7 @@ func TestRealCUDALibsAgentWithoutAGPU(t *testing.T) {
 
 func realCUDAChild(t *testing.T) {
 	t.Run("--gpu on fails naming cuInit", func(t *testing.T) {
-		g, _, _, err := startGPU(NodeConfig{GPU: GPUOn, CubinCache: t.TempDir()}, zap.NewNop())
+		g, _, _, err := startGPU(NodeConfig{GPU: GPUOn, CubinCache: t.TempDir()}, voxel.BEVConfig{}, zap.NewNop())
 		if g != nil {
 			g.Close()
 		}

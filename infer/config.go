@@ -301,6 +301,15 @@ func (c ModelConfig) Output(r OutputRole) (OutputConfig, bool) {
 	return OutputConfig{}, false
 }
 
+// Source names where the config came from (ParseConfig's source), or
+// "model config" for one built in code.
+func (c ModelConfig) Source() string {
+	if c.source == "" {
+		return "model config"
+	}
+	return c.source
+}
+
 // CellSizeM is the BEV cell size in metres (DefaultBEVCellM when unset).
 func (in InputConfig) CellSizeM() float64 {
 	if in.CellM == 0 {

@@ -8,6 +8,10 @@
                       and that NaN inputs reach the outputs.
   double_input.onnx   like the reference's interface but bev is float64: a
                       wrong element type.
+  any_bev_size.onnx   like dynamic_batch.onnx with batch 1 and bev
+                      [1,3,H,W], H and W symbolic: a model for any BEV
+                      raster (the agent's tests of a config's bev shape
+                      and cell_m).
   corrupt.onnx        the first 4096 bytes of ../../models/reference.onnx:
                       a truncated protobuf.
 
@@ -28,7 +32,7 @@ def save(model, name):
         f.write(model.SerializeToString())
 
 
-def io_model(bev_type, batch):
+def io_model(bev_type, batch, bev_hw=(128, 128)):
     mix = numpy_helper.from_array(
         (np.arange(6 * 9, dtype=np.float32).reshape(6, 9) / 54.0), "mix")
     shape2 = numpy_helper.from_array(np.array([-1, 3], dtype=np.int64), "shape2")
@@ -49,7 +53,7 @@ def io_model(bev_type, batch):
     graph = helper.make_graph(
         nodes, "infer_testdata",
         inputs=[
-            helper.make_tensor_value_info("bev", bev_type, [batch, 3, 128, 128]),
+            helper.make_tensor_value_info("bev", bev_type, [batch, 3, *bev_hw]),
             helper.make_tensor_value_info("image", TensorProto.FLOAT, [batch, 3, 144, 256]),
         ],
         outputs=[
@@ -67,11 +71,12 @@ def io_model(bev_type, batch):
 def main():
     save(io_model(TensorProto.FLOAT, "N"), "dynamic_batch.onnx")
     save(io_model(TensorProto.DOUBLE, 1), "double_input.onnx")
+    save(io_model(TensorProto.FLOAT, 1, ("H", "W")), "any_bev_size.onnx")
     with open(os.path.join(HERE, "..", "..", "models", "reference.onnx"), "rb") as f:
         data = f.read(4096)
     with open(os.path.join(HERE, "corrupt.onnx"), "wb") as f:
         f.write(data)
-    print("gen_testdata: wrote dynamic_batch.onnx, double_input.onnx, corrupt.onnx in", HERE)
+    print("gen_testdata: wrote dynamic_batch.onnx, double_input.onnx, any_bev_size.onnx, corrupt.onnx in", HERE)
 
 
 if __name__ == "__main__":
