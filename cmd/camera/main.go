@@ -48,7 +48,7 @@ Flags:
 	)
 	fs.StringVar(&cfg.Source, "source", "synthetic", `frame source: "synthetic" (moving obstacle, hazard marking), "replay:DIR" (DIR holds .bin/.pcd point files and .png/.jpg/.jpeg images, paired in name order, or is a KITTI sequence with velodyne/ and image_2/ or a KITTI raw drive with velodyne_points/data/ and image_02/data/; --loop repeats it) or "ros2" (sensor_msgs/PointCloud2 and Image from ROS 2 drivers; needs a -tags ros2 build)`)
 	fs.BoolVar(&cfg.Loop, "loop", false, "replay: loop over the files")
-	fs.Float64Var(&cfg.Rate, "rate", 30, "frames per second, 0.001 to 10000")
+	fs.Float64Var(&cfg.Rate, "rate", 30, "frames per second, 0.001 to 10000 (0: 30); with --source ros2 the drivers set the pace and this only sizes the slot pools")
 	fs.IntVar(&cfg.Beams, "beams", 64, "synthetic LiDAR beams")
 	fs.IntVar(&cfg.AzimuthSteps, "azimuth-steps", 1800, "synthetic LiDAR azimuth steps per revolution")
 	fs.StringVar(&imageSize, "image-size", "1280x720", "synthetic image size WIDTHxHEIGHT")
@@ -71,6 +71,11 @@ Flags:
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
+	}
+	// camera.CheckSource knows the sources camera.RunNode opens; this
+	// binary also has ros2 (or says, when it runs, how to get it).
+	if cfg.Source != "ros2" && cfg.Source != "" && cfg.Source != "synthetic" && !strings.HasPrefix(cfg.Source, "replay:") {
+		return fmt.Errorf(`--source %q: want "synthetic", "replay:DIR" or "ros2"`, cfg.Source)
 	}
 	w, h, err := parseSize(imageSize)
 	if err != nil {

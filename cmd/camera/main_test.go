@@ -16,6 +16,8 @@ func TestRunRefusesBadSizingFlags(t *testing.T) {
 		{[]string{"--subscribers", "32"}, "--subscribers 32: want 1..31"},
 		{[]string{"--slots", "2000000"}, "--slots 2000000: at most 1048576"},
 		{[]string{"--slots", "1"}, "--slots 1: at least 2"},
+		// camera.CheckSource's list lacked ros2, which --help offers.
+		{[]string{"--source", "bogus"}, `--source "bogus": want "synthetic", "replay:DIR" or "ros2"`},
 	} {
 		err := run(append(tc.args, "--socket", t.TempDir()+"/c.sock", "--metrics", "", "--frames", "1"))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -74,8 +74,18 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 			dds.Domain = uint32(*domain)
 		}
 		dds.NodeName, dds.Namespace = *node, *ns
-		if *maxPoints < 0 || *maxImage < 0 {
-			return camera.ROS2NodeConfig{}, fmt.Errorf("--ros2-max-points %d, --ros2-max-image-bytes %d: want ≥ 0", *maxPoints, *maxImage)
+		for _, f := range []struct {
+			flag, topicFlag string
+			max             int
+			topic           string
+		}{{"--ros2-max-points", "--ros2-points-topic", *maxPoints, *points}, {"--ros2-max-image-bytes", "--ros2-image-topic", *maxImage, *image}} {
+			switch {
+			case f.max < 0:
+				return camera.ROS2NodeConfig{}, fmt.Errorf("%s %d: want ≥ 1 (0 only with %s \"\")", f.flag, f.max, f.topicFlag)
+			case f.max == 0 && f.topic != "":
+				// Its slots would hold nothing: every message dropped.
+				return camera.ROS2NodeConfig{}, fmt.Errorf("%s 0 with %s %q: give a size, or %s \"\" to subscribe to none", f.flag, f.topicFlag, f.topic, f.topicFlag)
+			}
 		}
 		if *stamp != "header" && *stamp != "receipt" {
 			return camera.ROS2NodeConfig{}, fmt.Errorf(`--ros2-stamp %q: want "header" or "receipt"`, *stamp)

@@ -96,6 +96,14 @@ func TestRunRefusesBadMirrorReliability(t *testing.T) {
 			[]string{"--ros2-mirror-reliability", `"sometimes"`}},
 		{"without --source ros2", []string{"--ros2-mirror-reliability", "reliable", "--metrics", ""},
 			[]string{"--ros2-mirror-reliability", "only with --source ros2"}},
+		// It used to pass the flag check and fail later, as
+		// "camera: camera: ros2 points topic "/points": no points pool".
+		{"no cloud size for a points topic", []string{"--source", "ros2", "--ros2-max-points", "0", "--metrics", ""},
+			[]string{`--ros2-max-points 0 with --ros2-points-topic "points"`, `--ros2-points-topic ""`}},
+		{"no image size for an image topic", []string{"--source", "ros2", "--ros2-max-image-bytes", "0", "--metrics", ""},
+			[]string{`--ros2-max-image-bytes 0 with --ros2-image-topic "image_raw"`}},
+		{"a negative cloud size", []string{"--source", "ros2", "--ros2-max-points", "-1", "--metrics", ""},
+			[]string{"--ros2-max-points -1: want ≥ 1"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

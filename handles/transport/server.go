@@ -268,12 +268,26 @@ func (s *Server) serveConn(ctx context.Context, c *conn) {
 	if reason != nil {
 		s.garbage.Add(1) // before drop, so that it is counted once the subscriber is gone
 	}
+	missed := s.missed(c) // before drop frees the subscriber ids
 	s.drop(c)
 	if reason != nil {
-		log.Warn("subscriber disconnected for a protocol violation; its leases are reclaimed", zap.Error(reason))
+		log.Warn("subscriber disconnected for a protocol violation; its leases are reclaimed", zap.Error(reason), missed)
 	} else {
-		log.Info("subscriber disconnected; its leases are reclaimed")
+		log.Info("subscriber disconnected; its leases are reclaimed", missed)
 	}
+}
+
+// missed is a log field with the frames c missed per topic because it
+// held as many as it may (pinned.Pool.SubscriberDrops): the camera's
+// subscriber_drops_total sums every subscriber's, this names the slow one.
+func (s *Server) missed(c *conn) zap.Field {
+	m := make(map[string]uint64, len(s.topics))
+	for ti, t := range s.topics {
+		if c.joined[ti] {
+			m[t.Name] = t.Pool.SubscriberDrops(c.subID[ti])
+		}
+	}
+	return zap.Any("frames_missed_at_hold_limit", m)
 }
 
 func (s *Server) admit(c *conn) error {

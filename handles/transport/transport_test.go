@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -10,6 +11,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/zerohop/zerohop/handles"
 	"github.com/zerohop/zerohop/internal/sockdir"
@@ -24,16 +28,23 @@ type fixture struct {
 	path   string
 	cancel context.CancelFunc
 	done   chan error
+	log    *zap.Logger // the server's; nil: none
 }
 
 func newFixture(t *testing.T, slots uint32) *fixture {
+	t.Helper()
+	return newFixtureLogged(t, slots, nil)
+}
+
+// newFixtureLogged is newFixture with the server logging to log.
+func newFixtureLogged(t *testing.T, slots uint32, log *zap.Logger) *fixture {
 	t.Helper()
 	path := filepath.Join(sockdir.Short(t), "sock", "camera.sock")
 	pool, err := pinned.New(pinned.Geometry{SlotCount: slots, SlotSize: 4096}, pinned.Options{Name: "points", ID: 1, Shared: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, pool: pool, path: path}
+	f := &fixture{t: t, pool: pool, path: path, log: log}
 	f.start()
 	t.Cleanup(func() {
 		f.stop()
@@ -43,7 +54,7 @@ func newFixture(t *testing.T, slots uint32) *fixture {
 }
 
 func (f *fixture) start() {
-	srv, err := NewServer(ServerConfig{Path: f.path, AllowGID: -1, Topics: []Topic{{Name: "points", Kind: handles.KindPoints, Pool: f.pool}}})
+	srv, err := NewServer(ServerConfig{Path: f.path, AllowGID: -1, Topics: []Topic{{Name: "points", Kind: handles.KindPoints, Pool: f.pool}}, Log: f.log})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -295,6 +306,46 @@ func TestInFlightLimitDropsInsteadOfBlocking(t *testing.T) {
 	})
 }
 
+// The camera's subscriber_drops_total sums every subscriber's; the
+// disconnect line says how many frames this one missed at its hold limit,
+// so that the slow one can be named.
+func TestDisconnectLogNamesTheFramesMissed(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	f := newFixtureLogged(t, 16, zap.New(core))
+	var mu sync.Mutex
+	var held []Lease
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, l := range held {
+			l.Release()
+		}
+	}()
+	_, cancel, wait := startSubscriber(t, SubscriberConfig{Path: f.path, Name: "slow-agent", Depth: 1, OnLease: func(l Lease) {
+		mu.Lock()
+		held = append(held, l)
+		mu.Unlock()
+	}})
+	f.waitSubscribers(1)
+	for seq := uint64(1); seq <= 10; seq++ {
+		f.publish(seq) // 3 in flight (depth 1 + slack 2), 7 missed
+	}
+	cancel()
+	wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for logs.FilterMessageSnippet("subscriber disconnected").Len() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no disconnect line within 5 s: %v", logs.All())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	line := logs.FilterMessageSnippet("subscriber disconnected").All()[0]
+	ctx := line.ContextMap()
+	if ctx["subscriber"] != "slow-agent" || fmt.Sprint(ctx["frames_missed_at_hold_limit"]) != "map[points:7]" {
+		t.Fatalf("disconnect line %q %v: want subscriber slow-agent with 7 frames missed on points", line.Message, ctx)
+	}
+}
+
 func TestReconnectAfterCameraRestart(t *testing.T) {
 	eachWaitMode(t, func(t *testing.T, mode waitMode) {
 		f := newFixture(t, 4)
@@ -383,7 +434,7 @@ func TestSocketFileRules(t *testing.T) {
 	if err := os.Chmod(shared, fs.ModeSticky|fs.ModePerm); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := NewServer(ServerConfig{Path: filepath.Join(shared, "camera.sock"), Topics: []Topic{{Name: "points", Kind: handles.KindPoints, Pool: f.pool}}})
+	srv, err := NewServer(ServerConfig{Path: filepath.Join(shared, "camera.sock"), Topics: []Topic{{Name: "points", Kind: handles.KindPoints, Pool: f.pool}}, Log: f.log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,17 +451,17 @@ func TestSocketFileRules(t *testing.T) {
 	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewServer(ServerConfig{Path: filepath.Join(notDir, "camera.sock"), Topics: []Topic{{Name: "points", Kind: handles.KindPoints, Pool: f.pool}}}); err == nil || !contains(err.Error(), "not a directory") {
+	if _, err := NewServer(ServerConfig{Path: filepath.Join(notDir, "camera.sock"), Topics: []Topic{{Name: "points", Kind: handles.KindPoints, Pool: f.pool}}, Log: f.log}); err == nil || !contains(err.Error(), "not a directory") {
 		t.Fatalf("socket under a file: %v", err)
 	}
 	// A second camera on the same socket is refused, not allowed to steal it.
-	if _, err := NewServer(ServerConfig{Path: f.path, Topics: []Topic{{Name: "points", Kind: handles.KindPoints, Pool: f.pool}}}); err == nil || !contains(err.Error(), "running camera") {
+	if _, err := NewServer(ServerConfig{Path: f.path, Topics: []Topic{{Name: "points", Kind: handles.KindPoints, Pool: f.pool}}, Log: f.log}); err == nil || !contains(err.Error(), "running camera") {
 		t.Fatalf("second server on a live socket: %v", err)
 	}
 	// A regular file in the way is not deleted.
 	other := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(other, []byte("keep"), 0o600)
-	if _, err := NewServer(ServerConfig{Path: other, Topics: []Topic{{Name: "points", Kind: handles.KindPoints, Pool: f.pool}}}); err == nil || !contains(err.Error(), "not a socket") {
+	if _, err := NewServer(ServerConfig{Path: other, Topics: []Topic{{Name: "points", Kind: handles.KindPoints, Pool: f.pool}}, Log: f.log}); err == nil || !contains(err.Error(), "not a socket") {
 		t.Fatalf("server over a regular file: %v", err)
 	}
 	// A stale socket from a dead camera is replaced.
