@@ -37,14 +37,16 @@ fmt-check:
 	out="$$(gofmt -l $$files </dev/null)" || exit 1; \
 	if [ -n "$$out" ]; then echo "gofmt: these files need formatting:"; echo "$$out"; exit 1; fi
 
-# The last step runs the fake-CUDA tests again without -race: allocation
-# counts through the real CUDA binding are only meaningful there.
+# The fake-CUDA step runs those tests again without -race, with the GPU
+# path's overlapped-preprocessing test: allocation counts through the real
+# CUDA binding, and across the overlap's goroutine, are only meaningful
+# there.
 test: deps vet fmt-check
 	ZEROHOP_REQUIRE_ORT=1 ZEROHOP_REQUIRE_ROS2=1 $(GO) test -race -timeout 10m ./...
 	$(GO) vet -tags ros2 ./ros2/... ./camera/... ./cmd/...
 	ZEROHOP_REQUIRE_ORT=1 ZEROHOP_REQUIRE_ROS2=1 $(GO) test -tags ros2 -race -timeout 5m ./ros2/... ./camera/... ./cmd/agent/ ./cmd/camera/
 	$(GO) vet -tags gpu ./gpu/ ./agent/
-	ZEROHOP_REQUIRE_ORT=1 $(GO) test -count=1 -run 'FakeCUDA' ./gpu/ ./agent/
+	ZEROHOP_REQUIRE_ORT=1 $(GO) test -count=1 -run 'FakeCUDA|^TestGPUPathPreprocessesWhileTheGPUFilters$$' ./gpu/ ./agent/
 	$(GO) vet -tags cudaemu ./gpu/
 	# The kernels' BEV cell sort on the CUDA emulation (the rest: make test-cudaemu).
 	$(GO) test -tags cudaemu -count=1 -run 'Emulated/reversed' ./gpu/

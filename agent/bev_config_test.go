@@ -49,6 +49,9 @@ func TestBEVConfigFromTheModelConfig(t *testing.T) {
 		// float32 rounds it to 0, which voxel.BEV would take as its default.
 		{"cell too small for float32", modelConfigJSON(128, 128, "1e-50"), voxel.BEVConfig{}, []string{"cfg.json", `"bev"`, "cell_m 1e-50", "0.001 to 100"}},
 		{"cell of a kilometre", modelConfigJSON(128, 128, "1000"), voxel.BEVConfig{}, []string{"cell_m 1000"}},
+		{"no bev input", `{"inputs": [{"name": "image", "tensor": "image", "shape": [1, 3, 144, 256]}],
+  "outputs": [{"name": "sector_scores", "role": "sector_scores", "shape": [1, 9]}],
+  "sector_headings_deg": [-40, -30, -20, -10, 0, 10, 20, 30, 40]}`, voxel.BEVConfig{}, []string{"cfg.json", `no input with tensor "bev"`}},
 		{"wider than a raster can be", modelConfigJSON(1, 20000, "0.2"), voxel.BEVConfig{}, []string{"cfg.json", "1 × 20000 cells"}},
 	}
 	for _, tt := range tests {

@@ -309,7 +309,13 @@ func TestGPUPathPreprocessesWhileTheGPUFilters(t *testing.T) {
 	// channels order these writes before the goroutine's next read.
 	fake.during, g.pipe.prepDone = nil, nil
 	seq := uint64(4)
-	if allocs := testing.AllocsPerRun(10, func() { g.step(t, seq, &h); seq++ }); allocs != 0 {
+	allocs := testing.AllocsPerRun(10, func() { g.step(t, seq, &h); seq++ })
+	switch {
+	case raceEnabled:
+		// 1 to 3 here under -race (the race runtime's sync.Pool drops
+		// items), 0 without; make test runs this test both ways.
+		t.Logf("-race: %.1f allocations per overlapped frame not judged", allocs)
+	case allocs != 0:
 		t.Fatalf("an overlapped frame allocates %.1f times, want 0", allocs)
 	}
 }

@@ -497,12 +497,12 @@ func resolveNodeConfig(cfg NodeConfig) (NodeConfig, error) {
 
 // bevConfig is the BEV raster the model's bev input describes: H × W
 // cells (its shape [1, 3, H, W]) of cell_m metres, the rest voxel.BEV's
-// defaults (robot at the bottom centre, ground at z = 0). A model without
-// a bev input gets the default raster, which the session then refuses.
+// defaults (robot at the bottom centre, ground at z = 0). A config
+// without a bev input is refused: the agent feeds every model the cloud.
 func bevConfig(m infer.ModelConfig) (voxel.BEVConfig, error) {
 	in, ok := m.Input(infer.TensorBEV)
 	if !ok {
-		return voxel.BEVConfig{}, nil
+		return voxel.BEVConfig{}, fmt.Errorf("%s: no input with tensor %q: the agent gives every model the LiDAR's bird's-eye view", m.Source(), infer.TensorBEV)
 	}
 	cell := in.CellSizeM()
 	c := voxel.BEVConfig{H: int(in.Shape[2]), W: int(in.Shape[3]), Cell: float32(cell)}

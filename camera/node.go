@@ -215,14 +215,8 @@ func serveMetrics(ctx context.Context, ln net.Listener, reg *prometheus.Registry
 				func() float64 { return float64(cam.Stats().Published[i]) }),
 			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "zerohop_camera_exhausted_total", Help: "Frames skipped for want of a free slot.", ConstLabels: labels},
 				func() float64 { return float64(cam.Stats().Exhausted[i]) }),
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "zerohop_camera_subscriber_drops_total", Help: "Frames a subscriber missed because it was at its in-flight limit.", ConstLabels: labels},
-				func() float64 {
-					var n uint64
-					for _, s := range p.Stats().Subscribers {
-						n += s.Drops
-					}
-					return float64(n)
-				}),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "zerohop_camera_subscriber_drops_total", Help: "Frames a subscriber missed because it was at its in-flight limit, over all subscribers (those gone too); the camera's subscriber-disconnected log line gives each one's.", ConstLabels: labels},
+				func() float64 { return float64(p.Stats().SubscriberDrops) }),
 			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "zerohop_camera_rejected_releases_total", Help: "Releases rejected as stale or forged.", ConstLabels: labels},
 				func() float64 { return float64(p.Stats().Rejected.Total()) }),
 		)

@@ -415,7 +415,7 @@ func (p *Pool) Publish(slot Slot, to SubscriberSet) (SubscriberSet, error) {
 	var held uint32
 	for m := uint32(to) & p.active.Load(); m != 0; m &= m - 1 {
 		id := bits.TrailingZeros32(m)
-		if p.subs[id].reserve() {
+		if p.subs[id].reserve(&p.stats.subscriberDrops) {
 			held |= 1 << id
 		}
 	}
@@ -598,8 +598,9 @@ func (p *Pool) Active() SubscriberSet {
 }
 
 // reserve takes one in-flight unit unless the subscriber is closed or at its
-// limit, in which case the drop is counted.
-func (s *subMeta) reserve() bool {
+// limit, in which case the drop is counted, in s and in total (the pool's,
+// which outlives subscribers).
+func (s *subMeta) reserve(total *atomic.Uint64) bool {
 	limit := s.limit.Load()
 	for {
 		st := s.state.Load()
@@ -608,6 +609,7 @@ func (s *subMeta) reserve() bool {
 		}
 		if st&subInFlight >= limit {
 			s.drops.Add(1)
+			total.Add(1)
 			return false
 		}
 		if s.state.CompareAndSwap(st, st+1) {

@@ -273,6 +273,18 @@ func TestBackpressureSkipsSubscriberAtLimit(t *testing.T) {
 	if got := p.SubscriberDrops(fast); got != 0 {
 		t.Fatalf("fast drops = %d, want 0", got)
 	}
+	// The pool's total keeps a subscriber's drops after it goes (the
+	// camera's subscriber_drops_total is a counter: it summed the
+	// connected subscribers', and fell when a slow one disconnected).
+	if got := p.Stats().SubscriberDrops; got != 2 {
+		t.Fatalf("pool's subscriber drops = %d, want 2", got)
+	}
+	defer func() {
+		p.Unsubscribe(slow)
+		if got := p.Stats().SubscriberDrops; got != 2 {
+			t.Errorf("pool's subscriber drops after the slow one unsubscribed = %d, want still 2", got)
+		}
+	}()
 	// Releasing makes room again.
 	p.Release(slow, slots[0].Index(), slots[0].Generation())
 	s, _ := p.Acquire()

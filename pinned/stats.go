@@ -39,6 +39,9 @@ type counters struct {
 	exhausted   atomic.Uint64
 	// retiredReleases are releases by subscribers that have unsubscribed.
 	retiredReleases atomic.Uint64
+	// subscriberDrops counts every subscriber's drops, those gone too (off
+	// the hot path: only a publish a subscriber cannot take adds to it).
+	subscriberDrops atomic.Uint64
 
 	rejectIndex   atomic.Uint64
 	rejectSub     atomic.Uint64
@@ -71,8 +74,12 @@ type Stats struct {
 	ReleasedAll uint64 // holds dropped by ReleaseAll (disconnects)
 	Aborted     uint64
 	Exhausted   uint64 // Acquire calls that found no free slot
-	InUse       int64  // slots not on the free list (being written or held)
-	Writing     int64  // slots acquired and not yet published or aborted
+	// SubscriberDrops counts the publishes a subscriber missed at its
+	// in-flight limit, over all subscribers since the pool was made (those
+	// gone included: Subscribers[i].Drops go with them).
+	SubscriberDrops uint64
+	InUse           int64 // slots not on the free list (being written or held)
+	Writing         int64 // slots acquired and not yet published or aborted
 
 	Rejected RejectedReleases
 
@@ -139,6 +146,7 @@ func (p *Pool) Stats() Stats {
 	}
 	st.Published = st.Acquired - st.Aborted - uint64(st.Writing)
 	st.Released = c.retiredReleases.Load()
+	st.SubscriberDrops = c.subscriberDrops.Load()
 	for m := p.claimed.Load(); m != 0; m &= m - 1 {
 		id := bits.TrailingZeros32(m)
 		st.Released += (p.subs[id].state.Load() & subReleased) / subReleasedOne

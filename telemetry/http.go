@@ -324,10 +324,10 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		case l.slots <- struct{}{}:
 			return &limitConn{Conn: c, slots: l.slots}, nil
 		default:
-			c.Close()
 			if l.refused != nil {
-				l.refused()
+				l.refused() // first: a client that sees the close finds it counted
 			}
+			c.Close()
 		}
 	}
 }
@@ -336,6 +336,16 @@ type limitConn struct {
 	net.Conn
 	slots   chan struct{}
 	release sync.Once
+}
+
+// CloseWrite half-closes the connection where the inner one can (a TCP
+// connection): net/http does so before it closes one it answered early (a
+// 431, a request body left unread), and embedding net.Conn hides it.
+func (c *limitConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Conn.Close()
 }
 
 func (c *limitConn) Close() error {
