@@ -46,7 +46,7 @@ test: deps vet fmt-check
 	$(GO) vet -tags ros2 ./ros2/... ./camera/... ./cmd/...
 	ZEROHOP_REQUIRE_ORT=1 ZEROHOP_REQUIRE_ROS2=1 $(GO) test -tags ros2 -race -timeout 5m ./ros2/... ./camera/... ./cmd/agent/ ./cmd/camera/
 	$(GO) vet -tags gpu ./gpu/ ./agent/
-	ZEROHOP_REQUIRE_ORT=1 $(GO) test -count=1 -run 'FakeCUDA|^TestGPUPathPreprocessesWhileTheGPUFilters$$' ./gpu/ ./agent/
+	ZEROHOP_REQUIRE_ORT=1 $(GO) test -count=1 -run 'FakeCUDA|^TestGPUPath(PreprocessesWhileTheGPUFilters|FrameAllocatesNothing)$$' ./gpu/ ./agent/
 	$(GO) vet -tags cudaemu ./gpu/
 	# The kernels' BEV cell sort on the CUDA emulation (the rest: make test-cudaemu).
 	$(GO) test -tags cudaemu -count=1 -run 'Emulated/reversed' ./gpu/

@@ -266,7 +266,12 @@ func TestGPUPathFrameAllocatesNothing(t *testing.T) {
 		g.step(t, seq, &h)
 		seq++
 	})
-	if allocs != 0 {
+	switch {
+	case raceEnabled:
+		// 2 here under -race (the race runtime's sync.Pool drops items),
+		// 0 without; make test runs this test both ways.
+		t.Logf("-race: %.1f allocations per frame not judged", allocs)
+	case allocs != 0:
 		t.Fatalf("a frame on the (fake) GPU path allocates %.1f times, want 0", allocs)
 	}
 }

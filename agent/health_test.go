@@ -143,7 +143,7 @@ func TestFramesSupersededCountsTheTransportsQueue(t *testing.T) {
 // TestHealthSaysWhenTheSinkRefusesCommands: frames flow and the watchdog
 // is quiet, but no command reaches the robot: health said 200.
 func TestHealthSaysWhenTheSinkRefusesCommands(t *testing.T) {
-	g := newComposed(t)
+	g := newComposedWith(t, composedOptions{watchdog: slowStepWatchdog})
 	sink := &failingSink{err: errors.New("dds_write: DDS_RETCODE_ERROR")}
 	g.pipe.cfg.Sink = sink
 	var h handles.Handle
@@ -211,7 +211,7 @@ func TestABlindLiDARIsNotAnEmptyWorld(t *testing.T) {
 	for _, onGPU := range []bool{false, true} {
 		t.Run(map[bool]string{false: "cpu", true: "gpu (fake)"}[onGPU], func(t *testing.T) {
 			var blind atomic.Bool
-			o := composedOptions{wrap: func(s sensor.Source) sensor.Source { return blindSource{s, &blind} }}
+			o := composedOptions{wrap: func(s sensor.Source) sensor.Source { return blindSource{s, &blind} }, watchdog: slowStepWatchdog}
 			if onGPU {
 				fake := newFakeGPUFilter(t, 0.2)
 				o.gpu, o.gpuBEV = fake, make([]byte, 4*fake.bev.Len())

@@ -49,7 +49,7 @@ type composedOptions struct {
 	// synth is the scene; zero: the defaults (115k points, 1280×720).
 	synth sensor.SyntheticConfig
 	// watchdog is the watchdog period; zero: the default 200 ms.
-	watchdog time.Duration
+	watchdog time.Duration // 0: planner's default, 200 ms
 	// wrap, if set, wraps the scene as the camera's source.
 	wrap func(sensor.Source) sensor.Source
 }
@@ -344,3 +344,9 @@ func TestUnpairedCloudsAreWarnedOncePerRun(t *testing.T) {
 		t.Fatalf("want two 'pairing resumed' lines, the second after 5 clouds: %v", resumed)
 	}
 }
+
+// slowStepWatchdog is the watchdog of tests about something other than
+// timing: one step under -race on a busy 2-core CI machine can outlast the
+// default 200 ms, and its frame then goes stale (Health, Watchdog.Check
+// say so) before the test looks.
+const slowStepWatchdog = 10 * time.Second

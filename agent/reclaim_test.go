@@ -82,7 +82,7 @@ func (f *invalidatingGPUFilter) Run(in voxel.Cloud, out *voxel.Points, bev []byt
 func newInvalidating(t *testing.T) (*composed, *invalidatingGPUFilter, *observer.ObservedLogs) {
 	fake := newFakeGPUFilter(t, 0.2)
 	f := &invalidatingGPUFilter{fakeGPUFilter: fake}
-	g := newComposedWith(t, composedOptions{gpu: f, gpuBEV: make([]byte, 4*fake.bev.Len())})
+	g := newComposedWith(t, composedOptions{gpu: f, gpuBEV: make([]byte, 4*fake.bev.Len()), watchdog: slowStepWatchdog})
 	core, logs := observer.New(zap.InfoLevel)
 	g.pipe.log = zap.New(core)
 	return g, f, logs

@@ -186,7 +186,7 @@ func TestCancelPublishesZeroAtOnce(t *testing.T) {
 func TestReclaimedFrameZeroesTheCommand(t *testing.T) {
 	fake := newFakeGPUFilter(t, 0.2)
 	f := &invalidatingGPUFilter{fakeGPUFilter: fake}
-	g := newComposedWith(t, composedOptions{gpu: f, gpuBEV: make([]byte, 4*fake.bev.Len())})
+	g := newComposedWith(t, composedOptions{gpu: f, gpuBEV: make([]byte, 4*fake.bev.Len()), watchdog: slowStepWatchdog})
 	var h handles.Handle
 	for seq, reclaim := range []bool{false, true, true} {
 		if err := g.cam.Frame(uint64(seq), g.inproc, &h); err != nil {
