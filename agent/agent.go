@@ -96,6 +96,8 @@ type queueStats interface {
 type Pipeline struct {
 	cfg Config
 	log *zap.Logger
+	// ground checks that the clouds' ground is where the BEV takes it.
+	ground *groundWatch
 	// queue is cfg.Source's queue counters, nil when it has none;
 	// queueSuperseded is how many of its supersedes frames_superseded
 	// holds. Pipeline goroutine only.
@@ -210,6 +212,7 @@ func New(cfg Config) (*Pipeline, error) {
 		cfg.Log = zap.NewNop()
 	}
 	p := &Pipeline{cfg: cfg, log: cfg.Log, pts: voxel.NewPoints(cfg.MaxPoints), gpu: cfg.GPU, guardWake: make(chan struct{}, 1)}
+	p.ground = newGroundWatch(cfg.BEV, cfg.Log)
 	p.queue, _ = cfg.Source.(queueStats)
 	if p.gpu != nil {
 		cfg.Recorder.SetVoxelPath("gpu")
@@ -513,6 +516,8 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 	p.publishFrame(cmd, at)
 	rec.Record(telemetry.StageE2E, time.Duration(time.Now().UnixNano()-cloud.Handle.CaptureNs))
 	rec.Inc(telemetry.FramesProcessed)
+	// After the command is out: a check costs this frame nothing.
+	p.ground.observe(now, p.pts)
 }
 
 // dropImage releases the held image, if any.

@@ -2,7 +2,9 @@ package agent
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,7 +15,10 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/zerohop/zerohop/handles"
 	"github.com/zerohop/zerohop/infer"
+	"github.com/zerohop/zerohop/sensor"
+	"github.com/zerohop/zerohop/telemetry"
 	"github.com/zerohop/zerohop/voxel"
 )
 
@@ -34,25 +39,32 @@ func modelConfigJSON(h, w int, cell string) string {
 }
 
 // The raster follows the model config's bev input: its shape's H and W,
-// its cell_m. The agent used to build 128 × 128 cells of 0.2 m whatever
-// the config said (cell_m was checked and then ignored).
+// its cell_m, min_x_m and max_height_m; the ground lies --lidar-height
+// below the cloud's origin. The agent used to build 128 × 128 cells of
+// 0.2 m whatever the config said (cell_m was checked and then ignored),
+// and to put the ground at the cloud's z = 0 whatever the LiDAR's height.
 func TestBEVConfigFromTheModelConfig(t *testing.T) {
 	tests := []struct {
-		name    string
-		config  string
-		want    voxel.BEVConfig
-		wantErr []string
+		name        string
+		config      string
+		lidarHeight float32
+		want        voxel.BEVConfig
+		wantErr     []string
 	}{
-		{"reference", "", voxel.BEVConfig{H: 128, W: 128, Cell: 0.2}, nil},
-		{"64 × 96 cells of 0.5 m", modelConfigJSON(64, 96, "0.5"), voxel.BEVConfig{H: 64, W: 96, Cell: 0.5}, nil},
-		{"cell_m left out", strings.Replace(modelConfigJSON(32, 32, "0"), `, "cell_m": 0`, "", 1), voxel.BEVConfig{H: 32, W: 32, Cell: 0.2}, nil},
+		{"reference", "", 0, voxel.BEVConfig{H: 128, W: 128, Cell: 0.2, MaxHeight: 3}, nil},
+		{"reference, clouds from a LiDAR 1.73 m up", "", 1.73, voxel.BEVConfig{H: 128, W: 128, Cell: 0.2, MaxHeight: 3, GroundZ: -1.73}, nil},
+		{"64 × 96 cells of 0.5 m", modelConfigJSON(64, 96, "0.5"), 0, voxel.BEVConfig{H: 64, W: 96, Cell: 0.5, MaxHeight: 3}, nil},
+		{"cell_m left out", strings.Replace(modelConfigJSON(32, 32, "0"), `, "cell_m": 0`, "", 1), 0, voxel.BEVConfig{H: 32, W: 32, Cell: 0.2, MaxHeight: 3}, nil},
+		{"6.4 m behind the robot, heights to 2 m", modelConfigJSON(96, 64, `0.2, "min_x_m": -6.4, "max_height_m": 2`), 0.5,
+			voxel.BEVConfig{H: 96, W: 64, Cell: 0.2, MinX: -6.4, MaxHeight: 2, GroundZ: -0.5}, nil},
+		{"height cap too small for float32", modelConfigJSON(128, 128, `0.2, "max_height_m": 1e-50`), 0, voxel.BEVConfig{}, []string{"cfg.json", `"bev"`, "max_height_m 1e-50"}},
 		// float32 rounds it to 0, which voxel.BEV would take as its default.
-		{"cell too small for float32", modelConfigJSON(128, 128, "1e-50"), voxel.BEVConfig{}, []string{"cfg.json", `"bev"`, "cell_m 1e-50", "0.001 to 100"}},
-		{"cell of a kilometre", modelConfigJSON(128, 128, "1000"), voxel.BEVConfig{}, []string{"cell_m 1000"}},
+		{"cell too small for float32", modelConfigJSON(128, 128, "1e-50"), 0, voxel.BEVConfig{}, []string{"cfg.json", `"bev"`, "cell_m 1e-50", "0.001 to 100"}},
+		{"cell of a kilometre", modelConfigJSON(128, 128, "1000"), 0, voxel.BEVConfig{}, []string{"cell_m 1000"}},
 		{"no bev input", `{"inputs": [{"name": "image", "tensor": "image", "shape": [1, 3, 144, 256]}],
   "outputs": [{"name": "sector_scores", "role": "sector_scores", "shape": [1, 9]}],
-  "sector_headings_deg": [-40, -30, -20, -10, 0, 10, 20, 30, 40]}`, voxel.BEVConfig{}, []string{"cfg.json", `no input with tensor "bev"`}},
-		{"wider than a raster can be", modelConfigJSON(1, 20000, "0.2"), voxel.BEVConfig{}, []string{"cfg.json", "1 × 20000 cells"}},
+  "sector_headings_deg": [-40, -30, -20, -10, 0, 10, 20, 30, 40]}`, 0, voxel.BEVConfig{}, []string{"cfg.json", `no input with tensor "bev"`}},
+		{"wider than a raster can be", modelConfigJSON(1, 20000, "0.2"), 0, voxel.BEVConfig{}, []string{"cfg.json", "1 × 20000 cells"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -63,7 +75,7 @@ func TestBEVConfigFromTheModelConfig(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			got, err := bevConfig(m)
+			got, err := bevConfig(m, tt.lidarHeight)
 			if tt.wantErr != nil {
 				if err == nil {
 					t.Fatalf("bevConfig = %+v, want an error naming %q", got, tt.wantErr)
@@ -83,13 +95,18 @@ func TestBEVConfigFromTheModelConfig(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ahead, halfWide := float32(tt.want.H)*tt.want.Cell, float32(tt.want.W)*tt.want.Cell/2
-			if c := fcfg.Crop; c == nil || c.Max[0] != ahead+0.4 || c.Min[1] != -halfWide-0.4 || c.Max[1] != halfWide+0.4 {
-				t.Errorf("crop %+v, want x up to %g and y within ±%g (two 0.2 m leaves beyond the raster)", fcfg.Crop, ahead+0.4, halfWide+0.4)
+			w := tt.want
+			behind, ahead, halfWide := w.MinX-0.4, w.MinX+float32(w.H)*w.Cell+0.4, float32(w.W)*w.Cell/2+0.4
+			if c := fcfg.Crop; c == nil || !near(c.Min[0], behind) || !near(c.Max[0], ahead) || c.Min[1] != -halfWide || c.Max[1] != halfWide ||
+				c.Min[2] != w.GroundZ-voxel.CropFarZ || c.Max[2] != w.GroundZ+voxel.CropFarZ {
+				t.Errorf("crop %+v, want x from %g to %g, y within ±%g (two 0.2 m leaves beyond the raster) and z within %g m of %g",
+					fcfg.Crop, behind, ahead, halfWide, float32(voxel.CropFarZ), w.GroundZ)
 			}
 		})
 	}
 }
+
+func near(a, b float32) bool { return math.Abs(float64(a-b)) < 1e-5 }
 
 // RunNode with a model whose BEV input is not the reference's: it starts,
 // says which raster it builds, and processes frames. It used to refuse a
@@ -149,4 +166,73 @@ func TestRunNodeTakesTheModelsRaster(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sensorFrameSource gives the synthetic scene's clouds in the LiDAR's own
+// frame, origin at the sensor, as ROS 2 drivers and KITTI give them: every
+// z lowered by the LiDAR's height.
+type sensorFrameSource struct {
+	sensor.Source
+	height float32
+}
+
+func (s sensorFrameSource) FillPoints(seq uint64, dst []byte) (int, error) {
+	n, err := s.Source.FillPoints(seq, dst)
+	for i := range n {
+		z := dst[i*sensor.PointStep+8:]
+		binary.LittleEndian.PutUint32(z, math.Float32bits(math.Float32frombits(binary.LittleEndian.Uint32(z))-s.height))
+	}
+	return n, err
+}
+
+// A cloud in the sensor's frame, from a LiDAR 1.73 m up (KITTI's), with
+// --lidar-height 1.73: the model sees the 1 m obstacle as it does in the
+// robot-frame cloud. Without the flag (the ground taken at the sensor's
+// z = 0, as the agent always did) the obstacle's top is 0.73 m below
+// that "ground", its cells read 0 m tall, and the model sees no obstacle:
+// the robot would drive into it.
+func TestLidarHeightPutsTheGroundUnderTheSensor(t *testing.T) {
+	const mount = 1.73
+	synth := sensor.SyntheticConfig{LidarHeight: mount}
+	var rt *infer.Runtime // one per process
+	clearances := func(t *testing.T, sensorFrame bool, lidarHeight float32) (obs, mirror int, clear []float32) {
+		t.Helper()
+		o := composedOptions{synth: synth, watchdog: slowStepWatchdog, rt: rt}
+		if sensorFrame {
+			o.wrap = func(s sensor.Source) sensor.Source { return sensorFrameSource{s, mount} }
+		}
+		var err error
+		if o.bev, err = bevConfig(infer.ReferenceConfig(), lidarHeight); err != nil {
+			t.Fatal(err)
+		}
+		c := newComposedWith(t, o)
+		rt = c.rt
+		const seq = 45 // t = 1.5 s at 30 Hz: the obstacle at y = +3, left
+		var h handles.Handle
+		c.step(t, seq, &h)
+		if n := c.rec.Count(telemetry.FramesProcessed); n != 1 {
+			t.Fatalf("%d frames processed, want 1", n)
+		}
+		ob := c.src.Truth(seq).Obstacle.Center
+		obs = min(max(int((57.29577951308232*math.Atan2(ob.Y, ob.X)+40)/10+0.5), 0), 8)
+		return obs, 8 - obs, append([]float32(nil), c.sess.Clearance()...)
+	}
+	obs, mirror, robotFrame := clearances(t, false, 0)
+	if !(robotFrame[obs] < robotFrame[mirror]) {
+		t.Fatalf("robot-frame cloud: clearance %v in the obstacle's sector %d, %v in its mirror %d; want lower", robotFrame[obs], obs, robotFrame[mirror], mirror)
+	}
+	_, _, withHeight := clearances(t, true, mount)
+	for k := range robotFrame {
+		if math.Abs(float64(withHeight[k]-robotFrame[k])) > 1e-3 {
+			t.Errorf("sensor-frame cloud with --lidar-height %g: clearances %.3f, want the robot frame's %.3f", mount, withHeight, robotFrame)
+			break
+		}
+	}
+	// The control: the same cloud with the ground at the sensor.
+	_, _, without := clearances(t, true, 0)
+	if without[obs] != without[mirror] {
+		t.Errorf("control: sensor-frame cloud without --lidar-height: clearance %v in the obstacle's sector, %v in its mirror; the obstacle was expected to vanish (why the flag exists)", without[obs], without[mirror])
+	}
+	t.Logf("clearance, obstacle sector %d / mirror %d: robot frame %.2f / %.2f, sensor frame with --lidar-height %.2f / %.2f, without %.2f / %.2f",
+		obs, mirror, robotFrame[obs], robotFrame[mirror], withHeight[obs], withHeight[mirror], without[obs], without[mirror])
 }

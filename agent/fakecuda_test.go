@@ -133,7 +133,9 @@ func fakeCUDAChild(t *testing.T) {
 		}
 	})
 	t.Run("self-check on the model's raster, not the default one", func(t *testing.T) {
-		bevCfg := voxel.BEVConfig{H: 64, W: 96, Cell: 0.5}
+		// Shape, cell, min_x_m and max_height_m from a model config, the
+		// ground from --lidar-height 1.73.
+		bevCfg := voxel.BEVConfig{H: 64, W: 96, Cell: 0.5, MinX: -6.4, MaxHeight: 2, GroundZ: -1.73}
 		filter, err := filterConfig(NodeConfig{Leaf: 0.2}, bevCfg)
 		if err != nil {
 			t.Fatal(err)
@@ -141,7 +143,7 @@ func fakeCUDAChild(t *testing.T) {
 		core, logs := observer.New(zap.InfoLevel)
 		g, err := openGPUVoxel(gpuVoxelConfig{Filter: filter, BEV: bevCfg, MaxPoints: 20_000, CacheDir: t.TempDir(), Log: zap.New(core)})
 		if err != nil {
-			t.Fatalf("the GPU path did not start with a 64 × 96 raster of 0.5 m cells: %v", err)
+			t.Fatalf("the GPU path did not start with a 64 × 96 raster of 0.5 m cells from 6.4 m behind, ground 1.73 m down: %v", err)
 		}
 		defer g.Close()
 		if want := 3 * 64 * 96 * 4; g.filter.BEVBytes() != want || len(g.bevF) != want/4 {

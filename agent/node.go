@@ -42,6 +42,13 @@ type NodeConfig struct {
 	PrepThreads int
 	Leaf        float32
 	MinPoints   int
+	// LidarHeight is the height of the point cloud frame's origin above
+	// the ground, in metres: the LiDAR's mounting height when clouds come
+	// in the sensor's own frame, as drivers and KITTI give them (1.73 for
+	// KITTI); 0 for clouds in a robot frame with its origin on the ground
+	// (the synthetic scene). The BEV measures heights from the ground, so
+	// with this wrong an obstacle lower than the sensor reads as flat.
+	LidarHeight float32
 	MaxPoints   int
 	Watchdog    time.Duration
 	// GPU is GPUAuto (default), GPUOn or GPUOff; GPUInput is
@@ -72,6 +79,9 @@ type NodeConfig struct {
 const (
 	maxMaxPoints  = 1 << 24 // 16 M points; a 128-beam LiDAR sweep is about 0.3 M
 	maxORTThreads = 256
+	// No robot's LiDAR sits 100 m up; a bigger value is a unit mix-up
+	// (centimetres), and would raise the crop's z window off the scene.
+	maxLidarHeightM = 100.0
 )
 
 // RunNode builds the agent (model, filter, planner, watchdog, latency
@@ -125,7 +135,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	}
 	// The GPU path before the session: the model's BEV input is then the
 	// pinned buffer the kernels write.
-	bevCfg, err := bevConfig(mcfg)
+	bevCfg, err := bevConfig(mcfg, cfg.LidarHeight)
 	if err != nil {
 		return err
 	}
@@ -176,7 +186,9 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	}
 	bc := bev.Config()
 	log.Info("BEV raster", zap.Int("rows", bc.H), zap.Int("cols", bc.W), zap.Float32("cell_m", bc.Cell),
-		zap.Float32("ahead_m", float32(bc.H)*bc.Cell), zap.Float32("wide_m", float32(bc.W)*bc.Cell), zap.String("from", mcfg.Source()))
+		zap.Float32("ahead_m", bc.MinX+float32(bc.H)*bc.Cell), zap.Float32("wide_m", float32(bc.W)*bc.Cell),
+		zap.Float32("min_x_m", bc.MinX), zap.Float32("max_height_m", bc.MaxHeight),
+		zap.Float32("ground_z_m", bc.GroundZ), zap.String("from", mcfg.Source()))
 	fcfg, err := filterConfig(cfg, bevCfg)
 	if err != nil {
 		return err
@@ -475,6 +487,8 @@ func resolveNodeConfig(cfg NodeConfig) (NodeConfig, error) {
 	// every frame would fail and cmd_vel stay zero. NaN fails the test too.
 	case !(cfg.Leaf >= 0.001 && cfg.Leaf <= 100):
 		return cfg, fmt.Errorf("--leaf %g: want 0.001 to 100 metres", cfg.Leaf)
+	case !(cfg.LidarHeight >= 0 && cfg.LidarHeight <= maxLidarHeightM):
+		return cfg, fmt.Errorf("--lidar-height %g: want 0 (clouds in the robot frame, origin on the ground) to %g metres", cfg.LidarHeight, maxLidarHeightM)
 	case cfg.MinPoints < 0:
 		return cfg, fmt.Errorf("--min-points %d: want 0 or more (0 and 1: every voxel with a point)", cfg.MinPoints)
 	case cfg.PrepThreads < 0:
@@ -496,20 +510,29 @@ func resolveNodeConfig(cfg NodeConfig) (NodeConfig, error) {
 }
 
 // bevConfig is the BEV raster the model's bev input describes: H × W
-// cells (its shape [1, 3, H, W]) of cell_m metres, the rest voxel.BEV's
-// defaults (robot at the bottom centre, ground at z = 0). A config
-// without a bev input is refused: the agent feeds every model the cloud.
-func bevConfig(m infer.ModelConfig) (voxel.BEVConfig, error) {
+// cells (its shape [1, 3, H, W]) of cell_m metres, its bottom edge at
+// min_x_m, heights capped at max_height_m; the robot at the bottom
+// centre (y = 0 between the middle columns) and the ground lidarHeight
+// below the cloud frame's origin. A config without a bev input is
+// refused: the agent feeds every model the cloud.
+func bevConfig(m infer.ModelConfig, lidarHeight float32) (voxel.BEVConfig, error) {
 	in, ok := m.Input(infer.TensorBEV)
 	if !ok {
 		return voxel.BEVConfig{}, fmt.Errorf("%s: no input with tensor %q: the agent gives every model the LiDAR's bird's-eye view", m.Source(), infer.TensorBEV)
 	}
-	cell := in.CellSizeM()
-	c := voxel.BEVConfig{H: int(in.Shape[2]), W: int(in.Shape[3]), Cell: float32(cell)}
-	if _, err := voxel.NewBEV(c); err != nil || !(cell >= minBEVCellM && cell <= maxBEVCellM) {
-		if err == nil {
-			err = fmt.Errorf("cell_m %v: want %g to %g m", cell, minBEVCellM, maxBEVCellM)
-		}
+	cell, capM := in.CellSizeM(), in.HeightCapM()
+	c := voxel.BEVConfig{H: int(in.Shape[2]), W: int(in.Shape[3]), Cell: float32(cell),
+		MinX: float32(in.MinXM), MaxHeight: float32(capM), GroundZ: 0 - lidarHeight} // 0 - 0 is +0, which logs as 0 (-0 as "-0")
+	_, err := voxel.NewBEV(c)
+	switch {
+	case err != nil:
+	case !(cell >= minBEVCellM && cell <= maxBEVCellM):
+		err = fmt.Errorf("cell_m %v: want %g to %g m", cell, minBEVCellM, maxBEVCellM)
+	// As the cell: float32 rounds a tinier cap to 0, voxel.BEV's default.
+	case !(capM >= minBEVCellM):
+		err = fmt.Errorf("max_height_m %v: want %g m or more", capM, minBEVCellM)
+	}
+	if err != nil {
 		return voxel.BEVConfig{}, fmt.Errorf("%s: bev input %q: %w", m.Source(), in.Name, err)
 	}
 	return c, nil

@@ -52,6 +52,9 @@ type composedOptions struct {
 	watchdog time.Duration // 0: planner's default, 200 ms
 	// wrap, if set, wraps the scene as the camera's source.
 	wrap func(sensor.Source) sensor.Source
+	// bev is the raster, as bevConfig gives it; zero: the reference
+	// model's, ground at z = 0.
+	bev voxel.BEVConfig
 }
 
 func newComposed(t *testing.T) *composed { return newComposedWith(t, composedOptions{}) }
@@ -92,8 +95,11 @@ func newComposedWith(t *testing.T, o composedOptions) *composed {
 		t.Fatal(err)
 	}
 	t.Cleanup(prep.Close)
-	bev, _ := voxel.NewBEV(voxel.BEVConfig{})
-	fcfg, err := filterConfig(NodeConfig{Leaf: o.leaf}, voxel.BEVConfig{}) // as RunNode's, with the reference model's raster
+	bev, err := voxel.NewBEV(o.bev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fcfg, err := filterConfig(NodeConfig{Leaf: o.leaf}, o.bev) // as RunNode's
 	if err != nil {
 		t.Fatal(err)
 	}

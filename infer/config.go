@@ -41,6 +41,14 @@ const (
 // DefaultBEVCellM is the BEV cell size when a config gives none.
 const DefaultBEVCellM = 0.2
 
+// DefaultBEVMaxHeightM is the BEV height channel's cap when a config
+// gives none.
+const DefaultBEVMaxHeightM = 3.0
+
+// maxBEVMinXM bounds min_x_m: a raster starting a kilometre or more from
+// the robot is a typo, and float32 cell edges lose centimetres there.
+const maxBEVMinXM = 1000.0
+
 // maxTensorElements bounds one configured tensor (256 MiB of float32), so
 // that a typo in a shape fails in validation rather than in an allocation.
 const maxTensorElements = 64 << 20
@@ -51,8 +59,15 @@ type InputConfig struct {
 	Tensor TensorKind `json:"tensor"` // "bev" or "image"
 	Shape  []int64    `json:"shape"`  // [1, 3, H, W]; fixed sizes (the model may leave dims dynamic)
 
-	// bev only: cell size in metres (default 0.2).
-	CellM float64 `json:"cell_m,omitempty"`
+	// bev only: cell size in metres (default 0.2); the x of the raster's
+	// bottom edge in the robot frame, metres (default 0: the robot on the
+	// bottom edge; negative shows the area behind it); the cap of the
+	// height channel, metres above the ground (default 3). These are how
+	// the model was trained; where the ground is in the cloud's frame is
+	// the robot's, the agent's --lidar-height.
+	CellM      float64 `json:"cell_m,omitempty"`
+	MinXM      float64 `json:"min_x_m,omitempty"`
+	MaxHeightM float64 `json:"max_height_m,omitempty"`
 
 	// image only: channel order the model expects, "rgb" (default) or "bgr",
 	// and per-channel normalisation applied after x/255, in that order:
@@ -158,12 +173,18 @@ func (c ModelConfig) Validate() error {
 			if in.CellM < 0 || math.IsNaN(in.CellM) || math.IsInf(in.CellM, 0) {
 				bad("%s: cell_m %v: want a positive size in metres", where, in.CellM)
 			}
+			if math.IsNaN(in.MinXM) || math.Abs(in.MinXM) > maxBEVMinXM {
+				bad("%s: min_x_m %v: want metres from %g to %g", where, in.MinXM, -maxBEVMinXM, maxBEVMinXM)
+			}
+			if in.MaxHeightM < 0 || math.IsNaN(in.MaxHeightM) || math.IsInf(in.MaxHeightM, 0) {
+				bad("%s: max_height_m %v: want a positive height in metres", where, in.MaxHeightM)
+			}
 			if in.Color != "" || in.Mean != nil || in.Std != nil {
 				bad("%s: color, mean and std apply to image inputs only", where)
 			}
 		case TensorImage:
-			if in.CellM != 0 {
-				bad("%s: cell_m applies to bev inputs only", where)
+			if in.CellM != 0 || in.MinXM != 0 || in.MaxHeightM != 0 {
+				bad("%s: cell_m, min_x_m and max_height_m apply to bev inputs only", where)
 			}
 			if in.Color != "" && in.Color != "rgb" && in.Color != "bgr" {
 				bad("%s: color %q: want \"rgb\" or \"bgr\"", where, in.Color)
@@ -316,6 +337,15 @@ func (in InputConfig) CellSizeM() float64 {
 		return DefaultBEVCellM
 	}
 	return in.CellM
+}
+
+// HeightCapM is the BEV height channel's cap in metres
+// (DefaultBEVMaxHeightM when unset).
+func (in InputConfig) HeightCapM() float64 {
+	if in.MaxHeightM == 0 {
+		return DefaultBEVMaxHeightM
+	}
+	return in.MaxHeightM
 }
 
 // PreprocessParams returns the preprocessing for the config's image input.

@@ -3,6 +3,7 @@ package voxel
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // BEVChannels is the number of channels of the BEV tensor.
@@ -188,4 +189,55 @@ func (b *BEV) Fill(pts *Points, dst []float32) error {
 		}
 	}
 	return nil
+}
+
+// GroundPercentile is the share of a cloud's voxels, lowest first, under
+// GroundZEstimate's answer: below every obstacle a robot's LiDAR sees
+// ground around it, and most of its voxels are that ground, so a low
+// percentile of their heights is the ground's, above the few stray
+// returns below it (puddle reflections, multipath).
+const GroundPercentile = 0.1
+
+// GroundZEstimate estimates where the ground is in the cloud's frame: the
+// GroundPercentile-th z among the voxels of pts inside the raster's x/y
+// window, sampled evenly to at most len(scratch) of them (scratch is
+// overwritten; it is caller-owned so that this does not allocate). It
+// returns the z and how many voxels it looked at; with none, z is NaN.
+// A GroundZ far from it means the raster measures heights from the
+// wrong plane: obstacles lower than the error read as flat, or flat
+// ground as an obstacle.
+func (b *BEV) GroundZEstimate(pts *Points, scratch []float32) (z float32, n int) {
+	if len(scratch) == 0 {
+		return float32(math.NaN()), 0
+	}
+	inside := func(p Point) bool {
+		_, _, ok := b.Cell(p.X, p.Y)
+		return ok && finite32(p.Z)
+	}
+	// Two passes, so that the sample spreads over the raster's voxels
+	// only: most of a spinning LiDAR's lie outside it.
+	total := 0
+	for _, p := range pts.P {
+		if inside(p) {
+			total++
+		}
+	}
+	stride := max(1, (total+len(scratch)-1)/len(scratch)) // ceil
+	k := 0
+	for _, p := range pts.P {
+		if !inside(p) {
+			continue
+		}
+		if k%stride == 0 && n < len(scratch) {
+			scratch[n] = p.Z
+			n++
+		}
+		k++
+	}
+	if n == 0 {
+		return float32(math.NaN()), 0
+	}
+	s := scratch[:n]
+	slices.Sort(s)
+	return s[int(GroundPercentile*float64(n-1))], n
 }

@@ -261,3 +261,80 @@ func TestCropForKeepsTheRaster(t *testing.T) {
 		})
 	}
 }
+
+// The ground estimate finds the road of the street scans (KITTI's frame:
+// the road 1.73 m below the sensor), among curbs, walls, cars, poles and
+// people, with or without a BEV that already knows where it is, and with
+// stray returns below the road; it allocates nothing.
+func TestGroundZEstimateFindsTheRoad(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		spec scanSpec
+		bev  BEVConfig
+	}{
+		{"64 beams, raster at the sensor's z", scan115k, BEVConfig{}},
+		{"128 beams, raster on the road", scan288k, BEVConfig{GroundZ: roadZ}},
+		{"64 beams, raster also behind, 0.5 m cells", scan115k, BEVConfig{MinX: -16, H: 64, W: 64, Cell: 0.5}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cloud, err := KITTI(ringScan(tc.spec))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := NewFilter(Config{Leaf: cube(0.2)}, cloud.Count)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			pts := NewPoints(cloud.Count)
+			if err := f.Run(cloud, pts); err != nil {
+				t.Fatal(err)
+			}
+			b, err := NewBEV(tc.bev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			scratch := make([]float32, 512)
+			z, n := b.GroundZEstimate(pts, scratch)
+			if n < 256 || math.Abs(float64(z-roadZ)) > 0.1 {
+				t.Fatalf("ground at z = %v from %d of %d voxels, want %v within 0.1 m from 256 or more", z, n, len(pts.P), roadZ)
+			}
+			// Stray returns 5 m below the road in 5 % of the voxels.
+			for i := 0; i < len(pts.P); i += 20 {
+				pts.P[i].Z = roadZ - 5
+			}
+			if z, _ := b.GroundZEstimate(pts, scratch); math.Abs(float64(z-roadZ)) > 0.1 {
+				t.Errorf("with 5 %% stray returns 5 m below the road: ground at z = %v, want %v within 0.1 m", z, roadZ)
+			}
+			if a := testing.AllocsPerRun(20, func() { b.GroundZEstimate(pts, scratch) }); a != 0 {
+				t.Errorf("GroundZEstimate allocates %v times per call, want 0", a)
+			}
+			t.Logf("ground at z = %.3f from %d of %d voxels", z, n, len(pts.P))
+		})
+	}
+}
+
+func TestGroundZEstimateWithNothingToGoOn(t *testing.T) {
+	b, err := NewBEV(BEVConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nan := float32(math.NaN())
+	for _, tc := range []struct {
+		name    string
+		pts     []Point
+		scratch int
+	}{
+		{"no voxels", nil, 16},
+		{"every voxel behind the raster", []Point{{X: -1, Z: -1.7}, {X: -2, Z: -1.7}}, 16},
+		{"NaN heights only", []Point{{X: 3, Z: nan}, {X: 4, Z: nan}}, 16},
+		{"no scratch", []Point{{X: 3, Z: -1.7}}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			z, n := b.GroundZEstimate(&Points{P: tc.pts}, make([]float32, tc.scratch))
+			if n != 0 || !math.IsNaN(float64(z)) {
+				t.Errorf("GroundZEstimate = %v from %d voxels, want NaN from 0", z, n)
+			}
+		})
+	}
+}

@@ -52,6 +52,7 @@ Flags:
 	var (
 		cfg           agent.NodeConfig
 		leaf          float64
+		lidarHeight   float64
 		logLevel      string
 		shutdownGrace time.Duration
 	)
@@ -71,6 +72,7 @@ Flags:
 	fs.IntVar(&cfg.Threads, "ort-threads", 1, "ONNX Runtime intra-op threads, 0 to 256 (0: ONNX Runtime's default; 1 keeps jitter and CPU use low for small models)")
 	fs.IntVar(&cfg.PrepThreads, "prep-threads", 0, "goroutines sharing each frame's image preprocessing (0: one per core, at most 4; on the GPU path it runs beside the GPU voxel filter and often sets e2e)")
 	fs.Float64Var(&leaf, "leaf", 0.2, "voxel leaf size in metres, 0.001 to 100 (0: 0.2)")
+	fs.Float64Var(&lidarHeight, "lidar-height", 0, "height of the point clouds' frame origin above the ground, in metres, 0 to 100: the LiDAR's mounting height when clouds come in the sensor's frame, as ROS 2 drivers publish them (KITTI: 1.73); 0 when they are in a robot frame with its origin on the ground (the synthetic scene). The BEV measures heights from the ground: with this too low, obstacles shorter than the sensor read as flat")
 	fs.IntVar(&cfg.MinPoints, "min-points", 1, "minimum points per voxel, 0 or more (0 and 1: every voxel with a point)")
 	fs.IntVar(&cfg.MaxPoints, "max-points", 500000, "largest point cloud accepted, 1 to 16777216 points (0: 500000)")
 	fs.StringVar(&cfg.GPU, "gpu", agent.GPUAuto, `voxel filter and BEV on the GPU: "auto" (the GPU when one works, else the CPU with a log line saying why), "on" (fail at start-up without it) or "off"`)
@@ -101,6 +103,7 @@ Flags:
 		return fmt.Errorf("--shutdown-grace %v: want a positive duration", shutdownGrace)
 	}
 	cfg.Leaf = float32(leaf)
+	cfg.LidarHeight = float32(lidarHeight)
 	// Every flag before the ROS 2 participant opens.
 	if err := agent.CheckNodeConfig(cfg); err != nil {
 		return err

@@ -1,0 +1,164 @@
+package agent
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/zerohop/zerohop/handles"
+	"github.com/zerohop/zerohop/infer"
+	"github.com/zerohop/zerohop/sensor"
+	"github.com/zerohop/zerohop/voxel"
+)
+
+// The ground check on the pipeline's own filtered clouds of the synthetic
+// scene (LiDAR 1.73 m up), in the robot frame or in the sensor's, with
+// --lidar-height right or wrong: it warns exactly when the two disagree,
+// only after groundMisses checks, and suggests the height that is right.
+func TestGroundCheckOnTheSyntheticScene(t *testing.T) {
+	const mount = 1.73
+	requireORT(t)
+	lib, err := infer.FindLibrary("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := infer.OpenRuntime(lib) // one per process, for every subtest
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	tests := []struct {
+		name        string
+		sensorFrame bool
+		lidarHeight float32
+		want        string  // "" (agrees), "below" or "above"
+		suggest     float32 // suggested_lidar_height_m when it warns
+	}{
+		{"robot frame, no --lidar-height", false, 0, "", 0},
+		{"sensor frame, --lidar-height 1.73", true, mount, "", 0},
+		{"sensor frame, no --lidar-height", true, 0, "below", mount},
+		{"robot frame, --lidar-height 1.73", false, mount, "above", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := composedOptions{synth: sensor.SyntheticConfig{LidarHeight: mount}, watchdog: slowStepWatchdog, rt: rt}
+			if tt.sensorFrame {
+				o.wrap = func(s sensor.Source) sensor.Source { return sensorFrameSource{s, mount} }
+			}
+			var err error
+			if o.bev, err = bevConfig(infer.ReferenceConfig(), tt.lidarHeight); err != nil {
+				t.Fatal(err)
+			}
+			c := newComposedWith(t, o)
+			var h handles.Handle
+			c.step(t, 45, &h)
+			if c.pipe.ground.next.IsZero() {
+				t.Fatal("the pipeline did not check the ground after a planned frame")
+			}
+			core, logs := observer.New(zap.InfoLevel)
+			g := newGroundWatch(c.pipe.cfg.BEV, zap.New(core))
+			t0 := time.Now()
+			for k := range groundMisses {
+				g.observe(t0.Add(time.Duration(k)*groundEvery), c.pipe.pts)
+				if warns := logs.FilterLevelExact(zapcore.WarnLevel).Len(); k < groundMisses-1 && warns != 0 {
+					t.Fatalf("a warning after %d checks, want none before %d", k+1, groundMisses)
+				}
+			}
+			// Checks not yet due, and checks after the warning: no more lines.
+			g.observe(t0.Add((groundMisses-1)*groundEvery+time.Millisecond), c.pipe.pts)
+			g.observe(t0.Add(time.Minute), c.pipe.pts)
+			all := logs.All()
+			if len(all) != 1 {
+				t.Fatalf("%d log lines, want 1: %v", len(all), all)
+			}
+			line := all[0]
+			f := line.ContextMap()
+			t.Logf("%s: %s %v", line.Level, line.Message, f)
+			if f["lidar_height_m"] != tt.lidarHeight {
+				t.Errorf("lidar_height_m %v, want %v", f["lidar_height_m"], tt.lidarHeight)
+			}
+			if tt.want == "" {
+				if line.Level != zapcore.InfoLevel || !strings.Contains(line.Message, "lies where") {
+					t.Fatalf("want the info line that they agree, got %s %q", line.Level, line.Message)
+				}
+				return
+			}
+			if line.Level != zapcore.WarnLevel || !strings.Contains(line.Message, "lies "+tt.want) || !strings.Contains(line.Message, "--lidar-height") {
+				t.Fatalf("want a warning that the ground lies %s, naming --lidar-height; got %s %q", tt.want, line.Level, line.Message)
+			}
+			if s, ok := f["suggested_lidar_height_m"].(float32); !ok || math.Abs(float64(s-tt.suggest)) > 0.1 {
+				t.Errorf("suggested_lidar_height_m %v, want %v within 0.1 m", f["suggested_lidar_height_m"], tt.suggest)
+			}
+		})
+	}
+}
+
+// flatGround is a 20 × 20 grid of voxels 0.2 m apart at height z, in the
+// reference raster's window, with one 1 m post.
+func flatGround(z float32) *voxel.Points {
+	var pts voxel.Points
+	for i := range 20 {
+		for j := range 20 {
+			pts.P = append(pts.P, voxel.Point{X: 2 + 0.2*float32(i), Y: -2 + 0.2*float32(j), Z: z})
+		}
+	}
+	for k := range 5 {
+		pts.P = append(pts.P, voxel.Point{X: 3, Y: 0, Z: z + 0.2*float32(k+1)})
+	}
+	return &pts
+}
+
+// The watch's states: a warning stands until the ground is right again,
+// which is said once; a disagreement that does not last groundMisses
+// checks in a row says nothing; too few voxels give no verdict and do not
+// break a run of disagreements.
+func TestGroundWatchStates(t *testing.T) {
+	bev, err := voxel.NewBEV(voxel.BEVConfig{GroundZ: -1.73})
+	if err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zap.InfoLevel)
+	g := newGroundWatch(bev, zap.New(core))
+	right, wrong, sparse := flatGround(-1.73), flatGround(0), &voxel.Points{P: flatGround(0).P[:groundMinVoxels-1]}
+	t0 := time.Now()
+	at := func(k int) time.Time { return t0.Add(time.Duration(k) * groundEvery) }
+	steps := []struct {
+		pts  *voxel.Points
+		want string // the line this check writes: "", "info" or "warn"
+	}{
+		{right, "info"},
+		{right, ""}, // agreement is said once
+		{wrong, ""}, {wrong, ""}, {wrong, ""}, {wrong, ""},
+		{right, ""}, // four in a row, then right: no warning, the run starts over
+		{wrong, ""}, {wrong, ""}, {sparse, ""}, {wrong, ""}, {wrong, ""},
+		{wrong, "warn"}, // five disagreements; the sparse check in between judged nothing
+		{wrong, ""},     // the warning stands
+		{right, "info"}, // and is lifted
+		{right, ""},
+	}
+	for k, s := range steps {
+		before := logs.Len()
+		g.observe(at(k), s.pts)
+		lines := logs.All()[before:]
+		got := ""
+		if len(lines) == 1 {
+			got = map[zapcore.Level]string{zapcore.InfoLevel: "info", zapcore.WarnLevel: "warn"}[lines[0].Level]
+		}
+		if len(lines) > 1 || got != s.want {
+			t.Fatalf("check %d: lines %v, want %q", k, lines, s.want)
+		}
+		if got == "warn" {
+			if f := lines[0].ContextMap(); f["suggested_lidar_height_m"] != float32(0) || f["above_m"] != float32(1.73) {
+				t.Errorf("check %d: warning fields %v, want suggested_lidar_height_m 0 and above_m 1.73", k, f)
+			}
+		}
+	}
+	if a := testing.AllocsPerRun(100, func() { g.next = time.Time{}; g.observe(t0, right) }); a != 0 {
+		t.Errorf("a check that logs nothing allocates %v times, want 0", a)
+	}
+}
