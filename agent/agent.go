@@ -239,6 +239,13 @@ func (p *Pipeline) GPUFailures() uint64 { return p.gpuFailures.Load() }
 // on the CPU while the GPU path stayed. Safe for concurrent use.
 func (p *Pipeline) GPUOversize() uint64 { return p.gpuOversize.Load() }
 
+// GroundFoundZ is the ground's z in the clouds' frame as the last ground
+// check found it (NaN before one could judge); GroundMismatch is true
+// while it warns that this is not where the BEV measures heights from.
+// Safe for concurrent use.
+func (p *Pipeline) GroundFoundZ() float64 { return p.ground.FoundZ() }
+func (p *Pipeline) GroundMismatch() bool  { return p.ground.Mismatch() }
+
 // PublishFailures counts commands the sink failed to send. Safe for
 // concurrent use.
 func (p *Pipeline) PublishFailures() uint64 { return p.publishFailures.Load() }

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"math"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -31,6 +32,10 @@ type groundWatch struct {
 	misses      int       // checks in a row that disagreed
 	warned      bool      // a warning is standing: the next agreement says so
 	agreed      bool      // an agreement was logged since the last warning
+	// foundZ (float32 bits; NaN until a check judged) and mismatch are
+	// the last verdict, for /metrics: the only fields read elsewhere.
+	foundZ   atomic.Uint32
+	mismatch atomic.Bool
 }
 
 const (
@@ -54,8 +59,19 @@ const (
 )
 
 func newGroundWatch(bev *voxel.BEV, log *zap.Logger) *groundWatch {
-	return &groundWatch{bev: bev, lidarHeight: 0 - bev.Config().GroundZ, log: log}
+	g := &groundWatch{bev: bev, lidarHeight: 0 - bev.Config().GroundZ, log: log}
+	g.foundZ.Store(math.Float32bits(float32(math.NaN())))
+	return g
 }
+
+// FoundZ is the ground's z in the clouds' frame at the last check that
+// had enough voxels to judge, NaN before one. Safe for concurrent use.
+func (g *groundWatch) FoundZ() float64 { return float64(math.Float32frombits(g.foundZ.Load())) }
+
+// Mismatch is true while the warning stands: the clouds' ground and the
+// BEV's have differed by more than groundToleranceM for groundMisses
+// checks in a row, and not agreed since. Safe for concurrent use.
+func (g *groundWatch) Mismatch() bool { return g.mismatch.Load() }
 
 // observe checks pts, the filtered cloud of the frame just planned, when a
 // check is due at now.
@@ -68,12 +84,14 @@ func (g *groundWatch) observe(now time.Time, pts *voxel.Points) {
 	if n < groundMinVoxels {
 		return
 	}
+	g.foundZ.Store(math.Float32bits(z))
 	bevZ := g.bev.Config().GroundZ
 	off := z - bevZ
 	if math.Abs(float64(off)) <= groundToleranceM {
 		g.misses = 0
 		if g.warned || !g.agreed {
 			g.warned, g.agreed = false, true
+			g.mismatch.Store(false)
 			g.log.Info("ground check: the clouds' ground lies where the BEV raster measures heights from",
 				zap.Float32("found_ground_z_m", z), zap.Float32("ground_z_m", bevZ), zap.Float32("lidar_height_m", g.lidarHeight), zap.Int("voxels", n))
 		}
@@ -83,6 +101,7 @@ func (g *groundWatch) observe(now time.Time, pts *voxel.Points) {
 		return
 	}
 	g.warned, g.agreed = true, false
+	g.mismatch.Store(true)
 	suggest := max(0, -z)
 	fields := []zap.Field{zap.Float32("found_ground_z_m", z), zap.Float32("ground_z_m", bevZ), zap.Float32("lidar_height_m", g.lidarHeight),
 		zap.Float32("suggested_lidar_height_m", suggest), zap.Int("voxels", n), zap.Int("checks", g.misses)}

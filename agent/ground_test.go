@@ -127,6 +127,9 @@ func TestGroundWatchStates(t *testing.T) {
 	right, wrong, sparse := flatGround(-1.73), flatGround(0), &voxel.Points{P: flatGround(0).P[:groundMinVoxels-1]}
 	t0 := time.Now()
 	at := func(k int) time.Time { return t0.Add(time.Duration(k) * groundEvery) }
+	if z := g.FoundZ(); !math.IsNaN(z) || g.Mismatch() {
+		t.Fatalf("before any check: FoundZ %v, Mismatch %v; want NaN and false", z, g.Mismatch())
+	}
 	steps := []struct {
 		pts  *voxel.Points
 		want string // the line this check writes: "", "info" or "warn"
@@ -151,6 +154,12 @@ func TestGroundWatchStates(t *testing.T) {
 		}
 		if len(lines) > 1 || got != s.want {
 			t.Fatalf("check %d: lines %v, want %q", k, lines, s.want)
+		}
+		if wantZ := float64(s.pts.P[0].Z); s.pts != sparse && g.FoundZ() != wantZ {
+			t.Errorf("check %d: FoundZ %v, want %v", k, g.FoundZ(), wantZ)
+		}
+		if wantMismatch := k >= 12 && k < 14; g.Mismatch() != wantMismatch {
+			t.Errorf("check %d: Mismatch %v, want %v (true from the warning until the ground is right again)", k, g.Mismatch(), wantMismatch)
 		}
 		if got == "warn" {
 			if f := lines[0].ContextMap(); f["suggested_lidar_height_m"] != float32(0) || f["above_m"] != float32(1.73) {

@@ -394,6 +394,19 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		func() float64 { return float64(pipe.Stalls()) }); err != nil {
 		log.Warn("metrics: stalls", zap.Error(err))
 	}
+	if err := rec.AddGaugeFunc("ground_found_z_m", "The ground's z in metres in the clouds' frame, as the once-a-second ground check last found it (10th percentile of the raster's voxels; NaN before a check had 64 voxels); the BEV measures heights from minus --lidar-height.",
+		pipe.GroundFoundZ); err != nil {
+		log.Warn("metrics: ground found", zap.Error(err))
+	}
+	if err := rec.AddGaugeFunc("ground_mismatch", "1 while the ground check warns that the clouds' ground is more than 0.3 m from where the BEV measures heights from (five checks in a row; see the log's suggested_lidar_height_m), else 0.",
+		func() float64 {
+			if pipe.GroundMismatch() {
+				return 1
+			}
+			return 0
+		}); err != nil {
+		log.Warn("metrics: ground mismatch", zap.Error(err))
+	}
 	if err := rec.AddCounterFunc("gpu_voxel_failures_total", "GPU voxel filter failures (the first one moves voxel and BEV to the CPU).",
 		func() float64 { return float64(pipe.GPUFailures()) }); err != nil {
 		log.Warn("metrics: gpu failures", zap.Error(err))

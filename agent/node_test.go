@@ -269,6 +269,12 @@ func testEndToEndTwoProcesses(t *testing.T, spin bool) {
 			t.Fatalf("for 10 s while frames flow: /healthz %d %q, cmd_vel_zeroed %v", h.StatusCode, why, zeroed)
 		}
 	}
+	// The ground check has judged the first frame: the synthetic scene's
+	// robot-frame clouds have their ground at z = 0, where the BEV takes it.
+	mb := getBody(t, base+"/metrics")
+	if z, m := metricValue(t, mb, "zerohop_ground_found_z_m"), metricValue(t, mb, "zerohop_ground_mismatch"); !(math.Abs(z) < 0.1) || m != 0 {
+		t.Errorf("/metrics: ground_found_z_m %v, ground_mismatch %v; want about 0 (the synthetic ground) and 0", z, m)
+	}
 
 	// Kill the camera: zero command within the watchdog period.
 	cam.Process.Signal(syscall.SIGKILL)
@@ -304,7 +310,7 @@ func testEndToEndTwoProcesses(t *testing.T, spin bool) {
 	}
 	// The camera's death is an incident: stale, or a stage failure when
 	// it reclaimed the slots of the frame the stages read.
-	mb := getBody(t, base+"/metrics")
+	mb = getBody(t, base+"/metrics")
 	incidents := metricValue(t, mb, "zerohop_watchdog_stale_incidents_total") + metricValue(t, mb, "zerohop_watchdog_stage_failure_incidents_total")
 	if zeroed := metricValue(t, mb, "zerohop_cmd_vel_zeroed"); zeroed != 1 || incidents <= incidentsBefore {
 		t.Errorf("/metrics with no camera: cmd_vel_zeroed %v, watchdog incidents %v (were %v); want 1 and more", zeroed, incidents, incidentsBefore)
