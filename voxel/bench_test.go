@@ -117,6 +117,37 @@ func BenchmarkBEV(b *testing.B) {
 	})
 }
 
+// BenchmarkGroundZEstimate is the agent's once-a-second ground check on
+// the scans filtered at 0.2 m (512 voxels sampled, as agent/ground.go),
+// beside BenchmarkBEV's fill of the same raster.
+func BenchmarkGroundZEstimate(b *testing.B) {
+	for _, s := range benchScans {
+		cloud, err := KITTI(ringScan(s.spec))
+		if err != nil {
+			b.Fatal(err)
+		}
+		f, err := NewFilter(Config{Leaf: cube(0.2)}, cloud.Count)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pts := NewPoints(cloud.Count)
+		err = f.Run(cloud, pts)
+		f.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		bev, err := NewBEV(BEVConfig{GroundZ: roadZ})
+		if err != nil {
+			b.Fatal(err)
+		}
+		scratch := make([]float32, 512)
+		b.Run(s.name, func(b *testing.B) {
+			measure(b, func() { bev.GroundZEstimate(pts, scratch) })
+			b.ReportMetric(float64(len(pts.P)), "voxels")
+		})
+	}
+}
+
 // BenchmarkReference is the brute-force reference the tests compare against
 // (a map from voxel index triple to sums, then a sort), as a baseline.
 func BenchmarkReference(b *testing.B) {

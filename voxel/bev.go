@@ -210,9 +210,14 @@ func (b *BEV) GroundZEstimate(pts *Points, scratch []float32) (z float32, n int)
 	if len(scratch) == 0 {
 		return float32(math.NaN()), 0
 	}
+	// The raster's x/y window as a box (Cell's test without its
+	// divisions; a voxel on an edge may go either way, which cannot move
+	// a percentile of hundreds).
+	c := b.cfg
+	x0, x1 := c.MinX, c.MinX+float32(float64(c.H)*b.cell)
+	halfW := float32(float64(c.W) / 2 * b.cell)
 	inside := func(p Point) bool {
-		_, _, ok := b.Cell(p.X, p.Y)
-		return ok && finite32(p.Z)
+		return p.X >= x0 && p.X < x1 && p.Y > -halfW && p.Y <= halfW && finite32(p.Z)
 	}
 	// Two passes, so that the sample spreads over the raster's voxels
 	// only: most of a spinning LiDAR's lie outside it.
