@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -159,6 +160,48 @@ func TestMetricsText(t *testing.T) {
 		"go_goroutines",
 	} {
 		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+// A gauge that is NaN (no value yet) or infinite, and a counter that is:
+// /latency stays valid JSON without them, and shows the others; /metrics
+// shows them as they are. One NaN gauge used to fail the whole /latency
+// encoding (an empty body).
+func TestNonFiniteMetricsLeaveLatencyValid(t *testing.T) {
+	r, ts := newTestServer(t, nil)
+	nan, inf := math.NaN(), math.Inf(1)
+	for _, m := range []struct {
+		name    string
+		counter bool
+		v       float64
+	}{{"not_yet", false, nan}, {"too_far", false, inf}, {"odd_total", true, nan}, {"fine", false, 4}} {
+		add := r.AddGaugeFunc
+		if m.counter {
+			add = r.AddCounterFunc
+		}
+		if err := add(m.name, "h", func() float64 { return m.v }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, _, body := get(t, ts.URL+"/latency")
+	var snap Snapshot
+	if err := json.Unmarshal([]byte(body), &snap); code != 200 || err != nil {
+		t.Fatalf("/latency: %d, %v: %q", code, err, body)
+	}
+	if _, ok := snap.Gauges["not_yet"]; ok || snap.Gauges["fine"] != 4 {
+		t.Errorf("/latency gauges %v: want fine = 4 and no not_yet", snap.Gauges)
+	}
+	if _, ok := snap.Gauges["too_far"]; ok {
+		t.Errorf("/latency gauges %v: want no too_far", snap.Gauges)
+	}
+	if _, ok := snap.Counters["odd_total"]; ok {
+		t.Errorf("/latency counters %v: want no odd_total", snap.Counters)
+	}
+	_, _, metrics := get(t, ts.URL+"/metrics")
+	for _, want := range []string{"zerohop_not_yet NaN", "zerohop_too_far +Inf", "zerohop_odd_total NaN", "zerohop_fine 4"} {
+		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}

@@ -344,7 +344,8 @@ func (r *Recorder) Label(key string) string {
 }
 
 // AddGaugeFunc exports f as gauge <namespace>_<name> and in /latency under
-// "gauges". f is called on every read, concurrently with everything else,
+// "gauges" (while its value is finite: JSON has no NaN, so a NaN gauge, for
+// "no value yet", is only on /metrics). f is called on every read, concurrently with everything else,
 // and must be cheap and safe for concurrent use (e.g. a pool's in-use
 // count). Errors name the metric: invalid name, or already registered.
 func (r *Recorder) AddGaugeFunc(name, help string, f func() float64) error {
@@ -498,10 +499,16 @@ func (r *Recorder) Snapshot() Snapshot {
 	extras := append([]extraMetric(nil), r.extras...)
 	r.extraMu.Unlock()
 	for _, e := range extras {
-		if e.counter {
-			snap.Counters[e.name] = e.f()
-		} else {
-			snap.Gauges[e.name] = e.f()
+		// JSON has no NaN or Inf: one such value would fail the whole
+		// /latency encoding. Left out here, shown as they are on /metrics
+		// (a NaN gauge: no value yet).
+		v := e.f()
+		switch {
+		case math.IsNaN(v) || math.IsInf(v, 0):
+		case e.counter:
+			snap.Counters[e.name] = v
+		default:
+			snap.Gauges[e.name] = v
 		}
 	}
 	return snap
