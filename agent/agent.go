@@ -96,8 +96,10 @@ type queueStats interface {
 type Pipeline struct {
 	cfg Config
 	log *zap.Logger
-	// ground checks that the clouds' ground is where the BEV takes it.
-	ground *groundWatch
+	// ground checks that the clouds' ground is where the BEV takes it,
+	// on the voxels of the frame planned last (planned: p.pts holds them).
+	ground  *groundWatch
+	planned bool
 	// queue is cfg.Source's queue counters, nil when it has none;
 	// queueSuperseded is how many of its supersedes frames_superseded
 	// holds. Pipeline goroutine only.
@@ -294,6 +296,13 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		if ok, _ := p.cfg.Watchdog.Check(now); !ok {
 			p.cfg.Planner.Reset() // ramp up from rest when frames return
 			p.publish(planner.Zero(), now)
+		}
+		if p.planned {
+			// Here, not in frame: its slots are back with the camera and
+			// the stall guard disarmed while it looks (tens of µs to a
+			// millisecond, once a second). p.pts is this goroutine's copy.
+			p.planned = false
+			p.ground.observe(now, p.pts)
 		}
 		tick.Reset(p.nextCheck(monotime.Now()))
 	}
@@ -523,8 +532,7 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 	p.publishFrame(cmd, at)
 	rec.Record(telemetry.StageE2E, time.Duration(time.Now().UnixNano()-cloud.Handle.CaptureNs))
 	rec.Inc(telemetry.FramesProcessed)
-	// After the command is out: a check costs this frame nothing.
-	p.ground.observe(now, p.pts)
+	p.planned = true
 }
 
 // dropImage releases the held image, if any.

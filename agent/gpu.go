@@ -183,7 +183,7 @@ func openGPUVoxel(cfg gpuVoxelConfig) (*gpuVoxel, error) {
 	if err != nil {
 		return fail(name, "self-check input", err)
 	}
-	voxels, err := checkGPUFilter(v.filter, selfCheckCloud(input, points, cfg.Filter), v.bev, cfg.Filter, cfg.BEV)
+	voxels, err := checkGPUFilter(v.filter, selfCheckCloud(input, points, cfg.Filter, cfg.BEV), v.bev, cfg.Filter, cfg.BEV)
 	if ferr := v.ctx.Free(input); err == nil && ferr != nil {
 		err = ferr
 	}

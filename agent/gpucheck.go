@@ -31,9 +31,11 @@ const (
 // selfCheckStep bytes): clusters of points that share voxels (more points
 // each than cfg.MinPoints asks of a voxel, within a quarter leaf), spread
 // over the raster's area and beyond it (within cfg.Crop, when set),
-// heights around the ground, and a few non-finite points that both paths
-// must skip.
-func selfCheckCloud(buf []byte, n int, cfg voxel.Config) voxel.Cloud {
+// heights from a metre below bev's ground to a metre above its height cap
+// (so that both clamps of the height channel are compared, wherever
+// --lidar-height puts the ground), and a few non-finite points that both
+// paths must skip.
+func selfCheckCloud(buf []byte, n int, cfg voxel.Config, bev voxel.BEVConfig) voxel.Cloud {
 	state := uint32(2463534242) // xorshift32: the same cloud every start
 	next := func() float32 {
 		state ^= state << 13
@@ -41,7 +43,11 @@ func selfCheckCloud(buf []byte, n int, cfg voxel.Config) voxel.Cloud {
 		state ^= state << 5
 		return float32(state>>8) / (1 << 24) // [0, 1)
 	}
-	lo, hi := [3]float32{-20, -25, -1}, [3]float32{40, 25, 2}
+	maxH := bev.MaxHeight
+	if maxH == 0 {
+		maxH = 3 // voxel.BEV's default
+	}
+	lo, hi := [3]float32{-20, -25, bev.GroundZ - 1}, [3]float32{40, 25, bev.GroundZ + maxH + 1}
 	if c := cfg.Crop; c != nil {
 		for a := range 3 {
 			lo[a], hi[a] = max(lo[a], c.Min[a]), min(hi[a], c.Max[a])

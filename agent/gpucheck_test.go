@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -29,7 +31,7 @@ func (m *mutatingGPUFilter) Run(in voxel.Cloud, out *voxel.Points, bev []byte) e
 // number of voxels, in one raster element, or that fails.
 func TestGPUSelfCheck(t *testing.T) {
 	cfg := voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}
-	cloud := selfCheckCloud(make([]byte, selfCheckPoints*selfCheckStep), selfCheckPoints, cfg)
+	cloud := selfCheckCloud(make([]byte, selfCheckPoints*selfCheckStep), selfCheckPoints, cfg, voxel.BEVConfig{})
 	tests := []struct {
 		name   string
 		filter func(fake *fakeGPUFilter) GPUFilter
@@ -95,13 +97,61 @@ func TestGPUSelfCheckCloudFitsTheConfiguration(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fake := fakeGPUFilterFor(t, tt.cfg, selfCheckPoints)
-			cloud := selfCheckCloud(make([]byte, tt.points*selfCheckStep), tt.points, tt.cfg)
+			cloud := selfCheckCloud(make([]byte, tt.points*selfCheckStep), tt.points, tt.cfg, voxel.BEVConfig{})
 			voxels, err := checkGPUFilter(fake, cloud, make([]byte, 4*fake.bev.Len()), tt.cfg, voxel.BEVConfig{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if voxels < tt.points/(8*max(4, 4*tt.cfg.MinPoints)) || voxels > tt.points/2 {
 				t.Fatalf("%d voxels from %d points: want clusters that share voxels, and some that reach min points %d", voxels, tt.points, tt.cfg.MinPoints)
+			}
+		})
+	}
+}
+
+// The self-check cloud reaches below the raster's ground and above its
+// height cap wherever --lidar-height and the model config put them, so
+// that the GPU's clamps of the height channel are compared with the CPU's:
+// with the cloud's heights fixed at -1 to 2 m, a LiDAR 1.73 m up put
+// every point above its ground (the clamp at 0 went unchecked), one 4 m
+// up every point above the cap.
+func TestSelfCheckCloudStraddlesTheHeightClamps(t *testing.T) {
+	for _, bev := range []voxel.BEVConfig{
+		{},
+		{GroundZ: -1.73, MaxHeight: 3},
+		{GroundZ: -4, MaxHeight: 2, MinX: -6.4},
+		{GroundZ: -0.5, MaxHeight: 0.5, H: 64, W: 96, Cell: 0.5},
+	} {
+		t.Run(fmt.Sprintf("ground %g m, cap %g m", bev.GroundZ, bev.MaxHeight), func(t *testing.T) {
+			b, err := voxel.NewBEV(bev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fcfg, err := filterConfig(NodeConfig{Leaf: 0.2}, bev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cloud := selfCheckCloud(make([]byte, selfCheckPoints*selfCheckStep), selfCheckPoints, fcfg, bev)
+			ground, maxH := b.Config().GroundZ, b.Config().MaxHeight
+			var below, between, above int
+			for i := range cloud.Count {
+				x := math.Float32frombits(binary.LittleEndian.Uint32(cloud.Data[i*selfCheckStep:]))
+				y := math.Float32frombits(binary.LittleEndian.Uint32(cloud.Data[i*selfCheckStep+4:]))
+				z := math.Float32frombits(binary.LittleEndian.Uint32(cloud.Data[i*selfCheckStep+8:]))
+				if _, _, ok := b.Cell(x, y); !ok {
+					continue
+				}
+				switch h := z - ground; {
+				case h < 0:
+					below++
+				case h > maxH:
+					above++
+				case h >= 0 && h <= maxH:
+					between++
+				}
+			}
+			if below < 20 || between < 20 || above < 20 {
+				t.Errorf("points in the raster %d below its ground, %d between, %d above its cap; want 20 or more of each", below, between, above)
 			}
 		})
 	}

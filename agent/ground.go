@@ -29,7 +29,8 @@ type groundWatch struct {
 	lidarHeight float32
 	scratch     [groundSample]float32
 	next        time.Time // the next check's time
-	misses      int       // checks in a row that disagreed
+	misses      int       // checks in a row that disagreed, the same way
+	below       bool      // the way they disagreed: the ground lies below the BEV's
 	warned      bool      // a warning is standing: the next agreement says so
 	agreed      bool      // an agreement was logged since the last warning
 	// foundZ (float32 bits; NaN until a check judged) and mismatch are
@@ -93,9 +94,16 @@ func (g *groundWatch) observe(now time.Time, pts *voxel.Points) {
 			g.warned, g.agreed = false, true
 			g.mismatch.Store(false)
 			g.log.Info("ground check: the clouds' ground lies where the BEV raster measures heights from",
-				zap.Float32("found_ground_z_m", z), zap.Float32("ground_z_m", bevZ), zap.Float32("lidar_height_m", g.lidarHeight), zap.Int("voxels", n))
+				zap.Float32("ground_found_z_m", z), zap.Float32("ground_z_m", bevZ), zap.Float32("lidar_height_m", g.lidarHeight), zap.Int("voxels", n))
 		}
 		return
+	}
+	// A run of disagreements is one way: a ground that moves from below
+	// the BEV's to above it (a ramp, a sensor knocked loose) is a
+	// new run, and warns again with the new suggestion.
+	if below := off < 0; g.misses == 0 || below != g.below {
+		g.misses, g.below = 0, below
+		g.warned = false
 	}
 	if g.misses++; g.misses < groundMisses || g.warned {
 		return
@@ -103,7 +111,7 @@ func (g *groundWatch) observe(now time.Time, pts *voxel.Points) {
 	g.warned, g.agreed = true, false
 	g.mismatch.Store(true)
 	suggest := max(0, -z)
-	fields := []zap.Field{zap.Float32("found_ground_z_m", z), zap.Float32("ground_z_m", bevZ), zap.Float32("lidar_height_m", g.lidarHeight),
+	fields := []zap.Field{zap.Float32("ground_found_z_m", z), zap.Float32("ground_z_m", bevZ), zap.Float32("lidar_height_m", g.lidarHeight),
 		zap.Float32("suggested_lidar_height_m", suggest), zap.Int("voxels", n), zap.Int("checks", g.misses)}
 	if off < 0 {
 		g.log.Warn("ground check: the clouds' ground lies below where the BEV raster measures heights from, so obstacles lower than the difference read as flat ground: are the clouds in the LiDAR's own frame (as ROS 2 drivers and KITTI give them)? Set --lidar-height to the sensor's height above the ground",

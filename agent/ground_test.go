@@ -57,8 +57,10 @@ func TestGroundCheckOnTheSyntheticScene(t *testing.T) {
 			c := newComposedWith(t, o)
 			var h handles.Handle
 			c.step(t, 45, &h)
-			if c.pipe.ground.next.IsZero() {
-				t.Fatal("the pipeline did not check the ground after a planned frame")
+			// Run checks the ground after a frame that frame marks planned
+			// (TestEndToEndTwoProcesses reads the check's /metrics).
+			if !c.pipe.planned {
+				t.Fatal("a planned frame not marked for the ground check")
 			}
 			core, logs := observer.New(zap.InfoLevel)
 			g := newGroundWatch(c.pipe.cfg.BEV, zap.New(core))
@@ -130,19 +132,27 @@ func TestGroundWatchStates(t *testing.T) {
 	if z := g.FoundZ(); !math.IsNaN(z) || g.Mismatch() {
 		t.Fatalf("before any check: FoundZ %v, Mismatch %v; want NaN and false", z, g.Mismatch())
 	}
+	low := flatGround(-4) // 2.27 m below the BEV's ground
 	steps := []struct {
-		pts  *voxel.Points
-		want string // the line this check writes: "", "info" or "warn"
+		pts      *voxel.Points
+		want     string // the line this check writes: "", "info", "warn above" or "warn below"
+		mismatch bool   // Mismatch after it: the warning stands
 	}{
-		{right, "info"},
-		{right, ""}, // agreement is said once
-		{wrong, ""}, {wrong, ""}, {wrong, ""}, {wrong, ""},
-		{right, ""}, // four in a row, then right: no warning, the run starts over
-		{wrong, ""}, {wrong, ""}, {sparse, ""}, {wrong, ""}, {wrong, ""},
-		{wrong, "warn"}, // five disagreements; the sparse check in between judged nothing
-		{wrong, ""},     // the warning stands
-		{right, "info"}, // and is lifted
-		{right, ""},
+		{right, "info", false},
+		{right, "", false}, // agreement is said once
+		{wrong, "", false}, {wrong, "", false}, {wrong, "", false}, {wrong, "", false},
+		{right, "", false}, // four in a row, then right: no warning, the run starts over
+		{wrong, "", false}, {wrong, "", false}, {sparse, "", false}, {wrong, "", false}, {wrong, "", false},
+		{wrong, "warn above", true}, // five disagreements; the sparse check in between judged nothing
+		{wrong, "", true},           // the warning stands
+		{right, "info", false},      // and is lifted
+		{right, "", false},
+		{low, "", false}, {low, "", false}, {low, "", false}, {low, "", false},
+		{low, "warn below", true},
+		// From below to above without an agreement between: a new run of
+		// five, and a new warning with the new suggestion.
+		{wrong, "", true}, {wrong, "", true}, {wrong, "", true}, {wrong, "", true},
+		{wrong, "warn above", true},
 	}
 	for k, s := range steps {
 		before := logs.Len()
@@ -151,6 +161,17 @@ func TestGroundWatchStates(t *testing.T) {
 		got := ""
 		if len(lines) == 1 {
 			got = map[zapcore.Level]string{zapcore.InfoLevel: "info", zapcore.WarnLevel: "warn"}[lines[0].Level]
+			if got == "warn" {
+				f := lines[0].ContextMap()
+				switch {
+				case strings.Contains(lines[0].Message, "lies above") && f["suggested_lidar_height_m"] == float32(0) && f["above_m"] == float32(1.73):
+					got = "warn above"
+				case strings.Contains(lines[0].Message, "lies below") && f["suggested_lidar_height_m"] == float32(4) && f["below_m"] == float32(4-1.73):
+					got = "warn below"
+				default:
+					t.Errorf("check %d: warning %q %v: neither above (suggest 0, above_m 1.73) nor below (suggest 4, below_m 2.27)", k, lines[0].Message, f)
+				}
+			}
 		}
 		if len(lines) > 1 || got != s.want {
 			t.Fatalf("check %d: lines %v, want %q", k, lines, s.want)
@@ -158,13 +179,8 @@ func TestGroundWatchStates(t *testing.T) {
 		if wantZ := float64(s.pts.P[0].Z); s.pts != sparse && g.FoundZ() != wantZ {
 			t.Errorf("check %d: FoundZ %v, want %v", k, g.FoundZ(), wantZ)
 		}
-		if wantMismatch := k >= 12 && k < 14; g.Mismatch() != wantMismatch {
-			t.Errorf("check %d: Mismatch %v, want %v (true from the warning until the ground is right again)", k, g.Mismatch(), wantMismatch)
-		}
-		if got == "warn" {
-			if f := lines[0].ContextMap(); f["suggested_lidar_height_m"] != float32(0) || f["above_m"] != float32(1.73) {
-				t.Errorf("check %d: warning fields %v, want suggested_lidar_height_m 0 and above_m 1.73", k, f)
-			}
+		if g.Mismatch() != s.mismatch {
+			t.Errorf("check %d: Mismatch %v, want %v (true from a warning until the ground is right again)", k, g.Mismatch(), s.mismatch)
 		}
 	}
 	if a := testing.AllocsPerRun(100, func() { g.next = time.Time{}; g.observe(t0, right) }); a != 0 {

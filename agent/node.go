@@ -394,7 +394,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		func() float64 { return float64(pipe.Stalls()) }); err != nil {
 		log.Warn("metrics: stalls", zap.Error(err))
 	}
-	if err := rec.AddGaugeFunc("ground_found_z_m", "The ground's z in metres in the clouds' frame, as the once-a-second ground check last found it (10th percentile of the raster's voxels; NaN before a check had 64 voxels); the BEV measures heights from minus --lidar-height.",
+	if err := rec.AddGaugeFunc("ground_found_z_m", "The ground's z in metres in the clouds' frame, as the once-a-second ground check last found it (10th percentile of the heights of up to 512 of the raster's voxels; NaN before a check had 64); the BEV measures heights from minus --lidar-height.",
 		pipe.GroundFoundZ); err != nil {
 		log.Warn("metrics: ground found", zap.Error(err))
 	}

@@ -217,7 +217,7 @@ func (b *BEV) GroundZEstimate(pts *Points, scratch []float32) (z float32, n int)
 	x0, x1 := c.MinX, c.MinX+float32(float64(c.H)*b.cell)
 	halfW := float32(float64(c.W) / 2 * b.cell)
 	inside := func(p Point) bool {
-		return p.X >= x0 && p.X < x1 && p.Y > -halfW && p.Y <= halfW && finite32(p.Z)
+		return p.X >= x0 && p.X < x1 && p.Y > -halfW && p.Y <= halfW && finite32(p.Z) && finite32(p.I) // as Fill
 	}
 	// Two passes, so that the sample spreads over the raster's voxels
 	// only: most of a spinning LiDAR's lie outside it.
