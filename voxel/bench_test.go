@@ -92,19 +92,7 @@ func BenchmarkFilter(b *testing.B) {
 // BenchmarkBEV fills the default 3×128×128 raster from the 115k scan
 // filtered at 0.2 m.
 func BenchmarkBEV(b *testing.B) {
-	cloud, err := KITTI(ringScan(scan115k))
-	if err != nil {
-		b.Fatal(err)
-	}
-	f, err := NewFilter(Config{Leaf: cube(0.2)}, cloud.Count)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	pts := NewPoints(cloud.Count)
-	if err := f.Run(cloud, pts); err != nil {
-		b.Fatal(err)
-	}
+	pts := filteredScan(b, scan115k)
 	bev, err := NewBEV(BEVConfig{GroundZ: roadZ})
 	if err != nil {
 		b.Fatal(err)
@@ -122,20 +110,7 @@ func BenchmarkBEV(b *testing.B) {
 // beside BenchmarkBEV's fill of the same raster.
 func BenchmarkGroundZEstimate(b *testing.B) {
 	for _, s := range benchScans {
-		cloud, err := KITTI(ringScan(s.spec))
-		if err != nil {
-			b.Fatal(err)
-		}
-		f, err := NewFilter(Config{Leaf: cube(0.2)}, cloud.Count)
-		if err != nil {
-			b.Fatal(err)
-		}
-		pts := NewPoints(cloud.Count)
-		err = f.Run(cloud, pts)
-		f.Close()
-		if err != nil {
-			b.Fatal(err)
-		}
+		pts := filteredScan(b, s.spec)
 		bev, err := NewBEV(BEVConfig{GroundZ: roadZ})
 		if err != nil {
 			b.Fatal(err)

@@ -102,19 +102,7 @@ func TestBEVFill(t *testing.T) {
 // TestBEVFromScan checks the raster of a whole synthetic street scan against
 // what the scene must look like from above.
 func TestBEVFromScan(t *testing.T) {
-	cloud, err := KITTI(ringScan(scan115k))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := NewFilter(Config{Leaf: cube(0.2)}, cloud.Count)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	pts := NewPoints(cloud.Count)
-	if err := f.Run(cloud, pts); err != nil {
-		t.Fatal(err)
-	}
+	pts := filteredScan(t, scan115k)
 	b, err := NewBEV(BEVConfig{GroundZ: roadZ}) // 128 × 128 cells of 0.2 m
 	if err != nil {
 		t.Fatal(err)
@@ -262,6 +250,26 @@ func TestCropForKeepsTheRaster(t *testing.T) {
 	}
 }
 
+// filteredScan is a synthetic street scan filtered at 0.2 m, as the
+// agent filters a frame.
+func filteredScan(tb testing.TB, spec scanSpec) *Points {
+	tb.Helper()
+	cloud, err := KITTI(ringScan(spec))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f, err := NewFilter(Config{Leaf: cube(0.2)}, cloud.Count)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	pts := NewPoints(cloud.Count)
+	if err := f.Run(cloud, pts); err != nil {
+		tb.Fatal(err)
+	}
+	return pts
+}
+
 // The ground estimate finds the road of the street scans (KITTI's frame:
 // the road 1.73 m below the sensor), among curbs, walls, cars, poles and
 // people, with or without a BEV that already knows where it is, and with
@@ -277,19 +285,7 @@ func TestGroundZEstimateFindsTheRoad(t *testing.T) {
 		{"64 beams, raster also behind, 0.5 m cells", scan115k, BEVConfig{MinX: -16, H: 64, W: 64, Cell: 0.5}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cloud, err := KITTI(ringScan(tc.spec))
-			if err != nil {
-				t.Fatal(err)
-			}
-			f, err := NewFilter(Config{Leaf: cube(0.2)}, cloud.Count)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			pts := NewPoints(cloud.Count)
-			if err := f.Run(cloud, pts); err != nil {
-				t.Fatal(err)
-			}
+			pts := filteredScan(t, tc.spec)
 			b, err := NewBEV(tc.bev)
 			if err != nil {
 				t.Fatal(err)
