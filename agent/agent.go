@@ -666,7 +666,7 @@ func (p *Pipeline) cloudStages(in voxel.Cloud) (time.Time, error) {
 }
 
 // errSawNothing fails a frame whose filtered cloud is empty.
-var errSawNothing = errors.New("the filtered cloud has no point inside the BEV raster (every point NaN/Inf or beyond it, or --min-points kept no voxel): a blind or covered LiDAR is not an empty world")
+var errSawNothing = errors.New("the filtered cloud has no point inside the BEV raster (every point NaN/Inf or beyond it: the \"BEV raster\" log line gives its window; or --min-points kept no voxel): a blind or covered LiDAR is not an empty world")
 
 // sawSomething fails the frame (stage "voxel") when no filtered point
 // lands in the BEV raster: the model would see an empty raster, which

@@ -236,3 +236,62 @@ func TestLidarHeightPutsTheGroundUnderTheSensor(t *testing.T) {
 	t.Logf("clearance, obstacle sector %d / mirror %d: robot frame %.2f / %.2f, sensor frame with --lidar-height %.2f / %.2f, without %.2f / %.2f",
 		obs, mirror, robotFrame[obs], robotFrame[mirror], withHeight[obs], withHeight[mirror], without[obs], without[mirror])
 }
+
+// A --model-config for the embedded reference model (no --model) must
+// describe that model: reference.json as it is, or with its inputs
+// reordered, passes; a raster, image normalisation or sector headings of
+// another model are refused, naming what differs. The agent used to run
+// the reference model on such a raster: with min_x_m -12.8 it saw what
+// lies behind the robot where it looks ahead, and drove straight into a
+// box 5 m ahead (found by trying it on a replayed recording).
+func TestModelConfigForTheEmbeddedModel(t *testing.T) {
+	ref, err := os.ReadFile(filepath.Join("..", "models", "reference.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		from string // "" keeps reference.json as it is
+		to   string
+		want []string // nil: accepted
+	}{
+		{"reference.json itself", "", "", nil},
+		{"cell_m written out as its default", `"cell_m": 0.2`, `"cell_m": 0.2, "min_x_m": 0, "max_height_m": 3`, nil},
+		{"the raster centred on the robot", `"cell_m": 0.2`, `"cell_m": 0.2, "min_x_m": -12.8`, []string{"cfg.json", "from x = -12.8 m", "from x = 0 m", "--model"}},
+		{"heights to 2 m", `"cell_m": 0.2`, `"cell_m": 0.2, "max_height_m": 2`, []string{"heights to 2 m", "heights to 3 m"}},
+		{"cells of 0.1 m", `"cell_m": 0.2`, `"cell_m": 0.1`, []string{"cells of 0.1 m"}},
+		{"another normalisation", `"std": [1, 1, 1]`, `"std": [0.5, 0.5, 0.5]`, []string{"image preprocessing"}},
+		{"BGR", `"color": "rgb"`, `"color": "bgr"`, []string{"image preprocessing"}},
+		{"other headings", `-40.0, -30.0`, `-45.0, -30.0`, []string{"sector_headings_deg [-45 -30"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			text := string(ref)
+			if tt.from != "" {
+				if !strings.Contains(text, tt.from) {
+					t.Fatalf("reference.json has no %q; fix the test", tt.from)
+				}
+				text = strings.Replace(text, tt.from, tt.to, 1)
+			}
+			m, err := infer.ParseConfig([]byte(text), "cfg.json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = describesTheReferenceModel(m)
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("accepted; want an error naming %q", tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %q", err, w)
+				}
+			}
+		})
+	}
+}

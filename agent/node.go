@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -138,6 +139,11 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	bevCfg, err := bevConfig(mcfg, cfg.LidarHeight)
 	if err != nil {
 		return err
+	}
+	if cfg.Model == "" && cfg.ModelConfig != "" {
+		if err := describesTheReferenceModel(mcfg); err != nil {
+			return err
+		}
 	}
 	gv, gpuName, gpuWhy, err := startGPU(cfg, bevCfg, log)
 	if err != nil {
@@ -543,12 +549,53 @@ func bevConfig(m infer.ModelConfig, lidarHeight float32) (voxel.BEVConfig, error
 		err = fmt.Errorf("cell_m %v: want %g to %g m", cell, minBEVCellM, maxBEVCellM)
 	// As the cell: float32 rounds a tinier cap to 0, voxel.BEV's default.
 	case !(capM >= minBEVCellM):
-		err = fmt.Errorf("max_height_m %v: want %g m or more", capM, minBEVCellM)
+		err = fmt.Errorf("max_height_m %v: want %g m or more (0 or left out: %g)", capM, minBEVCellM, infer.DefaultBEVMaxHeightM)
 	}
 	if err != nil {
 		return voxel.BEVConfig{}, fmt.Errorf("%s: bev input %q: %w", m.Source(), in.Name, err)
 	}
 	return c, nil
+}
+
+// describesTheReferenceModel refuses a --model-config given for the
+// embedded reference model (no --model) that describes another model: a
+// raster, image normalisation or sector headings other than those the
+// reference model was built with (models/MODEL_CARD.md). ONNX Runtime
+// checks the names and shapes, but none of these: the model would run
+// and plan from data it misreads (with min_x_m -12.8, say, its rows in
+// front of the robot would hold what lies behind it, and it would drive
+// into what is ahead).
+func describesTheReferenceModel(m infer.ModelConfig) error {
+	ref := infer.ReferenceConfig()
+	got, err := bevConfig(m, 0)
+	if err != nil {
+		return err
+	}
+	want, err := bevConfig(ref, 0)
+	if err != nil {
+		return err
+	}
+	gotPP, err := m.PreprocessParams()
+	if err != nil {
+		return err
+	}
+	wantPP, err := ref.PreprocessParams()
+	if err != nil {
+		return err
+	}
+	var what string
+	switch {
+	case got != want:
+		what = fmt.Sprintf("a bev raster of %d × %d cells of %g m from x = %g m, heights to %g m, where it takes %d × %d cells of %g m from x = %g m, heights to %g m",
+			got.H, got.W, got.Cell, got.MinX, got.MaxHeight, want.H, want.W, want.Cell, want.MinX, want.MaxHeight)
+	case gotPP != wantPP:
+		what = fmt.Sprintf("image preprocessing %+v, where it takes %+v", gotPP, wantPP)
+	case !slices.Equal(m.SectorHeadingsDeg, ref.SectorHeadingsDeg):
+		what = fmt.Sprintf("sector_headings_deg %v, where its outputs are for %v", m.SectorHeadingsDeg, ref.SectorHeadingsDeg)
+	default:
+		return nil
+	}
+	return fmt.Errorf("%s describes %s for the embedded reference model (models/MODEL_CARD.md): give the model it describes with --model, or leave --model-config out", m.Source(), what)
 }
 
 // The BEV cell sizes the agent takes, as --leaf's range: below a

@@ -388,6 +388,8 @@ func TestStartupErrorsNameTheProblem(t *testing.T) {
 	}
 	badConfig := filepath.Join(dir, "config.json")
 	os.WriteFile(badConfig, []byte(strings.Replace(string(ref), `"name": "bev"`, `"name": "nope"`, 1)), 0o644)
+	centredConfig := filepath.Join(dir, "config.centred.json")
+	os.WriteFile(centredConfig, []byte(strings.Replace(string(ref), `"cell_m": 0.2`, `"cell_m": 0.2, "min_x_m": -12.8`, 1)), 0o644)
 	tests := []struct {
 		name string
 		cfg  NodeConfig
@@ -396,6 +398,7 @@ func TestStartupErrorsNameTheProblem(t *testing.T) {
 		{"missing model", NodeConfig{Model: filepath.Join(dir, "missing.onnx")}, []string{"missing.onnx"}},
 		{"corrupt model", NodeConfig{Model: corrupt}, []string{"corrupt.onnx"}},
 		{"model config naming an input the model lacks", NodeConfig{ModelConfig: badConfig}, []string{"nope"}},
+		{"model config of another raster for the embedded model", NodeConfig{ModelConfig: centredConfig}, []string{"config.centred.json", "from x = -12.8 m", "--model"}},
 		{"missing library", NodeConfig{ORTLib: filepath.Join(dir, "libonnxruntime.so.1")}, []string{"libonnxruntime.so.1"}},
 		{"unknown provider", NodeConfig{Providers: "warp-drive"}, []string{"warp-drive"}},
 	}

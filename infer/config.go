@@ -177,7 +177,7 @@ func (c ModelConfig) Validate() error {
 				bad("%s: min_x_m %v: want metres from %g to %g", where, in.MinXM, -maxBEVMinXM, maxBEVMinXM)
 			}
 			if in.MaxHeightM < 0 || math.IsNaN(in.MaxHeightM) || math.IsInf(in.MaxHeightM, 0) {
-				bad("%s: max_height_m %v: want a positive height in metres", where, in.MaxHeightM)
+				bad("%s: max_height_m %v: want a height in metres above 0 (0 or left out: %g)", where, in.MaxHeightM, DefaultBEVMaxHeightM)
 			}
 			if in.Color != "" || in.Mean != nil || in.Std != nil {
 				bad("%s: color, mean and std apply to image inputs only", where)
