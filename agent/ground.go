@@ -23,16 +23,14 @@ import (
 // It is used from the pipeline's goroutine only and allocates nothing
 // but on the frames it logs on.
 type groundWatch struct {
-	bev *voxel.BEV
-	log *zap.Logger
-	// lidarHeight is what the BEV was built with, for the log lines.
-	lidarHeight float32
-	scratch     [groundSample]float32
-	next        time.Time // the next check's time
-	misses      int       // checks in a row that disagreed, the same way
-	below       bool      // the way they disagreed: the ground lies below the BEV's
-	warned      bool      // a warning is standing: the next agreement says so
-	agreed      bool      // an agreement was logged since the last warning
+	bev     *voxel.BEV
+	log     *zap.Logger
+	scratch [groundSample]float32
+	next    time.Time // the next check's time
+	misses  int       // checks in a row that disagreed, the same way
+	below   bool      // the way they disagreed: the ground lies below the BEV's
+	warned  bool      // a warning is standing: the next agreement says so
+	agreed  bool      // an agreement was logged since the last warning
 	// foundZ (float32 bits; NaN until a check judged) and mismatch are
 	// the last verdict, for /metrics: the only fields read elsewhere.
 	foundZ   atomic.Uint32
@@ -60,7 +58,7 @@ const (
 )
 
 func newGroundWatch(bev *voxel.BEV, log *zap.Logger) *groundWatch {
-	g := &groundWatch{bev: bev, lidarHeight: 0 - bev.Config().GroundZ, log: log}
+	g := &groundWatch{bev: bev, log: log}
 	g.foundZ.Store(math.Float32bits(float32(math.NaN())))
 	return g
 }
@@ -87,6 +85,7 @@ func (g *groundWatch) observe(now time.Time, pts *voxel.Points) {
 	}
 	g.foundZ.Store(math.Float32bits(z))
 	bevZ := g.bev.Config().GroundZ
+	lidarHeight := 0 - bevZ // as bevConfig set it; 0 - 0 is +0
 	off := z - bevZ
 	if math.Abs(float64(off)) <= groundToleranceM {
 		g.misses = 0
@@ -94,7 +93,7 @@ func (g *groundWatch) observe(now time.Time, pts *voxel.Points) {
 			g.warned, g.agreed = false, true
 			g.mismatch.Store(false)
 			g.log.Info("ground check: the clouds' ground lies where the BEV raster measures heights from",
-				zap.Float32("ground_found_z_m", z), zap.Float32("ground_z_m", bevZ), zap.Float32("lidar_height_m", g.lidarHeight), zap.Int("voxels", n))
+				zap.Float32("ground_found_z_m", z), zap.Float32("ground_z_m", bevZ), zap.Float32("lidar_height_m", lidarHeight), zap.Int("voxels", n))
 		}
 		return
 	}
@@ -111,7 +110,7 @@ func (g *groundWatch) observe(now time.Time, pts *voxel.Points) {
 	g.warned, g.agreed = true, false
 	g.mismatch.Store(true)
 	suggest := max(0, -z)
-	fields := []zap.Field{zap.Float32("ground_found_z_m", z), zap.Float32("ground_z_m", bevZ), zap.Float32("lidar_height_m", g.lidarHeight),
+	fields := []zap.Field{zap.Float32("ground_found_z_m", z), zap.Float32("ground_z_m", bevZ), zap.Float32("lidar_height_m", lidarHeight),
 		zap.Float32("suggested_lidar_height_m", suggest), zap.Int("voxels", n), zap.Int("checks", g.misses)}
 	if off < 0 {
 		g.log.Warn("ground check: the clouds' ground lies below where the BEV raster measures heights from, so obstacles lower than the difference read as flat ground: are the clouds in the LiDAR's own frame (as ROS 2 drivers and KITTI give them)? Set --lidar-height to the sensor's height above the ground",
