@@ -38,7 +38,8 @@ const (
 // A point (x, y) falls in row H-1-floor((x-MinX)/Cell) and column
 // floor(W/2 - y/Cell), when both are in range; points outside the raster
 // are ignored. The boundary between columns W/2-1 and W/2 is y = 0 (for
-// odd W, column (W-1)/2 is centred on y = 0).
+// odd W, column (W-1)/2 is centred on y = 0). Points come in the clouds'
+// frame, which Mount places in the robot frame.
 type BEVConfig struct {
 	// Channels must be 0 or BEVChannels: occupancy, height, intensity.
 	Channels int
@@ -52,6 +53,11 @@ type BEVConfig struct {
 	// GroundZ is the height reference: the ground's z in the robot frame
 	// (0 for base_link on the ground; about -1.73 in KITTI's LiDAR frame).
 	GroundZ float32
+	// Mount moves each point from the clouds' frame into the robot frame
+	// before it is drawn; the zero value leaves points where they are
+	// (and costs nothing). The filter's voxels stay in the clouds' frame:
+	// only their centroids are moved.
+	Mount Mount
 	// MaxHeight caps the height channel, in metres above GroundZ; 0 means
 	// 3. Points above it still mark their cell occupied; to drop overhangs
 	// (ceilings, branches), crop them in the filter's Config.Crop.
@@ -61,10 +67,12 @@ type BEVConfig struct {
 // BEV fills BEV tensors from filtered points. It holds preallocated scratch
 // memory; use it from one goroutine at a time.
 type BEV struct {
-	cfg   BEVConfig
-	cell  float64
-	count []uint32  // points per cell
-	isum  []float64 // intensity sum per cell
+	cfg     BEVConfig
+	cell    float64
+	mounted bool      // cfg.Mount is not the identity
+	tf      Transform // cfg.Mount's, when mounted
+	count   []uint32  // points per cell
+	isum    []float64 // intensity sum per cell
 }
 
 // NewBEV checks cfg and preallocates.
@@ -96,11 +104,16 @@ func NewBEV(cfg BEVConfig) (*BEV, error) {
 	case !finite32(cfg.MinX) || !finite32(cfg.GroundZ):
 		return nil, fmt.Errorf("BEV config: min x %g m and ground z %g m must be finite", cfg.MinX, cfg.GroundZ)
 	}
+	if err := cfg.Mount.check(); err != nil {
+		return nil, fmt.Errorf("BEV config: %w", err)
+	}
 	return &BEV{
-		cfg:   cfg,
-		cell:  float64(cfg.Cell),
-		count: make([]uint32, cfg.H*cfg.W),
-		isum:  make([]float64, cfg.H*cfg.W),
+		cfg:     cfg,
+		cell:    float64(cfg.Cell),
+		mounted: !cfg.Mount.IsIdentity(),
+		tf:      cfg.Mount.Transform(),
+		count:   make([]uint32, cfg.H*cfg.W),
+		isum:    make([]float64, cfg.H*cfg.W),
 	}, nil
 }
 
@@ -115,34 +128,81 @@ func (b *BEV) Config() BEVConfig { return b.cfg }
 // voxel index would fail the whole frame (ErrGridTooLarge).
 const CropFarZ = 1000
 
-// CropFor returns a crop box for a Filter with this leaf size whose
-// outside cannot change what Fill writes, but for points beyond CropFarZ:
-// the raster's x/y window grown by two leaves. A voxel's centroid lies in
-// its cell, one leaf wide, so a voxel with a point beyond one leaf of the
-// window lies wholly outside it; the second leaf covers float rounding.
-// Cropping so drops far points before the filter sorts them, and a
-// garbage point far away cannot fail the frame.
+// CropFor returns a crop box, in the clouds' frame, for a Filter with
+// this leaf size whose outside cannot change what Fill writes, but for
+// points beyond CropFarZ: the raster's x/y window grown by two leaves. A
+// voxel's centroid lies in its cell, one leaf wide, so a voxel with a
+// point beyond one leaf of the window lies wholly outside it; the second
+// leaf covers float rounding. Cropping so drops far points before the
+// filter sorts them, and a garbage point far away cannot fail the frame.
+//
+// With a Mount, the window (x, y and CropFarZ's z band, in the robot
+// frame) is moved into the clouds' frame first and its bounding box
+// grown by the leaves there, where the voxels are. A tilted mount widens
+// that box by the band's height times the tilt's sine, so the crop then
+// keeps more than the raster needs (1000 m × sin 5° = 87 m); the raster
+// is still the same.
 func (b *BEV) CropFor(leaf [3]float32) Box {
 	c := b.cfg
 	halfW := float32(float64(c.W) / 2 * b.cell)
-	return Box{
-		Min: [3]float32{c.MinX - 2*leaf[0], -halfW - 2*leaf[1], c.GroundZ - CropFarZ},
-		Max: [3]float32{c.MinX + float32(float64(c.H)*b.cell) + 2*leaf[0], halfW + 2*leaf[1], c.GroundZ + CropFarZ},
+	maxX := c.MinX + float32(float64(c.H)*b.cell)
+	if !b.mounted {
+		return Box{
+			Min: [3]float32{c.MinX - 2*leaf[0], -halfW - 2*leaf[1], c.GroundZ - CropFarZ},
+			Max: [3]float32{maxX + 2*leaf[0], halfW + 2*leaf[1], c.GroundZ + CropFarZ},
+		}
 	}
+	box := b.tf.inverseBox(Box{
+		Min: [3]float32{c.MinX, -halfW, c.GroundZ - CropFarZ},
+		Max: [3]float32{maxX, halfW, c.GroundZ + CropFarZ},
+	})
+	for a := range 3 {
+		box.Min[a] -= 2 * leaf[a]
+		box.Max[a] += 2 * leaf[a]
+	}
+	return box
 }
 
 // Len returns the tensor length Fill needs: Channels·H·W.
 func (b *BEV) Len() int { return BEVChannels * b.cfg.H * b.cfg.W }
 
-// Cell returns the row and column of the cell that holds (x, y), and false
-// if the point is outside the raster.
+// Cell returns the row and column of the cell that holds the robot-frame
+// (x, y), and false if the point is outside the raster.
 func (b *BEV) Cell(x, y float32) (row, col int, ok bool) {
-	u := (float64(x) - float64(b.cfg.MinX)) / b.cell
-	v := float64(b.cfg.W)/2 - float64(y)/b.cell
+	return b.cellAt(float64(x), float64(y))
+}
+
+func (b *BEV) cellAt(x, y float64) (row, col int, ok bool) {
+	u := (x - float64(b.cfg.MinX)) / b.cell
+	v := float64(b.cfg.W)/2 - y/b.cell
 	if !(u >= 0 && u < float64(b.cfg.H) && v >= 0 && v < float64(b.cfg.W)) {
 		return 0, 0, false // also NaN
 	}
 	return b.cfg.H - 1 - int(u), int(v), true
+}
+
+// place returns where the cloud point p lies in the robot frame: x and y
+// in float64, as the cell arithmetic takes them, z rounded to float32, as
+// the height channel holds it. A non-finite coordinate makes x or y
+// non-finite too (every row of a rotation has a nonzero entry, and 0·Inf
+// is NaN), which no cell holds.
+func (b *BEV) place(p Point) (x, y float64, z float32) {
+	if !b.mounted {
+		return float64(p.X), float64(p.Y), p.Z
+	}
+	rx, ry, rz := b.tf.Apply(float64(p.X), float64(p.Y), float64(p.Z))
+	return rx, ry, float32(rz)
+}
+
+// Holds reports whether Fill draws the cloud point p: its z and intensity
+// are finite and it lies inside the raster once Mount has placed it.
+func (b *BEV) Holds(p Point) bool {
+	if !finite32(p.Z) || !finite32(p.I) {
+		return false
+	}
+	x, y, _ := b.place(p)
+	_, _, ok := b.cellAt(x, y)
+	return ok
 }
 
 // CellCenter returns the robot-frame x and y of a cell's centre.
@@ -172,12 +232,13 @@ func (b *BEV) Fill(pts *Points, dst []float32) error {
 		if !finite32(p.Z) || !finite32(p.I) {
 			continue
 		}
-		row, col, ok := b.Cell(p.X, p.Y)
+		x, y, z := b.place(p)
+		row, col, ok := b.cellAt(x, y)
 		if !ok {
 			continue
 		}
 		k := row*b.cfg.W + col
-		h := min(max(p.Z-ground, 0), maxH)
+		h := min(max(z-ground, 0), maxH)
 		occ[k] = 1
 		height[k] = max(height[k], h)
 		b.count[k]++
@@ -198,9 +259,9 @@ func (b *BEV) Fill(pts *Points, dst []float32) error {
 // returns below it (puddle reflections, multipath).
 const GroundPercentile = 0.1
 
-// GroundZEstimate estimates where the ground is in the cloud's frame: the
-// GroundPercentile-th z among the voxels of pts inside the raster's x/y
-// window, sampled evenly to at most len(scratch) of them (scratch is
+// GroundZEstimate estimates where the ground is in the robot frame (the
+// clouds' frame moved by Mount): the GroundPercentile-th z among the
+// voxels of pts inside the raster's x/y window, sampled evenly to at most len(scratch) of them (scratch is
 // overwritten; it is caller-owned so that this does not allocate). It
 // returns the z and how many voxels it looked at; with none, z is NaN.
 // A GroundZ far from it means the raster measures heights from the
@@ -214,27 +275,32 @@ func (b *BEV) GroundZEstimate(pts *Points, scratch []float32) (z float32, n int)
 	// divisions; a voxel on an edge may go either way, which cannot move
 	// a percentile of hundreds).
 	c := b.cfg
-	x0, x1 := c.MinX, c.MinX+float32(float64(c.H)*b.cell)
-	halfW := float32(float64(c.W) / 2 * b.cell)
-	inside := func(p Point) bool {
-		return p.X >= x0 && p.X < x1 && p.Y > -halfW && p.Y <= halfW && finite32(p.Z) && finite32(p.I) // as Fill
+	x0, x1 := float64(c.MinX), float64(c.MinX+float32(float64(c.H)*b.cell))
+	halfW := float64(float32(float64(c.W) / 2 * b.cell))
+	inside := func(p Point) (z float32, ok bool) {
+		if !finite32(p.Z) || !finite32(p.I) { // as Fill
+			return 0, false
+		}
+		x, y, z := b.place(p)
+		return z, x >= x0 && x < x1 && y > -halfW && y <= halfW
 	}
 	// Two passes, so that the sample spreads over the raster's voxels
 	// only: most of a spinning LiDAR's lie outside it.
 	total := 0
 	for _, p := range pts.P {
-		if inside(p) {
+		if _, ok := inside(p); ok {
 			total++
 		}
 	}
 	stride := max(1, (total+len(scratch)-1)/len(scratch)) // ceil
 	k := 0
 	for _, p := range pts.P {
-		if !inside(p) {
+		z, ok := inside(p)
+		if !ok {
 			continue
 		}
 		if k%stride == 0 && n < len(scratch) {
-			scratch[n] = p.Z
+			scratch[n] = z
 			n++
 		}
 		k++

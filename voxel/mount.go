@@ -1,0 +1,118 @@
+package voxel
+
+import (
+	"fmt"
+	"math"
+)
+
+// Mount is where the clouds' frame sits in the robot frame the BEV raster
+// is drawn in: a point p of a cloud lies at R·p + (X, Y, Z) in the robot
+// frame, with R = Rz(Yaw)·Ry(Pitch)·Rx(Roll), rotations about the robot
+// frame's fixed axes applied roll first: URDF's <origin xyz rpy> and a
+// tf2 static transform from the robot frame to the sensor's. The zero
+// value is the identity (clouds already in the robot frame).
+//
+// A LiDAR tilted down by 10° to see the ground near the robot has Pitch
+// +10° (in radians: REP-103's y axis points left, and a positive pitch
+// turns x towards -z); one mounted upside down has Roll π.
+type Mount struct {
+	X, Y, Z          float64 // metres
+	Roll, Pitch, Yaw float64 // radians
+}
+
+// IsIdentity reports whether m moves no point (every field zero).
+func (m Mount) IsIdentity() bool { return m == Mount{} }
+
+// check reports a non-finite field: the transform would turn every point
+// into NaN, which no cell holds, and the raster would be empty.
+func (m Mount) check() error {
+	for _, f := range [...]struct {
+		name string
+		v    float64
+	}{{"x", m.X}, {"y", m.Y}, {"z", m.Z}, {"roll", m.Roll}, {"pitch", m.Pitch}, {"yaw", m.Yaw}} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			return fmt.Errorf("mount %s %g is not finite", f.name, f.v)
+		}
+	}
+	return nil
+}
+
+// Transform is a Mount as the rigid transform the BEV applies: R, row
+// major, and the translation T. The GPU kernels take these very numbers,
+// so that both paths compute the same bits.
+type Transform struct {
+	R [9]float64
+	T [3]float64
+}
+
+// Transform returns m's rotation matrix and translation.
+func (m Mount) Transform() Transform {
+	sr, cr := math.Sincos(m.Roll)
+	sp, cp := math.Sincos(m.Pitch)
+	sy, cy := math.Sincos(m.Yaw)
+	// Rz(yaw)·Ry(pitch)·Rx(roll), as tf2's Matrix3x3::setRPY.
+	return Transform{
+		R: [9]float64{
+			cy * cp, cy*sp*sr - sy*cr, cy*sp*cr + sy*sr,
+			sy * cp, sy*sp*sr + cy*cr, sy*sp*cr - cy*sr,
+			-sp, cp * sr, cp * cr,
+		},
+		T: [3]float64{m.X, m.Y, m.Z},
+	}
+}
+
+// Apply returns where the cloud point (x, y, z) lies in the robot frame.
+// Each coordinate is ((r0·x + r1·y) + r2·z) + t in float64, every product
+// and sum rounded on its own: the conversions keep Go from fusing a
+// product into an addition (the spec allows it, arm64 does it), and the
+// GPU kernel does the same operations in the same order with
+// __dmul_rn/__dadd_rn (gpu/kernels/voxel.cu, zh_bev_cells).
+func (t *Transform) Apply(x, y, z float64) (rx, ry, rz float64) {
+	r := &t.R
+	rx = float64(float64(float64(r[0]*x)+float64(r[1]*y))+float64(r[2]*z)) + t.T[0]
+	ry = float64(float64(float64(r[3]*x)+float64(r[4]*y))+float64(r[5]*z)) + t.T[1]
+	rz = float64(float64(float64(r[6]*x)+float64(r[7]*y))+float64(r[8]*z)) + t.T[2]
+	return rx, ry, rz
+}
+
+// inverseBox returns the axis-aligned box, in the clouds' frame, that
+// holds every point that t puts inside b: the bounding box of b moved back
+// by t⁻¹ (b's centre through Rᵀ(c − T), its half extents through |Rᵀ|).
+// b's bounds must be finite.
+func (t *Transform) inverseBox(b Box) Box {
+	var c, e [3]float64
+	for a := range 3 {
+		lo, hi := float64(b.Min[a]), float64(b.Max[a])
+		c[a], e[a] = lo/2+hi/2, hi/2-lo/2
+		c[a] -= t.T[a]
+	}
+	var out Box
+	for a := range 3 { // cloud axis a: row a of Rᵀ is column a of R
+		centre, half := 0.0, 0.0
+		for j := range 3 {
+			r := t.R[3*j+a]
+			centre += r * c[j]
+			half += math.Abs(r) * e[j]
+		}
+		out.Min[a], out.Max[a] = roundDown32(centre-half), roundUp32(centre+half)
+	}
+	return out
+}
+
+// roundDown32 and roundUp32 round v to a float32 no greater / no less
+// than it, so that a box rounded so never loses a point to rounding.
+func roundDown32(v float64) float32 {
+	f := float32(v)
+	if float64(f) > v {
+		f = math.Nextafter32(f, float32(math.Inf(-1)))
+	}
+	return f
+}
+
+func roundUp32(v float64) float32 {
+	f := float32(v)
+	if float64(f) < v {
+		f = math.Nextafter32(f, float32(math.Inf(1)))
+	}
+	return f
+}
