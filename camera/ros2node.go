@@ -37,6 +37,9 @@ type ROS2NodeConfig struct {
 	QoS               ros2.QoS // of the sensor subscriptions; zero = sensor data QoS
 	// StampOnReceipt: see ROS2SourceConfig.StampOnReceipt (--ros2-stamp receipt).
 	StampOnReceipt bool
+	// Intensity: see ROS2SourceConfig.Intensity (--ros2-intensity-field,
+	// --ros2-intensity-scale); the zero value reads "intensity" as is.
+	Intensity ROS2Intensity
 }
 
 // RunROS2Node runs a camera process whose frames come from ROS 2 topics:
@@ -57,6 +60,9 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 	}
 	if rc.PointsTopic == "" && rc.ImageTopic == "" {
 		return errors.New("ros2 source: neither a points nor an image topic")
+	}
+	if err := rc.Intensity.check(); err != nil {
+		return err
 	}
 	// Topics resolve against the node ("points" in /robot1 is
 	// /robot1/points), so compare and log the resolved names. A bad node
@@ -129,7 +135,8 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 		return errors.Join(err, stopServing())
 	}
 	defer p.Close()
-	scfg := ROS2SourceConfig{PointsTopic: rc.PointsTopic, ImageTopic: rc.ImageTopic, QoS: rc.QoS, StampOnReceipt: rc.StampOnReceipt, Checksum: cfg.Checksum, Log: log}
+	scfg := ROS2SourceConfig{PointsTopic: rc.PointsTopic, ImageTopic: rc.ImageTopic, QoS: rc.QoS, StampOnReceipt: rc.StampOnReceipt,
+		Intensity: rc.Intensity, Checksum: cfg.Checksum, Log: log}
 	// Absolute names for the logs (a subscription resolves the same way).
 	for _, t := range []*string{&scfg.PointsTopic, &scfg.ImageTopic} {
 		if name, err := rc.DDS.ResolveTopic(*t); *t != "" && err == nil {

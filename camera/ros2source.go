@@ -73,6 +73,9 @@ type ROS2SourceConfig struct {
 	// watchdog would drop as stale. Time spent before arrival then goes
 	// uncounted, and the agent pairs images with clouds by arrival.
 	StampOnReceipt bool
+	// Intensity says which PointCloud2 field becomes each point's
+	// intensity, and its scale; the zero value reads "intensity" as is.
+	Intensity ROS2Intensity
 	// Checksum fills each handle's payload checksum (test mode).
 	Checksum bool
 	Log      *zap.Logger
@@ -89,6 +92,74 @@ type HandleSink interface {
 type MirrorSink interface {
 	Publish(h *handles.Handle, payload []byte) error
 	Matched() int
+}
+
+// DefaultIntensityField is the PointCloud2 field read as each point's
+// intensity when ROS2Intensity names none.
+const DefaultIntensityField = "intensity"
+
+// ROS2Intensity says where a ROS 2 cloud's point intensity comes from
+// (--ros2-intensity-field, --ros2-intensity-scale). The zero value reads the
+// field "intensity" as is.
+type ROS2Intensity struct {
+	// Field is the PointCloud2 field (any numeric datatype, count 1)
+	// whose value, converted to float32 and times Scale, becomes each
+	// point's intensity; "" = DefaultIntensityField. Never x, y or z. A
+	// cloud without it gets intensity 0 for every point and one warning.
+	Field string
+	// None reads no field: intensity is 0 for every point, without a
+	// warning (a depth camera's x, y, z, rgb cloud has none). Field and
+	// Scale are then not used.
+	None bool
+	// Scale multiplies each intensity (in float64, then rounded to
+	// float32; a product beyond float32's range is +Inf, and the voxel
+	// filter skips such points); 0 = 1. Finite and > 0. Any value but 1
+	// turns off the single memmove for clouds already packed XYZI float32.
+	Scale float64
+}
+
+// ParseROS2Intensity makes a ROS2Intensity from the values of
+// --ros2-intensity-field and --ros2-intensity-scale as given on the
+// command line: field "" means None, and scale must be finite and > 0 (0
+// is refused there rather than read as the default). Errors name the flag.
+func ParseROS2Intensity(field string, scale float64) (ROS2Intensity, error) {
+	in := ROS2Intensity{Field: field, None: field == "", Scale: scale}
+	if scale == 0 {
+		return ROS2Intensity{}, errors.New(`--ros2-intensity-scale 0: want a finite number > 0 (1: as the driver sends it; for no intensity at all, --ros2-intensity-field "")`)
+	}
+	return in, in.check()
+}
+
+// check refuses a Field of x, y or z and a Scale that is not finite or
+// below 0, naming the flags.
+func (in ROS2Intensity) check() error {
+	switch in.Field {
+	case "x", "y", "z":
+		return fmt.Errorf(`--ros2-intensity-field %q: that is the point's position; name the field that holds its intensity (e.g. reflectivity), or "" for none`, in.Field)
+	}
+	if math.IsNaN(in.Scale) || math.IsInf(in.Scale, 0) || in.Scale < 0 {
+		return fmt.Errorf("--ros2-intensity-scale %v: want a finite number > 0 (1: as the driver sends it)", in.Scale)
+	}
+	return nil
+}
+
+// field is the field name to read, "" for none.
+func (in ROS2Intensity) field() string {
+	switch {
+	case in.None:
+		return ""
+	case in.Field == "":
+		return DefaultIntensityField
+	}
+	return in.Field
+}
+
+// scale is Scale with 0 read as 1.
+func (in ROS2Intensity) scale() float64 {
+	if in.Scale == 0 {
+		return 1
+	}
+	return in.Scale
 }
 
 // ROS2Stats counts one topic's messages. Every received message ends in
@@ -119,6 +190,12 @@ type ROS2Source struct {
 	mirrors [2]*mirrorWorker // nil where cfg.Mirrors has none
 	// closeMirrors stops the workers once.
 	closeMirrors sync.Once
+	// iField and iScale are cfg.Intensity resolved: the field read as
+	// intensity ("" = none) and its scale (1 = as is). iMissing is the
+	// warning for a cloud without iField, made once by NewROS2Source so
+	// that the callback builds no string.
+	iField, iMissing string
+	iScale           float64
 }
 
 // mirrorWorker publishes one topic's mirror on a goroutine of its own: a
@@ -183,7 +260,7 @@ type ros2Stream struct {
 	mirrored, mirrorErrors                    atomic.Uint64
 	zeroStamps                                atomic.Uint64 // header.stamp {0, 0}, without StampOnReceipt
 	farStamps                                 atomic.Uint64 // header.stamp over farStamp from this clock, without StampOnReceipt
-	noIntensity                               atomic.Uint64 // clouds without an intensity field
+	noIntensity                               atomic.Uint64 // clouds without the intensity field named
 
 	// dropLog is, per drop counter, the reason last logged (digits
 	// removed, so that sizes do not count as a new reason) and when.
@@ -215,7 +292,13 @@ func NewROS2Source(p *ros2.Participant, cam *Camera, pub Publisher, cfg ROS2Sour
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
-	s := &ROS2Source{cam: cam, pub: pub, cfg: cfg, log: cfg.Log}
+	if err := cfg.Intensity.check(); err != nil {
+		return nil, fmt.Errorf("camera: %w", err)
+	}
+	s := &ROS2Source{cam: cam, pub: pub, cfg: cfg, log: cfg.Log, iField: cfg.Intensity.field(), iScale: cfg.Intensity.scale()}
+	// The model's BEV has a mean-intensity channel; all zeros there is
+	// not what it was trained on.
+	s.iMissing = fmt.Sprintf(`camera: ros2 PointCloud2 has no field named %q (--ros2-intensity-field); intensity is 0 for every point: name the cloud's intensity field with --ros2-intensity-field (e.g. reflectivity), or "" for none (logged once)`, s.iField)
 	for i := range s.streams {
 		s.streams[i].h.FrameID = cam.ids[i]
 	}
@@ -331,16 +414,14 @@ func (s *ROS2Source) OnImage(v *ros2.ImageView) {
 func (s *ROS2Source) OnPointCloud2(v *ros2.PointCloud2View) {
 	st := &s.streams[TopicPoints]
 	st.received.Add(1)
-	lay, err := parseCloudLayout(v)
+	lay, err := parseCloudLayout(v, s.iField, s.iScale)
 	if err != nil {
 		s.countDrop(TopicPoints, &st.unsupported, err)
 		return
 	}
-	if lay.i.kind == 0 && st.noIntensity.Add(1) == 1 {
-		// The model's BEV has a mean-intensity channel; all zeros there
-		// is not what it was trained on.
-		s.log.Warn("camera: ros2 PointCloud2 has no field named intensity; intensity is 0 for every point (logged once)",
-			zap.String("topic", TopicName(TopicPoints)), zap.String("ros_topic", s.cfg.PointsTopic), zap.String("fields", fieldNames(v)))
+	if lay.i.kind == 0 && s.iField != "" && st.noIntensity.Add(1) == 1 {
+		s.log.Warn(s.iMissing, zap.String("topic", TopicName(TopicPoints)), zap.String("ros_topic", s.cfg.PointsTopic),
+			zap.String("intensity_field", s.iField), zap.String("fields", fieldNames(v)))
 	}
 	pool := s.cam.Pool(TopicPoints)
 	n := uint64(v.Width) * uint64(v.Height)
@@ -583,15 +664,17 @@ type cloudField struct {
 // cloudLayout is a validated source layout.
 type cloudLayout struct {
 	x, y, z, i cloudField
-	fast       bool // already packed XYZI float32, step 16, rows contiguous: one memmove
+	iScale     float64 // intensity multiplier; 1 = as is
+	fast       bool    // already packed XYZI float32, step 16, rows contiguous, intensity not scaled: one memmove
 }
 
-// parseCloudLayout finds x, y, z (FLOAT32 or FLOAT64) and intensity
-// (optional; any numeric type, converted to float32 as is, not scaled),
-// refuses a name given twice, and checks that every
-// point of v lies inside v.Data.
-func parseCloudLayout(v *ros2.PointCloud2View) (cloudLayout, error) {
-	var l cloudLayout
+// parseCloudLayout finds x, y, z (FLOAT32 or FLOAT64) and the field
+// named intensity (optional, "" = none; any numeric type, converted to
+// float32 and multiplied by iScale), refuses a name given twice, and checks
+// that every point of v lies inside v.Data. intensity is never x, y or z
+// (ROS2Intensity.check).
+func parseCloudLayout(v *ros2.PointCloud2View, intensity string, iScale float64) (cloudLayout, error) {
+	l := cloudLayout{iScale: iScale}
 	if v.IsBigEndian {
 		return l, errors.New("big-endian PointCloud2 not supported")
 	}
@@ -604,10 +687,11 @@ func parseCloudLayout(v *ros2.PointCloud2View) (cloudLayout, error) {
 			dst = &l.y
 		case "z":
 			dst = &l.z
-		case "intensity":
-			dst = &l.i
 		default:
-			continue
+			if intensity == "" || string(f.Name) != intensity {
+				continue
+			}
+			dst = &l.i
 		}
 		want := "FLOAT32 (7) or FLOAT64 (8)"
 		ok := f.Datatype == pfFloat32 || f.Datatype == pfFloat64
@@ -648,7 +732,8 @@ func parseCloudLayout(v *ros2.PointCloud2View) (cloudLayout, error) {
 	}
 	l.fast = v.PointStep == sensor.PointStep && (v.Height <= 1 || uint64(v.RowStep) == uint64(v.Width)*sensor.PointStep) &&
 		l.x == cloudField{sensor.PointOffsetX, pfFloat32} && l.y == cloudField{sensor.PointOffsetY, pfFloat32} &&
-		l.z == cloudField{sensor.PointOffsetZ, pfFloat32} && l.i == cloudField{sensor.PointOffsetIntensity, pfFloat32}
+		l.z == cloudField{sensor.PointOffsetZ, pfFloat32} && l.i == cloudField{sensor.PointOffsetIntensity, pfFloat32} &&
+		iScale == 1
 	return l, nil
 }
 
@@ -701,7 +786,11 @@ func (l *cloudLayout) convert(dst []byte, v *ros2.PointCloud2View) {
 			le.PutUint32(d[sensor.PointOffsetX:], l.x.bits(p))
 			le.PutUint32(d[sensor.PointOffsetY:], l.y.bits(p))
 			le.PutUint32(d[sensor.PointOffsetZ:], l.z.bits(p))
-			le.PutUint32(d[sensor.PointOffsetIntensity:], l.i.bits(p))
+			i := l.i.bits(p)
+			if l.iScale != 1 {
+				i = math.Float32bits(float32(float64(math.Float32frombits(i)) * l.iScale))
+			}
+			le.PutUint32(d[sensor.PointOffsetIntensity:], i)
 			o += sensor.PointStep
 		}
 	}

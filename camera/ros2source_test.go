@@ -42,6 +42,13 @@ func newROS2Rig(t testing.TB, sizes PoolSizes, slots uint32) *ros2Rig {
 // newROS2RigStamped is newROS2Rig with ROS2SourceConfig.StampOnReceipt.
 func newROS2RigStamped(t testing.TB, sizes PoolSizes, slots uint32, stampOnReceipt bool) *ros2Rig {
 	t.Helper()
+	return newROS2RigWith(t, sizes, slots, ROS2SourceConfig{StampOnReceipt: stampOnReceipt})
+}
+
+// newROS2RigWith is newROS2Rig with cfg's settings (Checksum and Log are
+// the rig's own).
+func newROS2RigWith(t testing.TB, sizes PoolSizes, slots uint32, cfg ROS2SourceConfig) *ros2Rig {
+	t.Helper()
 	core, logs := observer.New(zapcore.InfoLevel)
 	cam, err := New(Config{Source: sizes, Slots: slots, Checksum: true})
 	if err != nil {
@@ -64,7 +71,8 @@ func newROS2RigStamped(t testing.TB, sizes PoolSizes, slots uint32, stampOnRecei
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := NewROS2Source(nil, cam, tr, ROS2SourceConfig{Checksum: true, StampOnReceipt: stampOnReceipt, Log: zap.New(core)})
+	cfg.Checksum, cfg.Log = true, zap.New(core)
+	src, err := NewROS2Source(nil, cam, tr, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,12 +127,17 @@ type cloudSpec struct {
 	fields            []ros2.PointField
 	width, height     uint32
 	pointStep, rowPad uint32
+	iField            string // the field that holds each point's i; "" = "intensity"
 }
 
 func (c cloudSpec) build(pts []point) *ros2.PointCloud2View {
 	rowStep := c.width*c.pointStep + c.rowPad
 	data := bytes.Repeat([]byte{0xAB}, int(rowStep*c.height))
 	le := binary.LittleEndian
+	iField := c.iField
+	if iField == "" {
+		iField = "intensity"
+	}
 	for k, p := range pts {
 		r, col := uint32(k)/c.width, uint32(k)%c.width
 		base := data[r*rowStep+col*c.pointStep:]
@@ -137,7 +150,7 @@ func (c cloudSpec) build(pts []point) *ros2.PointCloud2View {
 				v = p.y
 			case "z":
 				v = p.z
-			case "intensity":
+			case iField:
 				v = p.i
 			default:
 				continue
@@ -492,20 +505,37 @@ func TestROS2FrameIDTruncatedOrReplaced(t *testing.T) {
 }
 
 func TestROS2IngestAllocatesNothing(t *testing.T) {
-	r := newROS2Rig(t, PoolSizes{Points: 1000, ImageBytes: 64 * 64 * 3}, 4)
-	r.src.cfg.Checksum = false
-	cloud := cloudSpec{fields: []ros2.PointField{pf("y", 0, 7), pf("z", 4, 7), pf("x", 8, 7), pf("intensity", 16, 8)},
-		width: 100, height: 1, pointStep: 32}.build(testPoints(100))
-	img, _ := buildImage("bgr8", 32, 16, 3, 4)
-	allocs := testing.AllocsPerRun(200, func() {
-		r.src.OnPointCloud2(cloud)
-		r.src.OnImage(img)
-	})
-	if allocs != 0 {
-		t.Errorf("%.1f allocations per cloud+image, want 0", allocs)
-	}
-	if st := r.src.Stats(TopicPoints); st.Published < 200 {
-		t.Errorf("points stats %+v", st)
+	shuffled := cloudSpec{fields: []ros2.PointField{pf("y", 0, 7), pf("z", 4, 7), pf("x", 8, 7), pf("intensity", 16, 8)},
+		width: 100, height: 1, pointStep: 32}
+	livox := cloudSpec{fields: []ros2.PointField{pf("x", 0, 7), pf("y", 4, 7), pf("z", 8, 7), pf("reflectivity", 12, 2), pf("tag", 13, 2)},
+		width: 100, height: 1, pointStep: 18, iField: "reflectivity"}
+	for _, tc := range []struct {
+		name      string
+		spec      cloudSpec
+		intensity ROS2Intensity
+	}{
+		{"float64 intensity at shuffled offsets", shuffled, ROS2Intensity{}},
+		{"a named uint8 field, scaled", livox, ROS2Intensity{Field: "reflectivity", Scale: 1.0 / 255}},
+		// The first cloud's warning allocates; AllocsPerRun's warm-up run
+		// takes it, every later cloud must not.
+		{"a cloud without the named field", shuffled, ROS2Intensity{Field: "signal"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newROS2RigWith(t, PoolSizes{Points: 1000, ImageBytes: 64 * 64 * 3}, 4, ROS2SourceConfig{Intensity: tc.intensity})
+			r.src.cfg.Checksum = false
+			cloud := tc.spec.build(testPoints(100))
+			img, _ := buildImage("bgr8", 32, 16, 3, 4)
+			allocs := testing.AllocsPerRun(200, func() {
+				r.src.OnPointCloud2(cloud)
+				r.src.OnImage(img)
+			})
+			if allocs != 0 {
+				t.Errorf("%.1f allocations per cloud+image, want 0", allocs)
+			}
+			if st := r.src.Stats(TopicPoints); st.Published < 200 {
+				t.Errorf("points stats %+v", st)
+			}
+		})
 	}
 }
 
@@ -517,12 +547,17 @@ func TestPoolSizesRefusesPull(t *testing.T) {
 }
 
 func BenchmarkROS2Cloud(b *testing.B) {
+	packed := cloudSpec{fields: []ros2.PointField{pf("x", 0, 7), pf("y", 4, 7), pf("z", 8, 7), pf("intensity", 12, 7)}, width: 100000, height: 1, pointStep: 16}
 	for _, tc := range []struct {
-		name string
-		spec cloudSpec
+		name      string
+		spec      cloudSpec
+		intensity ROS2Intensity
 	}{
-		{"shuffled-f64-intensity", cloudSpec{fields: []ros2.PointField{pf("y", 0, 7), pf("z", 4, 7), pf("x", 8, 7), pf("intensity", 16, 8)}, width: 100000, height: 1, pointStep: 32}},
-		{"packed-xyzi", cloudSpec{fields: []ros2.PointField{pf("x", 0, 7), pf("y", 4, 7), pf("z", 8, 7), pf("intensity", 12, 7)}, width: 100000, height: 1, pointStep: 16}},
+		{"shuffled-f64-intensity", cloudSpec{fields: []ros2.PointField{pf("y", 0, 7), pf("z", 4, 7), pf("x", 8, 7), pf("intensity", 16, 8)}, width: 100000, height: 1, pointStep: 32}, ROS2Intensity{}},
+		{"packed-xyzi", packed, ROS2Intensity{}},
+		{"packed-xyzi-scaled", packed, ROS2Intensity{Scale: 1.0 / 255}},
+		{"livox-u8-reflectivity-scaled", cloudSpec{fields: []ros2.PointField{pf("x", 0, 7), pf("y", 4, 7), pf("z", 8, 7), pf("reflectivity", 12, 2), pf("tag", 13, 2)},
+			width: 100000, height: 1, pointStep: 18, iField: "reflectivity"}, ROS2Intensity{Field: "reflectivity", Scale: 1.0 / 255}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			cam, err := New(Config{Source: PoolSizes{Points: 100000, ImageBytes: 16}, Slots: 4})
@@ -530,7 +565,7 @@ func BenchmarkROS2Cloud(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer cam.Close()
-			src, err := NewROS2Source(nil, cam, abortPublisher{cam}, ROS2SourceConfig{})
+			src, err := NewROS2Source(nil, cam, abortPublisher{cam}, ROS2SourceConfig{Intensity: tc.intensity})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -49,7 +49,7 @@ func ros2Flags(fs *flag.FlagSet) func(context.Context, camera.NodeConfig) (handl
 // reading the ROS environment variables through lookup.
 func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)) (camera.ROS2NodeConfig, error) {
 	var (
-		points     = fs.String("ros2-points-topic", "points", `--source ros2: sensor_msgs/PointCloud2 topic ("" = none); a relative name resolves against --ros2-namespace (points in /robot1 is /robot1/points), an absolute one (/points) does not; x, y, z (FLOAT32/FLOAT64) and optional intensity (any numeric type; without it intensity is 0, with one warning) at any offsets`)
+		points     = fs.String("ros2-points-topic", "points", `--source ros2: sensor_msgs/PointCloud2 topic ("" = none); a relative name resolves against --ros2-namespace (points in /robot1 is /robot1/points), an absolute one (/points) does not; x, y, z (FLOAT32/FLOAT64) and optional intensity (the field --ros2-intensity-field names, any numeric type; without it intensity is 0, with one warning) at any offsets`)
 		image      = fs.String("ros2-image-topic", "image_raw", `--source ros2: sensor_msgs/Image topic ("" = none); a relative name resolves against --ros2-namespace, as for --ros2-points-topic; rgb8, bgr8, mono8, rgba8 or bgra8 (cv_bridge's 8UC1, 8UC3 and 8UC4 too)`)
 		maxPoints  = fs.Int("ros2-max-points", 131072, "--source ros2: most points per cloud (slot size = 16 bytes × this); larger clouds are dropped and counted")
 		maxImage   = fs.Int("ros2-max-image-bytes", 1920*1080*3, "--source ros2: largest image in bytes (width × height × bytes per pixel); larger images are dropped and counted")
@@ -60,6 +60,8 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 		node       = fs.String("ros2-node-name", "zerohop_camera", "--source ros2: ROS node name in ros2 node list / rqt_graph")
 		ns         = fs.String("ros2-namespace", "/", "--source ros2: ROS namespace of that node, e.g. /robot1; relative topic names (the defaults points and image_raw, the mirror and handles topics) resolve against it")
 		stamp      = fs.String("ros2-stamp", "header", `--source ros2: a frame's capture time: "header" (the message's header.stamp; the driver's clock must be this machine's, within the agent's --watchdog) or "receipt" (this machine's clock when the message arrives: for a simulator's use_sim_time stamps or a driver clock that is not synchronised; time before arrival goes uncounted)`)
+		iField     = fs.String("ros2-intensity-field", camera.DefaultIntensityField, `--source ros2: the PointCloud2 field whose value (any numeric type, converted to float32) becomes each point's intensity, e.g. reflectivity for Livox or an Ouster's native profile; not x, y or z. "" = none: intensity 0 for every point, without the warning a cloud lacking the field gets`)
+		iScale     = fs.Float64("ros2-intensity-scale", 1, `--source ros2: multiply each intensity by this, a finite number > 0, to bring the driver's scale to the one the model was trained on (Velodyne sends 0-255, Ouster up to thousands, KITTI 0-1). The synthetic scene's intensities lie in 0-1 (ground 0.2 to obstacles 0.85), as KITTI's do: for a 0-255 driver give 0.00392157 (1/255). The shipped reference model ignores intensity (its BEV's intensity channel is unused). A scale other than 1 turns off the single-copy path for clouds already packed XYZI float32`)
 		domain     = fs.Int("ros-domain", -1, fmt.Sprintf("--source ros2: DDS domain id 0..%d, overriding ROS_DOMAIN_ID (-1: from the environment, default 0)", ros2.MaxDomainID))
 	)
 	return func(lookup func(string) (string, bool)) (camera.ROS2NodeConfig, error) {
@@ -94,11 +96,15 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 		if err != nil {
 			return camera.ROS2NodeConfig{}, err
 		}
+		intensity, err := camera.ParseROS2Intensity(*iField, *iScale)
+		if err != nil {
+			return camera.ROS2NodeConfig{}, err
+		}
 		return camera.ROS2NodeConfig{
 			DDS: dds, PointsTopic: *points, ImageTopic: *image,
 			MaxPoints: *maxPoints, MaxImageBytes: *maxImage, HandlesTopic: *handlesTop,
 			ImageMirrorTopic: *imgMirror, PointsMirrorTopic: *ptsMirror, MirrorReliability: rel,
-			StampOnReceipt: *stamp == "receipt",
+			StampOnReceipt: *stamp == "receipt", Intensity: intensity,
 		}, nil
 	}
 }

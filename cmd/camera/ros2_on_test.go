@@ -104,6 +104,12 @@ func TestRunRefusesBadMirrorReliability(t *testing.T) {
 			[]string{`--ros2-max-image-bytes 0 with --ros2-image-topic "image_raw"`}},
 		{"a negative cloud size", []string{"--source", "ros2", "--ros2-max-points", "-1", "--metrics", ""},
 			[]string{"--ros2-max-points -1: want ≥ 1"}},
+		{"x as the intensity field", []string{"--source", "ros2", "--ros2-intensity-field", "x", "--metrics", ""},
+			[]string{`--ros2-intensity-field "x"`}},
+		{"a NaN intensity scale", []string{"--source", "ros2", "--ros2-intensity-scale", "NaN", "--metrics", ""},
+			[]string{"--ros2-intensity-scale NaN"}},
+		{"an intensity field without --source ros2", []string{"--ros2-intensity-field", "reflectivity", "--metrics", ""},
+			[]string{"--ros2-intensity-field", "only with --source ros2"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -135,6 +141,76 @@ func TestHelpDescribesMirrorReliability(t *testing.T) {
 	for _, want := range []string{`"best-effort"`, `"reliable"`, "rviz2"} {
 		if !strings.Contains(f.Usage, want) {
 			t.Errorf("usage %q lacks %s", f.Usage, want)
+		}
+	}
+}
+
+// --ros2-intensity-field and --ros2-intensity-scale reach the node's
+// configuration; "" is no intensity at all.
+func TestIntensityFlags(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args []string
+		want camera.ROS2Intensity
+	}{
+		{"the defaults: intensity, as is", nil, camera.ROS2Intensity{Field: "intensity", Scale: 1}},
+		{"Livox: reflectivity, 0-255 to 0-1", []string{"--ros2-intensity-field", "reflectivity", "--ros2-intensity-scale", "0.00392157"},
+			camera.ROS2Intensity{Field: "reflectivity", Scale: 0.00392157}},
+		{"none", []string{"--ros2-intensity-field="}, camera.ROS2Intensity{None: true, Scale: 1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := parseROS2Flags(t, c.args).Intensity; got != c.want {
+				t.Errorf("Intensity = %+v, want %+v", got, c.want)
+			}
+		})
+	}
+}
+
+func TestIntensityFlagsRejectBadValues(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--ros2-intensity-field", "z"}, []string{"--ros2-intensity-field", `"z"`}},
+		{[]string{"--ros2-intensity-scale", "Inf"}, []string{"--ros2-intensity-scale", "+Inf", "finite"}},
+		{[]string{"--ros2-intensity-scale", "-0.5"}, []string{"--ros2-intensity-scale", "-0.5", "> 0"}},
+		{[]string{"--ros2-intensity-scale", "0"}, []string{"--ros2-intensity-scale 0", `--ros2-intensity-field ""`}},
+	} {
+		fs := flag.NewFlagSet("camera", flag.ContinueOnError)
+		nodeConfig := registerROS2Flags(fs)
+		if err := fs.Parse(c.args); err != nil {
+			t.Fatal(err)
+		}
+		_, err := nodeConfig(noEnv)
+		if err == nil {
+			t.Errorf("%q accepted", c.args)
+			continue
+		}
+		for _, want := range c.want {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%q: error %q does not say %s", c.args, err, want)
+			}
+		}
+	}
+}
+
+// The help says what "" does and what scale the models expect.
+func TestHelpDescribesIntensity(t *testing.T) {
+	fs := flag.NewFlagSet("camera", flag.ContinueOnError)
+	registerROS2Flags(fs)
+	for name, want := range map[string][]string{
+		"ros2-intensity-field": {`"" = none`, "reflectivity", "not x, y or z"},
+		"ros2-intensity-scale": {"0-1", "1/255", "reference model ignores intensity", "finite"},
+	} {
+		f := fs.Lookup(name)
+		if f == nil {
+			t.Errorf("no --%s flag", name)
+			continue
+		}
+		for _, w := range want {
+			if !strings.Contains(f.Usage, w) {
+				t.Errorf("--%s usage %q lacks %s", name, f.Usage, w)
+			}
 		}
 	}
 }
