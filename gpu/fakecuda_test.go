@@ -166,6 +166,11 @@ func TestFakeCUDAVoxelFilterMatchesCPU(t *testing.T) {
 		{"ring scan, 32-byte points, shuffled fields", ring(8, 600), 32, voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}, voxel.BEVConfig{}},
 		// Cells of up to 69 voxels: zh_bev_finish's heap sort (over 32).
 		{"KITTI scan, leaf 0.05, BEV cell 1 m", kitti, 16, voxel.Config{Leaf: [3]float32{0.05, 0.05, 0.05}}, voxel.BEVConfig{Cell: 1}},
+		// zh_bev_cells moves each voxel into the robot frame, as voxel.BEV.place.
+		{"KITTI scan, LiDAR tilted, offset and turned", kitti, 16, voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}},
+			voxel.BEVConfig{GroundZ: -1.73, Mount: voxel.Mount{X: 0.45, Y: -0.12, Roll: 0.026, Pitch: 0.14, Yaw: 0.21}}},
+		{"ring scan with NaN/Inf, upside down, window behind, shuffled fields", ring(8, 600), 32, voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}},
+			voxel.BEVConfig{MinX: -6.4, Mount: voxel.Mount{Z: 1, Roll: math.Pi, Yaw: -0.3}}},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			n := len(sc.data) / 16

@@ -60,6 +60,9 @@ func TestGPUVoxelMatchesCPU(t *testing.T) {
 		{"288k points, anisotropic leaf 0.05/0.3/0.7", 128, 2250, voxel.Config{Leaf: [3]float32{0.05, 0.3, 0.7}}, voxel.BEVConfig{}},
 		// Cells of hundreds of voxels: zh_bev_finish's heap sort.
 		{"288k points, leaf 0.05, BEV cell 1 m", 128, 2250, voxel.Config{Leaf: [3]float32{0.05, 0.05, 0.05}}, voxel.BEVConfig{Cell: 1}},
+		// The voxels moved into the robot frame in float64 (--lidar-xy, --lidar-rpy).
+		{"115k points, LiDAR tilted, offset and turned", 64, 1800, voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}},
+			voxel.BEVConfig{GroundZ: -1.73, Mount: voxel.Mount{X: 0.45, Y: -0.12, Roll: 0.026, Pitch: 0.14, Yaw: 0.21}}},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			n := sc.rings * sc.columns

@@ -50,6 +50,8 @@ func kernelSignatures(t *testing.T, src string) map[string][]argKind {
 				kinds = append(kinds, argU64)
 			case typ == "i64":
 				kinds = append(kinds, argI64)
+			case typ == "double":
+				kinds = append(kinds, argF64)
 			default:
 				t.Fatalf("kernel %s: parameter %q has a type the packing does not know", m[1], p)
 			}
@@ -91,7 +93,7 @@ func packedVoxelKernels() map[voxelKernel][]argKind {
 	c := cloudArgs{pts: 1, n: 2, step: 16, ox: 0, oy: 4, oz: 8, oi: 12}
 	crop := cropArgs{crop: 1, min: [3]float32{-1, -2, -3}, max: [3]float32{1, 2, 3}}
 	g := voxelGrid{min: [3]int64{-5, -6, -7}, dim: [3]uint64{10, 11, 12}}
-	b := bevArgs{h: 128, w: 128, cell: 0.2, maxHeight: 3}
+	b := bevArgsOf(voxel.BEVConfig{H: 128, W: 128, Cell: 0.2, MaxHeight: 3, Mount: voxel.Mount{Pitch: 0.1}})
 	return map[voxelKernel][]argKind{
 		kBounds:       slices.Clone(packBounds(&l, c, crop, 3).Kinds()),
 		kKeys:         slices.Clone(packKeys(&l, c, crop, [3]float32{5, 5, 5}, g, 4, 5, 3).Kinds()),

@@ -3,6 +3,8 @@ package gpu
 import (
 	"fmt"
 	"math"
+
+	"github.com/zerohop/zerohop/voxel"
 )
 
 // Launch parameters of the voxel kernels. Each kernel's arguments are
@@ -20,6 +22,7 @@ const (
 	argU64                    // u64 (unsigned long long)
 	argI64                    // i64 (long long)
 	argPtr                    // any pointer (a DevicePtr)
+	argF64                    // double
 )
 
 func (k argKind) String() string {
@@ -36,6 +39,8 @@ func (k argKind) String() string {
 		return "i64"
 	case argPtr:
 		return "pointer"
+	case argF64:
+		return "double"
 	}
 	return fmt.Sprintf("argKind(%d)", uint8(k))
 }
@@ -67,6 +72,7 @@ func (l *argList) f32(v float32) *argList   { return l.add(argF32, uint64(math.F
 func (l *argList) u64(v uint64) *argList    { return l.add(argU64, v) }
 func (l *argList) i64(v int64) *argList     { return l.add(argI64, uint64(v)) }
 func (l *argList) ptr(p DevicePtr) *argList { return l.add(argPtr, uint64(p)) }
+func (l *argList) f64(v float64) *argList   { return l.add(argF64, math.Float64bits(v)) }
 func (l *argList) Kinds() []argKind         { return l.kinds[:min(l.n, maxKernelArgs)] }
 
 func (k argKind) size() int {
@@ -172,11 +178,25 @@ func packBEVClear(l *argList, count, cursor, heightBits DevicePtr, cells uint32)
 type bevArgs struct {
 	h, w                           uint32
 	cell, minX, groundZ, maxHeight float32
+	mounted                        bool            // the mount is not the identity
+	mount                          voxel.Transform // the CPU's very numbers
+}
+
+func bevArgsOf(c voxel.BEVConfig) bevArgs {
+	return bevArgs{h: uint32(c.H), w: uint32(c.W), cell: c.Cell, minX: c.MinX, groundZ: c.GroundZ, maxHeight: c.MaxHeight,
+		mounted: !c.Mount.IsIdentity(), mount: c.Mount.Transform()}
 }
 
 func packBEVCells(l *argList, vox, state DevicePtr, m uint32, b bevArgs, cellOf, count, heightBits DevicePtr) *argList {
 	l.reset().ptr(vox).ptr(state).u32(m).u32(b.h).u32(b.w)
-	return l.f32(b.cell).f32(b.minX).f32(b.groundZ).f32(b.maxHeight).ptr(cellOf).ptr(count).ptr(heightBits)
+	l.f32(b.cell).f32(b.minX).f32(b.groundZ).f32(b.maxHeight).u32(b2u(b.mounted))
+	for _, r := range b.mount.R {
+		l.f64(r)
+	}
+	for _, t := range b.mount.T {
+		l.f64(t)
+	}
+	return l.ptr(cellOf).ptr(count).ptr(heightBits)
 }
 
 func packBEVFill(l *argList, cellOf, cellOff, state DevicePtr, m uint32, cursor, list DevicePtr) *argList {

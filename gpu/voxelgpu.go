@@ -639,7 +639,7 @@ func (f *VoxelFilter) runOnThread() error {
 	if bev != nil {
 		cells := f.bevCfg.H * f.bevCfg.W
 		cb := blocks(cells, pointThreads)
-		ba := bevArgs{h: uint32(f.bevCfg.H), w: uint32(f.bevCfg.W), cell: f.bevCfg.Cell, minX: f.bevCfg.MinX, groundZ: f.bevCfg.GroundZ, maxHeight: f.bevCfg.MaxHeight}
+		ba := bevArgsOf(f.bevCfg)
 		if err := f.launch(kBEVClear, cb, pointThreads, packBEVClear(l, f.cellCnt, f.cellCur, f.cellH, uint32(cells))); err != nil {
 			return err
 		}

@@ -392,11 +392,21 @@ extern "C" __global__ void zh_bev_clear(u32* count, u32* cursor, u32* heightBits
 	}
 }
 
+// mount_row is one row of voxel.Transform.Apply: ((r0·x + r1·y) + r2·z) + t,
+// each product and sum rounded on its own, in that order.
+__device__ __forceinline__ double mount_row(double r0, double r1, double r2, double t, double x, double y, double z) {
+	return __dadd_rn(__dadd_rn(__dadd_rn(__dmul_rn(r0, x), __dmul_rn(r1, y)), __dmul_rn(r2, z)), t);
+}
+
 // zh_bev_cells mirrors BEV.Cell and the per-point part of BEV.Fill: the
-// cell arithmetic is in float64, the height in float32 clamped to
-// [0, maxHeight] (non-negative, so its bits order as its values).
+// voxel moved into the robot frame when mounted (voxel.BEV.place: R row
+// major, T; x and y kept in float64, z rounded to float32), the cell
+// arithmetic in float64, the height in float32 clamped to [0, maxHeight]
+// (non-negative, so its bits order as its values).
 extern "C" __global__ void zh_bev_cells(const float4* vox, const u32* state, u32 m, u32 H, u32 W,
 		float cell, float minX, float groundZ, float maxHeight,
+		u32 mounted, double r0, double r1, double r2, double r3, double r4, double r5,
+		double r6, double r7, double r8, double t0, double t1, double t2,
 		int* cellOf, u32* count, u32* heightBits) {
 	u32 i = blockIdx.x * blockDim.x + threadIdx.x;
 	if (i >= m || i >= state[ST_VOXELS]) {
@@ -407,9 +417,17 @@ extern "C" __global__ void zh_bev_cells(const float4* vox, const u32* state, u32
 	if (!finite32(p.z) || !finite32(p.w)) {
 		return;
 	}
+	double x = (double)p.x, y = (double)p.y;
+	float z = p.z;
+	if (mounted) {
+		double px = x, py = y, pz = (double)p.z;
+		x = mount_row(r0, r1, r2, t0, px, py, pz);
+		y = mount_row(r3, r4, r5, t1, px, py, pz);
+		z = __double2float_rn(mount_row(r6, r7, r8, t2, px, py, pz));
+	}
 	double c = (double)cell;
-	double u = __ddiv_rn(__dsub_rn((double)p.x, (double)minX), c);
-	double v = __dsub_rn(__ddiv_rn((double)W, 2.0), __ddiv_rn((double)p.y, c));
+	double u = __ddiv_rn(__dsub_rn(x, (double)minX), c);
+	double v = __dsub_rn(__ddiv_rn((double)W, 2.0), __ddiv_rn(y, c));
 	if (!(u >= 0 && u < (double)H && v >= 0 && v < (double)W)) {
 		return;
 	}
@@ -417,7 +435,7 @@ extern "C" __global__ void zh_bev_cells(const float4* vox, const u32* state, u32
 	u32 k = row * W + col;
 	cellOf[i] = (int)k;
 	atomicAdd(&count[k], 1u);
-	float h = __fsub_rn(p.z, groundZ);
+	float h = __fsub_rn(z, groundZ);
 	h = h > 0.0f ? h : 0.0f; // also turns -0 into +0, as Go's max(h, 0)
 	h = h < maxHeight ? h : maxHeight;
 	atomicMax(&heightBits[k], __float_as_uint(h));

@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
 	u32 *C = cnt.data(), *O = off.data(), *CU = cur.data(), *HB = hb.data(), *L = lst.data(); int* CO = cellOf.data(); float* B = bev.data();
 	u32 cb = blocks(cells, 256);
 	launch(cb, 256, [=] { zh_bev_clear(C, CU, HB, cells); });
-	launch(mb, 256, [=] { zh_bev_cells(OD, st, m, Hh, W, bevCell, 0.0f, -1.0f, 3.0f, CO, C, HB); });
+	launch(mb, 256, [=] { zh_bev_cells(OD, st, m, Hh, W, bevCell, 0.0f, -1.0f, 3.0f, 0u, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, CO, C, HB); });
 	scan(C, O, cells, st + ST_BEVTOTAL);
 	launch(mb, 256, [=] { zh_bev_fill(CO, O, st, m, CU, L); });
 	if (reverse) {
