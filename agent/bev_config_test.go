@@ -75,7 +75,7 @@ func TestBEVConfigFromTheModelConfig(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			got, err := bevConfig(m, tt.lidarHeight)
+			got, err := bevConfig(m, lidarPose{height: tt.lidarHeight})
 			if tt.wantErr != nil {
 				if err == nil {
 					t.Fatalf("bevConfig = %+v, want an error naming %q", got, tt.wantErr)
@@ -202,7 +202,7 @@ func TestLidarHeightPutsTheGroundUnderTheSensor(t *testing.T) {
 			o.wrap = func(s sensor.Source) sensor.Source { return sensorFrameSource{s, mount} }
 		}
 		var err error
-		if o.bev, err = bevConfig(infer.ReferenceConfig(), lidarHeight); err != nil {
+		if o.bev, err = bevConfig(infer.ReferenceConfig(), lidarPose{height: lidarHeight}); err != nil {
 			t.Fatal(err)
 		}
 		c := newComposedWith(t, o)
@@ -293,5 +293,87 @@ func TestModelConfigForTheEmbeddedModel(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// tiltedFrameSource gives the synthetic scene's clouds as a LiDAR mounted
+// at m reports them: every robot-frame point p becomes Rᵀ(p − T), T with
+// the LiDAR's height as z.
+type tiltedFrameSource struct {
+	sensor.Source
+	tf voxel.Transform
+}
+
+func (s tiltedFrameSource) FillPoints(seq uint64, dst []byte) (int, error) {
+	n, err := s.Source.FillPoints(seq, dst)
+	for i := range n {
+		p := dst[i*sensor.PointStep:]
+		get := func(o int) float64 { return float64(math.Float32frombits(binary.LittleEndian.Uint32(p[o:]))) }
+		x, y, z := s.tf.ApplyInverse(get(0), get(4), get(8))
+		for o, v := range map[int]float64{0: x, 4: y, 8: z} {
+			binary.LittleEndian.PutUint32(p[o:], math.Float32bits(float32(v)))
+		}
+	}
+	return n, err
+}
+
+// A LiDAR 1.73 m up, 0.45 m ahead of the robot's origin and 0.12 m to its
+// right, pitched down 8°, rolled 1.5° and turned 12° left: with
+// --lidar-height, --lidar-xy and --lidar-rpy the model sees what it sees
+// in the robot-frame cloud (the obstacle's sector closer than its
+// mirror, each sector's clearance within a cell of the robot frame's).
+// With the height alone the road ahead rises into a wall of obstacles
+// and every sector reads blocked.
+func TestLidarMountPutsTheCloudInTheRobotFrame(t *testing.T) {
+	const height = 1.73
+	mount := voxel.Mount{X: 0.45, Y: -0.12, Roll: 1.5 * math.Pi / 180, Pitch: 8 * math.Pi / 180, Yaw: 12 * math.Pi / 180}
+	withHeight := mount
+	withHeight.Z = height
+	synth := sensor.SyntheticConfig{LidarHeight: height}
+	var rt *infer.Runtime // one per process
+	clearances := func(t *testing.T, tilted bool, lidar lidarPose) (obs, mirror int, clear []float32) {
+		t.Helper()
+		o := composedOptions{synth: synth, watchdog: slowStepWatchdog, rt: rt}
+		if tilted {
+			o.wrap = func(s sensor.Source) sensor.Source { return tiltedFrameSource{s, withHeight.Transform()} }
+		}
+		var err error
+		if o.bev, err = bevConfig(infer.ReferenceConfig(), lidar); err != nil {
+			t.Fatal(err)
+		}
+		c := newComposedWith(t, o)
+		rt = c.rt
+		const seq = 45 // t = 1.5 s at 30 Hz: the obstacle at y = +3, left
+		var h handles.Handle
+		c.step(t, seq, &h)
+		if n := c.rec.Count(telemetry.FramesProcessed); n != 1 {
+			t.Fatalf("%d frames processed, want 1", n)
+		}
+		ob := c.src.Truth(seq).Obstacle.Center
+		obs = min(max(int((57.29577951308232*math.Atan2(ob.Y, ob.X)+40)/10+0.5), 0), 8)
+		return obs, 8 - obs, append([]float32(nil), c.sess.Clearance()...)
+	}
+	obs, mirror, robot := clearances(t, false, lidarPose{})
+	_, _, mounted := clearances(t, true, lidarPose{height: height, mount: mount})
+	_, _, heightOnly := clearances(t, true, lidarPose{height: height})
+	t.Logf("clearance, obstacle sector %d / mirror %d: robot frame %.2f / %.2f, mounted %.2f / %.2f, height only %.2f / %.2f",
+		obs, mirror, robot[obs], robot[mirror], mounted[obs], mounted[mirror], heightOnly[obs], heightOnly[mirror])
+	t.Logf("all sectors: robot frame %.2f, mounted %.2f, height only %.2f", robot, mounted, heightOnly)
+	if !(mounted[obs] < mounted[mirror]) {
+		t.Errorf("mounted: clearance %v in the obstacle's sector, %v in its mirror; want lower", mounted[obs], mounted[mirror])
+	}
+	for k := range robot {
+		if math.Abs(float64(mounted[k]-robot[k])) > 0.2 {
+			t.Errorf("mounted: sector %d clearance %.2f, the robot frame's %.2f: want within 0.2 m (a cell)", k, mounted[k], robot[k])
+		}
+	}
+	far := 0
+	for k := range robot {
+		if math.Abs(float64(heightOnly[k]-robot[k])) > 1 {
+			far++
+		}
+	}
+	if far < 3 {
+		t.Errorf("control: with the height alone only %d sectors' clearances are a metre off the robot frame's: the tilt was expected to show (why --lidar-rpy exists)", far)
 	}
 }

@@ -34,7 +34,11 @@ const (
 // heights from a metre below bev's ground to a metre above its height cap
 // (so that both clamps of the height channel are compared, wherever
 // --lidar-height puts the ground), and a few non-finite points that both
-// paths must skip.
+// paths must skip. With a LiDAR mount (--lidar-xy, --lidar-rpy) the
+// clusters are laid out in the robot frame, where the raster and its
+// heights are, and moved into the clouds' frame, so that the kernels'
+// transform is compared too; cfg.Crop, in the clouds' frame, is then the
+// raster's own (filterConfig) and keeps what matters.
 func selfCheckCloud(buf []byte, n int, cfg voxel.Config, bev voxel.BEVConfig) voxel.Cloud {
 	state := uint32(2463534242) // xorshift32: the same cloud every start
 	next := func() float32 {
@@ -48,7 +52,8 @@ func selfCheckCloud(buf []byte, n int, cfg voxel.Config, bev voxel.BEVConfig) vo
 		maxH = 3 // voxel.BEV's default
 	}
 	lo, hi := [3]float32{-20, -25, bev.GroundZ - 1}, [3]float32{40, 25, bev.GroundZ + maxH + 1}
-	if c := cfg.Crop; c != nil {
+	mounted, tf := !bev.Mount.IsIdentity(), bev.Mount.Transform()
+	if c := cfg.Crop; c != nil && !mounted {
 		for a := range 3 {
 			lo[a], hi[a] = max(lo[a], c.Min[a]), min(hi[a], c.Max[a])
 			if hi[a] <= lo[a] { // a crop away from that area: inside it instead
@@ -66,6 +71,10 @@ func selfCheckCloud(buf []byte, n int, cfg voxel.Config, bev voxel.BEVConfig) vo
 			}
 		}
 		p := [4]float32{centre[0] + spread*next(), centre[1] + spread*next(), centre[2] + spread*next(), next()}
+		if mounted {
+			x, y, z := tf.ApplyInverse(float64(p[0]), float64(p[1]), float64(p[2]))
+			p[0], p[1], p[2] = float32(x), float32(y), float32(z)
+		}
 		switch i {
 		case 101:
 			p[0] = float32(math.NaN())

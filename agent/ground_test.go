@@ -51,7 +51,7 @@ func TestGroundCheckOnTheSyntheticScene(t *testing.T) {
 				o.wrap = func(s sensor.Source) sensor.Source { return sensorFrameSource{s, mount} }
 			}
 			var err error
-			if o.bev, err = bevConfig(infer.ReferenceConfig(), tt.lidarHeight); err != nil {
+			if o.bev, err = bevConfig(infer.ReferenceConfig(), lidarPose{height: tt.lidarHeight}); err != nil {
 				t.Fatal(err)
 			}
 			c := newComposedWith(t, o)

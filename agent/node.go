@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"slices"
 	"strings"
@@ -50,8 +51,17 @@ type NodeConfig struct {
 	// (the synthetic scene). The BEV measures heights from the ground, so
 	// with this wrong an obstacle lower than the sensor reads as flat.
 	LidarHeight float32
-	MaxPoints   int
-	Watchdog    time.Duration
+	// LidarXY and LidarRPY place the point cloud frame's origin on the
+	// robot: x ahead of and y left of the robot's origin, in metres, and
+	// its roll, pitch and yaw in radians (URDF's <origin xyz rpy>, the
+	// static transform from base_link to the LiDAR's frame, with
+	// LidarHeight as z). The BEV is drawn in the robot frame, so a
+	// LiDAR pitched down 8° without LidarRPY sees the road ahead rise into
+	// a wall; zero for clouds already in the robot frame.
+	LidarXY   [2]float64
+	LidarRPY  [3]float64
+	MaxPoints int
+	Watchdog  time.Duration
 	// GPU is GPUAuto (default), GPUOn or GPUOff; GPUInput is
 	// GPUInputMapped (default) or GPUInputCopy.
 	GPU, GPUInput string
@@ -83,6 +93,11 @@ const (
 	// No robot's LiDAR sits 100 m up; a bigger value is a unit mix-up
 	// (centimetres), and would raise the crop's z window off the scene.
 	maxLidarHeightM = 100.0
+	// Nor 100 m from the robot's origin.
+	maxLidarOffsetM = 100.0
+	// Angles run from -π to π (π typed as 3.1416 included): a larger
+	// one is most likely degrees given for radians.
+	maxLidarAngle = 3.1416
 )
 
 // RunNode builds the agent (model, filter, planner, watchdog, latency
@@ -136,7 +151,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	}
 	// The GPU path before the session: the model's BEV input is then the
 	// pinned buffer the kernels write.
-	bevCfg, err := bevConfig(mcfg, cfg.LidarHeight)
+	bevCfg, err := bevConfig(mcfg, lidarPoseOf(cfg))
 	if err != nil {
 		return err
 	}
@@ -195,6 +210,12 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		zap.Float32("ahead_m", bc.MinX+float32(bc.H)*bc.Cell), zap.Float32("wide_m", float32(bc.W)*bc.Cell),
 		zap.Float32("min_x_m", bc.MinX), zap.Float32("max_height_m", bc.MaxHeight),
 		zap.Float32("ground_z_m", bc.GroundZ), zap.String("from", mcfg.Source()))
+	if m := bc.Mount; !m.IsIdentity() {
+		const toDeg = 180 / math.Pi
+		log.Info("LiDAR mount: clouds turned and moved into the robot frame before the BEV raster",
+			zap.Float64("x_m", m.X), zap.Float64("y_m", m.Y), zap.Float32("height_m", 0-bc.GroundZ),
+			zap.Float64("roll_deg", m.Roll*toDeg), zap.Float64("pitch_deg", m.Pitch*toDeg), zap.Float64("yaw_deg", m.Yaw*toDeg))
+	}
 	fcfg, err := filterConfig(cfg, bevCfg)
 	if err != nil {
 		return err
@@ -508,6 +529,10 @@ func resolveNodeConfig(cfg NodeConfig) (NodeConfig, error) {
 		return cfg, fmt.Errorf("--leaf %g: want 0.001 to 100 metres", cfg.Leaf)
 	case !(cfg.LidarHeight >= 0 && cfg.LidarHeight <= maxLidarHeightM):
 		return cfg, fmt.Errorf("--lidar-height %g: want 0 (clouds in the robot frame, origin on the ground) to %g metres", cfg.LidarHeight, maxLidarHeightM)
+	case !(math.Abs(cfg.LidarXY[0]) <= maxLidarOffsetM && math.Abs(cfg.LidarXY[1]) <= maxLidarOffsetM):
+		return cfg, fmt.Errorf("--lidar-xy %g,%g: want -%g to %g metres each (0,0: the clouds' origin above the robot's)", cfg.LidarXY[0], cfg.LidarXY[1], maxLidarOffsetM, maxLidarOffsetM)
+	case !(math.Abs(cfg.LidarRPY[0]) <= maxLidarAngle && math.Abs(cfg.LidarRPY[1]) <= maxLidarAngle && math.Abs(cfg.LidarRPY[2]) <= maxLidarAngle):
+		return cfg, fmt.Errorf("--lidar-rpy %g,%g,%g: want -π to π radians each (write degrees as 8deg)", cfg.LidarRPY[0], cfg.LidarRPY[1], cfg.LidarRPY[2])
 	case cfg.MinPoints < 0:
 		return cfg, fmt.Errorf("--min-points %d: want 0 or more (0 and 1: every voxel with a point)", cfg.MinPoints)
 	case cfg.PrepThreads < 0:
@@ -528,20 +553,35 @@ func resolveNodeConfig(cfg NodeConfig) (NodeConfig, error) {
 	return cfg, camera.CheckSource("--camera", cfg.Camera)
 }
 
+// lidarPose is where --lidar-height, --lidar-xy and --lidar-rpy put the
+// clouds' frame on the robot.
+type lidarPose struct {
+	height float32
+	mount  voxel.Mount // x, y and the angles; the height stays in GroundZ
+}
+
+func lidarPoseOf(cfg NodeConfig) lidarPose {
+	return lidarPose{height: cfg.LidarHeight, mount: voxel.Mount{X: cfg.LidarXY[0], Y: cfg.LidarXY[1],
+		Roll: cfg.LidarRPY[0], Pitch: cfg.LidarRPY[1], Yaw: cfg.LidarRPY[2]}}
+}
+
 // bevConfig is the BEV raster the model's bev input describes: H × W
 // cells (its shape [1, 3, H, W]) of cell_m metres, its bottom edge at
 // min_x_m, heights capped at max_height_m; the robot at the bottom
-// centre (y = 0 between the middle columns) and the ground lidarHeight
-// below the cloud frame's origin. A config without a bev input is
+// centre (y = 0 between the middle columns), the clouds turned and moved
+// by the LiDAR's mount and the ground its height below their origin
+// (GroundZ = −height, so that the ground check's heights stay the
+// clouds' own when the LiDAR is level). A config without a bev input is
 // refused: the agent feeds every model the cloud.
-func bevConfig(m infer.ModelConfig, lidarHeight float32) (voxel.BEVConfig, error) {
+func bevConfig(m infer.ModelConfig, lidar lidarPose) (voxel.BEVConfig, error) {
 	in, ok := m.Input(infer.TensorBEV)
 	if !ok {
 		return voxel.BEVConfig{}, fmt.Errorf("%s: no input with tensor %q: the agent gives every model the LiDAR's bird's-eye view", m.Source(), infer.TensorBEV)
 	}
 	cell, capM := in.CellSizeM(), in.HeightCapM()
 	c := voxel.BEVConfig{H: int(in.Shape[2]), W: int(in.Shape[3]), Cell: float32(cell),
-		MinX: float32(in.MinXM), MaxHeight: float32(capM), GroundZ: 0 - lidarHeight} // 0 - 0 is +0, which logs as 0 (-0 as "-0")
+		MinX: float32(in.MinXM), MaxHeight: float32(capM), GroundZ: 0 - lidar.height, // 0 - 0 is +0, which logs as 0 (-0 as "-0")
+		Mount: lidar.mount}
 	_, err := voxel.NewBEV(c)
 	switch {
 	case err != nil:
@@ -567,11 +607,11 @@ func bevConfig(m infer.ModelConfig, lidarHeight float32) (voxel.BEVConfig, error
 // into what is ahead).
 func describesTheReferenceModel(m infer.ModelConfig) error {
 	ref := infer.ReferenceConfig()
-	got, err := bevConfig(m, 0)
+	got, err := bevConfig(m, lidarPose{})
 	if err != nil {
 		return err
 	}
-	want, err := bevConfig(ref, 0)
+	want, err := bevConfig(ref, lidarPose{})
 	if err != nil {
 		return err
 	}

@@ -139,8 +139,9 @@ func unknownFlags(args []string, fs flagSet) []string {
 }
 
 // sourceFlags reads the flags a Go file registers on a FlagSet (fs.Bool,
-// fs.StringVar, ...), for flags that exist only in one build of a binary.
-var sourceFlagRe = regexp.MustCompile(`\bfs\.(Bool|String|Int|Int64|Uint|Uint64|Float64|Duration)(Var)?\((?:&[^,]+,\s*)?"([^"]+)"`)
+// fs.StringVar, fs.Var, ...), for flags that exist only in one build of a
+// binary.
+var sourceFlagRe = regexp.MustCompile(`\bfs\.(?:(Bool|String|Int|Int64|Uint|Uint64|Float64|Duration)(Var)?|Var)\((?:&[^,]+,\s*)?"([^"]+)"`)
 
 func sourceFlags(file string) (flagSet, error) {
 	data, err := os.ReadFile(file)

@@ -193,3 +193,34 @@ CMD ["agent", "--x"]
 		}
 	}
 }
+
+// sourceFlags finds every way the binaries register a flag, fs.Var (a
+// flag.Value such as --lidar-rpy's) included: one it misses makes compose
+// files that use it fail as "not in --help".
+func TestSourceFlagsReadsEveryRegistration(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "main.go")
+	src := `fs.BoolVar(&cfg.Spin, "spin", false, "")
+	fs.StringVar(&cfg.Socket, "socket", "x", "")
+	fs.Float64Var(&leaf, "leaf", 0.2, "")
+	fs.Var(&lidarXY, "lidar-xy", "")
+	fs.Int("beams", 64, "")
+	fs.Duration("watchdog", 0, "")
+	fs.Lookup("not-a-registration")
+`
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fs, err := sourceFlags(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"spin": true, "socket": false, "leaf": false, "lidar-xy": false, "beams": false, "watchdog": false}
+	for name, isBool := range want {
+		if f, ok := fs[name]; !ok || f.Bool != isBool {
+			t.Errorf("--%s: %+v, %v; want found, bool %v", name, f, ok, isBool)
+		}
+	}
+	if len(fs) != len(want) {
+		t.Errorf("found %d flags, want %d: %v", len(fs), len(want), fs)
+	}
+}

@@ -75,6 +75,15 @@ func (t *Transform) Apply(x, y, z float64) (rx, ry, rz float64) {
 	return rx, ry, rz
 }
 
+// ApplyInverse returns the cloud point that Apply moves to the robot-frame
+// (x, y, z): Rᵀ((x, y, z) − T). For making clouds in a sensor's frame
+// (tests, the GPU self-check); Fill never needs it.
+func (t *Transform) ApplyInverse(x, y, z float64) (cx, cy, cz float64) {
+	r := &t.R
+	dx, dy, dz := x-t.T[0], y-t.T[1], z-t.T[2]
+	return r[0]*dx + r[3]*dy + r[6]*dz, r[1]*dx + r[4]*dy + r[7]*dz, r[2]*dx + r[5]*dy + r[8]*dz
+}
+
 // inverseBox returns the axis-aligned box, in the clouds' frame, that
 // holds every point that t puts inside b: the bounding box of b moved back
 // by t⁻¹ (b's centre through Rᵀ(c − T), its half extents through |Rᵀ|).

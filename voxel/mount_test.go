@@ -37,6 +37,13 @@ func TestMountTransform(t *testing.T) {
 		})
 	}
 
+	// ApplyInverse undoes Apply.
+	tf := Mount{X: 0.4, Y: -0.2, Z: 1.7, Roll: 0.3, Pitch: -0.2, Yaw: 2.9}.Transform()
+	x, y, z := tf.Apply(tf.ApplyInverse(3, -4, 5))
+	if got := [3]float64{x, y, z}; dist(got, [3]float64{3, -4, 5}) > 1e-12 {
+		t.Fatalf("Apply(ApplyInverse(3, -4, 5)) = %v", got)
+	}
+
 	m := Mount{Roll: 0.3, Pitch: -0.2, Yaw: 1.1}
 	rx := [9]float64{1, 0, 0, 0, math.Cos(m.Roll), -math.Sin(m.Roll), 0, math.Sin(m.Roll), math.Cos(m.Roll)}
 	ry := [9]float64{math.Cos(m.Pitch), 0, math.Sin(m.Pitch), 0, 1, 0, -math.Sin(m.Pitch), 0, math.Cos(m.Pitch)}
@@ -76,11 +83,8 @@ func intoSensorFrame(pts [][4]float32, m Mount) [][4]float32 {
 	tf := m.Transform()
 	out := make([][4]float32, len(pts))
 	for i, p := range pts {
-		d := [3]float64{float64(p[0]) - tf.T[0], float64(p[1]) - tf.T[1], float64(p[2]) - tf.T[2]}
-		for a := range 3 {
-			out[i][a] = float32(tf.R[a]*d[0] + tf.R[3+a]*d[1] + tf.R[6+a]*d[2])
-		}
-		out[i][3] = p[3]
+		x, y, z := tf.ApplyInverse(float64(p[0]), float64(p[1]), float64(p[2]))
+		out[i] = [4]float32{float32(x), float32(y), float32(z), p[3]}
 	}
 	return out
 }

@@ -8,8 +8,10 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -53,6 +55,8 @@ Flags:
 		cfg           agent.NodeConfig
 		leaf          float64
 		lidarHeight   float64
+		lidarXY       = numbersFlag{n: 2, unit: "metres"}
+		lidarRPY      = numbersFlag{n: 3, unit: "radians", degrees: true}
 		logLevel      string
 		shutdownGrace time.Duration
 	)
@@ -73,6 +77,8 @@ Flags:
 	fs.IntVar(&cfg.PrepThreads, "prep-threads", 0, "goroutines sharing each frame's image preprocessing (0: one per core, at most 4; on the GPU path it runs beside the GPU voxel filter and often sets e2e)")
 	fs.Float64Var(&leaf, "leaf", 0.2, "voxel leaf size in metres, 0.001 to 100 (0: 0.2)")
 	fs.Float64Var(&lidarHeight, "lidar-height", 0, "height of the point clouds' frame origin above the ground, in metres, 0 to 100: the LiDAR's mounting height when clouds come in the sensor's frame, as ROS 2 drivers publish them (KITTI: 1.73); the default, 0, is for clouds in a robot frame with its origin on the ground (the synthetic scene). The BEV measures heights from the ground: with this too low, obstacles shorter than the sensor read as flat. A ground check logs once a second's finding if it disagrees (suggested_lidar_height_m)")
+	fs.Var(&lidarXY, "lidar-xy", "X,Y: where the point clouds' frame origin (the LiDAR) sits on the robot, in metres ahead of (x) and left of (y) the robot's origin, -100 to 100 each; the BEV raster is drawn around the robot's origin. With --lidar-height and --lidar-rpy, the xyz and rpy of URDF's <origin> (the static transform base_link → the LiDAR's frame)")
+	fs.Var(&lidarRPY, "lidar-rpy", "ROLL,PITCH,YAW: the point clouds' frame's rotation on the robot, in radians (or degrees written as 8deg), -π to π each, as URDF's rpy: roll about x, then pitch about y, then yaw about z, all the robot's axes. A LiDAR tilted down to see the ground near the robot has a positive pitch (0,10deg,0); one mounted upside down has roll π. Without it, a tilted LiDAR's ground reads as a slope: rising ahead into a wall of obstacles, or sinking until obstacles vanish")
 	fs.IntVar(&cfg.MinPoints, "min-points", 1, "minimum points per voxel, 0 or more (0 and 1: every voxel with a point)")
 	fs.IntVar(&cfg.MaxPoints, "max-points", 500000, "largest point cloud accepted, 1 to 16777216 points (0: 500000)")
 	fs.StringVar(&cfg.GPU, "gpu", agent.GPUAuto, `voxel filter and BEV on the GPU: "auto" (the GPU when one works, else the CPU with a log line saying why), "on" (fail at start-up without it) or "off"`)
@@ -104,6 +110,8 @@ Flags:
 	}
 	cfg.Leaf = float32(leaf)
 	cfg.LidarHeight = float32(lidarHeight)
+	cfg.LidarXY = [2]float64(lidarXY.v[:2])
+	cfg.LidarRPY = [3]float64(lidarRPY.v[:3])
 	// Every flag before the ROS 2 participant opens.
 	if err := agent.CheckNodeConfig(cfg); err != nil {
 		return err
@@ -123,4 +131,46 @@ Flags:
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return agent.RunNodeBounded(ctx, cfg, shutdownGrace)
+}
+
+// numbersFlag is a flag of n comma-separated numbers ("0.4,-0.1"); with
+// degrees, a number may end in "deg" and is turned into radians.
+type numbersFlag struct {
+	n       int
+	unit    string
+	degrees bool
+	v       [3]float64
+}
+
+func (f *numbersFlag) String() string {
+	if f == nil || f.n == 0 { // the flag package's zero value, for the default
+		return ""
+	}
+	parts := make([]string, f.n)
+	for i := range parts {
+		parts[i] = strconv.FormatFloat(f.v[i], 'g', -1, 64)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (f *numbersFlag) Set(s string) error {
+	parts := strings.Split(s, ",")
+	if len(parts) != f.n {
+		return fmt.Errorf("%q: want %d numbers separated by commas, in %s", s, f.n, f.unit)
+	}
+	var v [3]float64
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		scale := 1.0
+		if num, ok := strings.CutSuffix(p, "deg"); ok && f.degrees {
+			p, scale = strings.TrimSpace(num), math.Pi/180
+		}
+		x, err := strconv.ParseFloat(p, 64)
+		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
+			return fmt.Errorf("%q: %q is not a finite number (%s)", s, parts[i], f.unit)
+		}
+		v[i] = x * scale
+	}
+	f.v = v
+	return nil
 }

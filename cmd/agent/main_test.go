@@ -1,0 +1,59 @@
+package main
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+// --lidar-xy and --lidar-rpy take comma-separated numbers; angles in
+// radians or, ending in "deg", in degrees.
+func TestNumbersFlag(t *testing.T) {
+	for _, tc := range []struct {
+		flag    numbersFlag
+		in      string
+		want    [3]float64
+		wantErr string
+	}{
+		{numbersFlag{n: 2, unit: "metres"}, "0.45,-0.12", [3]float64{0.45, -0.12}, ""},
+		{numbersFlag{n: 2, unit: "metres"}, " 1 , 2 ", [3]float64{1, 2}, ""},
+		{numbersFlag{n: 3, unit: "radians", degrees: true}, "0,8deg,-12 deg", [3]float64{0, 8 * math.Pi / 180, -12 * math.Pi / 180}, ""},
+		{numbersFlag{n: 3, unit: "radians", degrees: true}, "3.14159,0,0.1", [3]float64{3.14159, 0, 0.1}, ""},
+		{numbersFlag{n: 2, unit: "metres"}, "1deg,2", [3]float64{}, `"1deg" is not a finite number (metres)`},
+		{numbersFlag{n: 3, unit: "radians", degrees: true}, "0,8", [3]float64{}, "want 3 numbers separated by commas, in radians"},
+		{numbersFlag{n: 2, unit: "metres"}, "1,2,3", [3]float64{}, "want 2 numbers"},
+		{numbersFlag{n: 3, unit: "radians", degrees: true}, "0,NaN,0", [3]float64{}, `"NaN" is not a finite number`},
+		{numbersFlag{n: 3, unit: "radians", degrees: true}, "0,infdeg,0", [3]float64{}, `"infdeg" is not a finite number`},
+		{numbersFlag{n: 2, unit: "metres"}, "", [3]float64{}, "want 2 numbers"},
+	} {
+		f := tc.flag
+		err := f.Set(tc.in)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("Set(%q) = %v, want an error with %q", tc.in, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("Set(%q): %v", tc.in, err)
+			continue
+		}
+		for i, w := range tc.want {
+			if math.Abs(f.v[i]-w) > 1e-12 {
+				t.Errorf("Set(%q) = %v, want %v", tc.in, f.v, tc.want)
+				break
+			}
+		}
+	}
+}
+
+// The defaults print as the flag takes them, as --help shows them.
+func TestNumbersFlagDefaultsPrintAsTheyParse(t *testing.T) {
+	f := numbersFlag{n: 3, unit: "radians", degrees: true}
+	if got := f.String(); got != "0,0,0" {
+		t.Fatalf("default %q, want 0,0,0", got)
+	}
+	if err := f.Set("0.5,-1,2"); err != nil || f.String() != "0.5,-1,2" {
+		t.Fatalf("after Set: %q, %v", f.String(), err)
+	}
+}
