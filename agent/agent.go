@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -241,12 +240,14 @@ func (p *Pipeline) GPUFailures() uint64 { return p.gpuFailures.Load() }
 // on the CPU while the GPU path stayed. Safe for concurrent use.
 func (p *Pipeline) GPUOversize() uint64 { return p.gpuOversize.Load() }
 
-// GroundFoundZ is the ground's z in the clouds' frame as the last ground
-// check found it (NaN before one could judge); GroundMismatch is true
-// while it warns that this is not where the BEV measures heights from.
-// Safe for concurrent use.
-func (p *Pipeline) GroundFoundZ() float64 { return p.ground.FoundZ() }
-func (p *Pipeline) GroundMismatch() bool  { return p.ground.Mismatch() }
+// GroundFoundZ is the ground's z under the LiDAR, levelled, relative to
+// it, and GroundTiltDeg the ground's tilt, as the last ground check found
+// them (NaN before one could judge); GroundMismatch is true while it warns
+// that the ground is not where the BEV measures heights from, or not
+// level. Safe for concurrent use.
+func (p *Pipeline) GroundFoundZ() float64  { return p.ground.FoundZ() }
+func (p *Pipeline) GroundTiltDeg() float64 { return p.ground.TiltDeg() }
+func (p *Pipeline) GroundMismatch() bool   { return p.ground.Mismatch() }
 
 // PublishFailures counts commands the sink failed to send. Safe for
 // concurrent use.
@@ -675,7 +676,7 @@ var errSawNothing = errors.New("the filtered cloud has no point inside the BEV r
 // scan comes within the first few.
 func (p *Pipeline) sawSomething() error {
 	for _, pt := range p.pts.P {
-		if _, _, ok := p.cfg.BEV.Cell(pt.X, pt.Y); ok && !math.IsNaN(float64(pt.Z)) && !math.IsInf(float64(pt.Z), 0) {
+		if p.cfg.BEV.Holds(pt) { // placed by the LiDAR's mount, as Fill draws it
 			return nil
 		}
 	}

@@ -53,6 +53,17 @@ func selfCheckCloud(buf []byte, n int, cfg voxel.Config, bev voxel.BEVConfig) vo
 	}
 	lo, hi := [3]float32{-20, -25, bev.GroundZ - 1}, [3]float32{40, 25, bev.GroundZ + maxH + 1}
 	mounted, tf := !bev.Mount.IsIdentity(), bev.Mount.Transform()
+	if mounted {
+		// The raster's window and 5 m around it, in the robot frame
+		// (min_x_m may put the window anywhere within a kilometre).
+		r, err := voxel.NewBEV(bev)
+		if err == nil {
+			c := r.Config()
+			halfW := float32(c.W) * c.Cell / 2
+			lo[0], hi[0] = c.MinX-5, c.MinX+float32(c.H)*c.Cell+5
+			lo[1], hi[1] = -halfW-5, halfW+5
+		}
+	}
 	if c := cfg.Crop; c != nil && !mounted {
 		for a := range 3 {
 			lo[a], hi[a] = max(lo[a], c.Min[a]), min(hi[a], c.Max[a])

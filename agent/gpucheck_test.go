@@ -125,6 +125,9 @@ func TestSelfCheckCloudStraddlesTheHeightClamps(t *testing.T) {
 		// z band alone would leave most of the raster above or below it.
 		{GroundZ: -1.73, MaxHeight: 3, Mount: voxel.Mount{X: 0.45, Y: -0.12, Roll: 0.03, Pitch: 0.14, Yaw: 0.21}},
 		{GroundZ: -2, MaxHeight: 1, Mount: voxel.Mount{Roll: math.Pi, Pitch: 0.4}},
+		// A window far from the robot (min_x_m up to 1 km): the clusters
+		// follow it.
+		{GroundZ: -1, MaxHeight: 2, MinX: 300, Mount: voxel.Mount{Pitch: 0.1, Yaw: 0.5}},
 	} {
 		t.Run(fmt.Sprintf("ground %g m, cap %g m, mount %+v", bev.GroundZ, bev.MaxHeight, bev.Mount), func(t *testing.T) {
 			b, err := voxel.NewBEV(bev)

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -95,6 +96,100 @@ func TestGroundCheckOnTheSyntheticScene(t *testing.T) {
 			}
 			if s, ok := f["suggested_lidar_height_m"].(float32); !ok || math.Abs(float64(s-tt.suggest)) > 0.1 {
 				t.Errorf("suggested_lidar_height_m %v, want %v within 0.1 m", f["suggested_lidar_height_m"], tt.suggest)
+			}
+			// A check that logs nothing, on a scene with a ground plane.
+			if a := testing.AllocsPerRun(20, func() { g.next = time.Time{}; g.observe(t0, c.pipe.pts) }); a != 0 {
+				t.Errorf("a check that logs nothing allocates %v times, want 0", a)
+			}
+		})
+	}
+}
+
+// The ground check on the synthetic scene seen by a LiDAR 1.73 m up,
+// 0.45 m ahead, pitched down 8°, rolled 1.5° and turned 12° (as
+// TestLidarMountPutsTheCloudInTheRobotFrame): with its whole mount the
+// ground is level and where the BEV takes it; with the angles left out
+// but the yaw, it warns after groundMisses checks that the ground is not
+// level, naming --lidar-rpy, with suggested_lidar_rpy the mount's angles
+// (within 0.5°) and the height, and not also that the height is wrong
+// (a tilt distorts heights, and is what to fix first).
+func TestGroundCheckSeesATiltedLiDAR(t *testing.T) {
+	const height = 1.73
+	mount := voxel.Mount{X: 0.45, Y: -0.12, Roll: 1.5 * math.Pi / 180, Pitch: 8 * math.Pi / 180, Yaw: 12 * math.Pi / 180}
+	withHeight := mount
+	withHeight.Z = height
+	requireORT(t)
+	lib, err := infer.FindLibrary("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := infer.OpenRuntime(lib) // one per process, for every subtest
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	for _, tt := range []struct {
+		name   string
+		given  voxel.Mount
+		height float32
+		warn   bool
+	}{
+		{"whole mount", mount, height, false},
+		{"roll and pitch left out", voxel.Mount{X: mount.X, Y: mount.Y, Yaw: mount.Yaw}, height, true},
+		// The height is wrong too, but the tilt is what to fix first: one
+		// warning, which suggests both.
+		{"roll, pitch and height left out", voxel.Mount{X: mount.X, Y: mount.Y, Yaw: mount.Yaw}, 0, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o := composedOptions{synth: sensor.SyntheticConfig{LidarHeight: height}, watchdog: slowStepWatchdog, rt: rt,
+				wrap: func(s sensor.Source) sensor.Source { return tiltedFrameSource{s, withHeight.Transform()} }}
+			var err error
+			if o.bev, err = bevConfig(infer.ReferenceConfig(), lidarPose{height: tt.height, mount: tt.given}); err != nil {
+				t.Fatal(err)
+			}
+			c := newComposedWith(t, o)
+			var h handles.Handle
+			c.step(t, 45, &h)
+			core, logs := observer.New(zap.InfoLevel)
+			g := newGroundWatch(c.pipe.cfg.BEV, zap.New(core))
+			t0 := time.Now()
+			for k := range groundMisses + 2 {
+				g.observe(t0.Add(time.Duration(k)*groundEvery), c.pipe.pts)
+			}
+			all := logs.All()
+			if len(all) != 1 {
+				t.Fatalf("%d log lines, want 1: %v", len(all), all)
+			}
+			line := all[0]
+			f := line.ContextMap()
+			t.Logf("%s: %s %v", line.Level, line.Message, f)
+			if !tt.warn {
+				if line.Level != zapcore.InfoLevel || f["ground_tilt_deg"].(float64) > 0.5 || g.Mismatch() {
+					t.Fatalf("want the info line with a tilt under 0.5°, and no mismatch (%v)", g.Mismatch())
+				}
+				return
+			}
+			if line.Level != zapcore.WarnLevel || !strings.Contains(line.Message, "not level") || !strings.Contains(line.Message, "--lidar-rpy") || !g.Mismatch() {
+				t.Fatalf("want the warning that the ground is not level, naming --lidar-rpy, and a mismatch (%v)", g.Mismatch())
+			}
+			if s, ok := f["suggested_lidar_height_m"].(float32); !ok || math.Abs(float64(s-height)) > 0.1 {
+				t.Errorf("suggested_lidar_height_m %v, want %v within 0.1 m", f["suggested_lidar_height_m"], height)
+			}
+			if tilt := g.TiltDeg(); math.Abs(tilt-8.1) > 0.5 {
+				t.Errorf("TiltDeg %v, want about 8.1 (8° pitch and 1.5° roll)", tilt)
+			}
+			var r, p, y float64
+			if _, err := fmt.Sscanf(f["suggested_lidar_rpy"].(string), "%gdeg,%gdeg,%gdeg", &r, &p, &y); err != nil {
+				t.Fatalf("suggested_lidar_rpy %q: %v", f["suggested_lidar_rpy"], err)
+			}
+			const toDeg = 180 / math.Pi
+			for _, a := range []struct {
+				name      string
+				got, want float64
+			}{{"roll", r, mount.Roll * toDeg}, {"pitch", p, mount.Pitch * toDeg}, {"yaw", y, mount.Yaw * toDeg}} {
+				if math.Abs(a.got-a.want) > 0.5 {
+					t.Errorf("suggested %s %.2f°, the mount's %.2f°", a.name, a.got, a.want)
+				}
 			}
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/zerohop/zerohop/handles"
+	"github.com/zerohop/zerohop/infer"
 	"github.com/zerohop/zerohop/sensor"
 	"github.com/zerohop/zerohop/telemetry"
 	"github.com/zerohop/zerohop/voxel"
@@ -240,28 +241,50 @@ func TestABlindLiDARIsNotAnEmptyWorld(t *testing.T) {
 	}
 }
 
-// behindSource puts every point 0.1 m behind the robot: inside the
-// filter's crop margin, outside the raster (x ≥ 0).
-type behindSource struct{ sensor.Source }
+// atXSource puts every point at x = X in the clouds' frame.
+type atXSource struct {
+	sensor.Source
+	x float32
+}
 
-func (s behindSource) FillPoints(seq uint64, dst []byte) (int, error) {
+func (s atXSource) FillPoints(seq uint64, dst []byte) (int, error) {
 	n, err := s.Source.FillPoints(seq, dst)
 	for i := range n {
-		binary.LittleEndian.PutUint32(dst[i*sensor.PointStep:], math.Float32bits(-0.1))
+		binary.LittleEndian.PutUint32(dst[i*sensor.PointStep:], math.Float32bits(s.x))
 	}
 	return n, err
 }
 
 // TestNothingInTheRasterIsBlindToo: points the filter keeps, but none
-// inside the raster, give the model the same empty raster.
+// inside the raster, give the model the same empty raster: 0.1 m behind
+// the robot (inside the filter's crop margin, outside the raster, x ≥ 0),
+// and 0.1 m ahead of a LiDAR mounted facing backwards (--lidar-rpy
+// 0,0,180deg), which is as far behind the robot: the check must place
+// the points as the raster does (it read them in the LiDAR's frame, and
+// found them ahead).
 func TestNothingInTheRasterIsBlindToo(t *testing.T) {
-	g := newComposedWith(t, composedOptions{wrap: func(s sensor.Source) sensor.Source { return behindSource{s} }})
-	var h handles.Handle
-	g.step(t, 0, &h)
-	if d := g.rec.Count(telemetry.FramesDropped); d != 1 {
-		t.Fatalf("%d frames dropped, want the frame with nothing in the raster dropped", d)
-	}
-	if err := g.pipe.Health(time.Now()); err == nil || !strings.Contains(err.Error(), "blind or covered LiDAR") {
-		t.Fatalf("Health = %v", err)
+	for _, tc := range []struct {
+		name  string
+		x     float32
+		mount voxel.Mount
+	}{
+		{"behind the robot", -0.1, voxel.Mount{}},
+		{"ahead of a LiDAR facing backwards", 0.1, voxel.Mount{Yaw: math.Pi}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bev, err := bevConfig(infer.ReferenceConfig(), lidarPose{mount: tc.mount})
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := newComposedWith(t, composedOptions{bev: bev, wrap: func(s sensor.Source) sensor.Source { return atXSource{s, tc.x} }})
+			var h handles.Handle
+			g.step(t, 0, &h)
+			if d := g.rec.Count(telemetry.FramesDropped); d != 1 {
+				t.Fatalf("%d frames dropped, want the frame with nothing in the raster dropped", d)
+			}
+			if err := g.pipe.Health(time.Now()); err == nil || !strings.Contains(err.Error(), "blind or covered LiDAR") {
+				t.Fatalf("Health = %v", err)
+			}
+		})
 	}
 }

@@ -53,11 +53,12 @@ type NodeConfig struct {
 	LidarHeight float32
 	// LidarXY and LidarRPY place the point cloud frame's origin on the
 	// robot: x ahead of and y left of the robot's origin, in metres, and
-	// its roll, pitch and yaw in radians (URDF's <origin xyz rpy>, the
-	// static transform from base_link to the LiDAR's frame, with
-	// LidarHeight as z). The BEV is drawn in the robot frame, so a
-	// LiDAR pitched down 8° without LidarRPY sees the road ahead rise into
-	// a wall; zero for clouds already in the robot frame.
+	// its roll, pitch and yaw in radians: the transform from the robot's
+	// frame on the ground (base_footprint, REP-105) to the LiDAR's, as
+	// `tf2_echo base_footprint <lidar frame>` prints it, with LidarHeight
+	// as its z. The BEV is drawn in the robot frame, so a LiDAR pitched
+	// down 8° without LidarRPY sees the road ahead rise into a wall; zero
+	// for clouds already in the robot frame.
 	LidarXY   [2]float64
 	LidarRPY  [3]float64
 	MaxPoints int
@@ -95,8 +96,10 @@ const (
 	maxLidarHeightM = 100.0
 	// Nor 100 m from the robot's origin.
 	maxLidarOffsetM = 100.0
-	// Angles run from -π to π (π typed as 3.1416 included): a larger
-	// one is most likely degrees given for radians.
+	// Roll and yaw run from -π to π (π typed as 3.1416 included), pitch
+	// from -π/2 to π/2, as tf2's getRPY gives every rotation: a larger
+	// one is most likely degrees given for radians (a pitch of 3 meant
+	// 3°, not 172°).
 	maxLidarAngle = 3.1416
 )
 
@@ -421,11 +424,15 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		func() float64 { return float64(pipe.Stalls()) }); err != nil {
 		log.Warn("metrics: stalls", zap.Error(err))
 	}
-	if err := rec.AddGaugeFunc("ground_found_z_m", "The ground's z in metres in the clouds' frame, as the once-a-second ground check last found it (10th percentile of the heights of up to 512 of the raster's voxels; NaN before a check had 64); the BEV measures heights from minus --lidar-height.",
+	if err := rec.AddGaugeFunc("ground_found_z_m", "The ground's z in metres under the LiDAR, levelled, relative to it (minus the LiDAR's height when the mount is right), as the once-a-second ground check last found it (its plane through the raster's tiles, else the 10th percentile of the heights of up to 512 of the raster's voxels; NaN before a check could judge); the BEV measures heights from minus --lidar-height.",
 		pipe.GroundFoundZ); err != nil {
 		log.Warn("metrics: ground found", zap.Error(err))
 	}
-	if err := rec.AddGaugeFunc("ground_mismatch", "1 while the ground check warns that the clouds' ground is more than 0.3 m from where the BEV measures heights from (five checks in a row; see the log's suggested_lidar_height_m), else 0.",
+	if err := rec.AddGaugeFunc("ground_tilt_deg", "The ground's tilt from level in the robot frame, in degrees, as the once-a-second ground check last found its plane (NaN before one): more than 1.5 on flat ground means --lidar-rpy is off (the log's suggested_lidar_rpy).",
+		pipe.GroundTiltDeg); err != nil {
+		log.Warn("metrics: ground tilt", zap.Error(err))
+	}
+	if err := rec.AddGaugeFunc("ground_mismatch", "1 while the ground check warns that the clouds' ground is more than 0.3 m from where the BEV measures heights from, or tilts more than 1.5° (five checks in a row; see the log's suggested_lidar_height_m and suggested_lidar_rpy), else 0.",
 		func() float64 {
 			if pipe.GroundMismatch() {
 				return 1
@@ -531,8 +538,11 @@ func resolveNodeConfig(cfg NodeConfig) (NodeConfig, error) {
 		return cfg, fmt.Errorf("--lidar-height %g: want 0 (clouds in the robot frame, origin on the ground) to %g metres", cfg.LidarHeight, maxLidarHeightM)
 	case !(math.Abs(cfg.LidarXY[0]) <= maxLidarOffsetM && math.Abs(cfg.LidarXY[1]) <= maxLidarOffsetM):
 		return cfg, fmt.Errorf("--lidar-xy %g,%g: want -%g to %g metres each (0,0: the clouds' origin above the robot's)", cfg.LidarXY[0], cfg.LidarXY[1], maxLidarOffsetM, maxLidarOffsetM)
-	case !(math.Abs(cfg.LidarRPY[0]) <= maxLidarAngle && math.Abs(cfg.LidarRPY[1]) <= maxLidarAngle && math.Abs(cfg.LidarRPY[2]) <= maxLidarAngle):
-		return cfg, fmt.Errorf("--lidar-rpy %g,%g,%g: want -π to π radians each (write degrees as 8deg)", cfg.LidarRPY[0], cfg.LidarRPY[1], cfg.LidarRPY[2])
+	case !(math.Abs(cfg.LidarRPY[0]) <= maxLidarAngle && math.Abs(cfg.LidarRPY[1]) <= maxLidarAngle/2 && math.Abs(cfg.LidarRPY[2]) <= maxLidarAngle):
+		r := cfg.LidarRPY
+		const toDeg = 180 / math.Pi
+		return cfg, fmt.Errorf("--lidar-rpy %g,%g,%g (radians; in degrees %.4g,%.4g,%.4g): want roll and yaw -π to π, pitch -π/2 to π/2, as tf2 gives them (write degrees as 8deg)",
+			r[0], r[1], r[2], r[0]*toDeg, r[1]*toDeg, r[2]*toDeg)
 	case cfg.MinPoints < 0:
 		return cfg, fmt.Errorf("--min-points %d: want 0 or more (0 and 1: every voxel with a point)", cfg.MinPoints)
 	case cfg.PrepThreads < 0:

@@ -272,8 +272,8 @@ func testEndToEndTwoProcesses(t *testing.T, spin bool) {
 	// The ground check has judged the first frame: the synthetic scene's
 	// robot-frame clouds have their ground at z = 0, where the BEV takes it.
 	mb := getBody(t, base+"/metrics")
-	if z, m := metricValue(t, mb, "zerohop_ground_found_z_m"), metricValue(t, mb, "zerohop_ground_mismatch"); !(math.Abs(z) < 0.1) || m != 0 {
-		t.Errorf("/metrics: ground_found_z_m %v, ground_mismatch %v; want about 0 (the synthetic ground) and 0", z, m)
+	if z, m, tilt := metricValue(t, mb, "zerohop_ground_found_z_m"), metricValue(t, mb, "zerohop_ground_mismatch"), metricValue(t, mb, "zerohop_ground_tilt_deg"); !(math.Abs(z) < 0.1) || m != 0 || !(tilt < 0.5) {
+		t.Errorf("/metrics: ground_found_z_m %v, ground_mismatch %v, ground_tilt_deg %v; want about 0 (the synthetic ground), 0 and under 0.5", z, m, tilt)
 	}
 
 	// Kill the camera: zero command within the watchdog period.
@@ -483,7 +483,9 @@ func TestFlagErrorsComeBeforeAnythingStarts(t *testing.T) {
 		{"NaN LiDAR height", NodeConfig{LidarHeight: float32(math.NaN())}, []string{"--lidar-height NaN"}},
 		{"LiDAR 150 m ahead", NodeConfig{LidarXY: [2]float64{150, 0}}, []string{"--lidar-xy 150,0", "-100 to 100 metres"}},
 		{"NaN LiDAR y", NodeConfig{LidarXY: [2]float64{0, math.NaN()}}, []string{"--lidar-xy 0,NaN"}},
-		{"LiDAR pitch in degrees as radians", NodeConfig{LidarRPY: [3]float64{0, 8, 0}}, []string{"--lidar-rpy 0,8,0", "-π to π radians", "8deg"}},
+		{"LiDAR pitch in degrees as radians", NodeConfig{LidarRPY: [3]float64{0, 8, 0}}, []string{"--lidar-rpy 0,8,0", "in degrees 0,458.4,0", "pitch -π/2 to π/2", "8deg"}},
+		{"LiDAR pitch of 3 meant as 3°", NodeConfig{LidarRPY: [3]float64{0, 3, 0}}, []string{"--lidar-rpy 0,3,0", "in degrees 0,171.9,0", "pitch -π/2 to π/2"}},
+		{"LiDAR roll of 200°", NodeConfig{LidarRPY: [3]float64{200 * math.Pi / 180, 0, 0}}, []string{"in degrees 200,0,0", "roll and yaw -π to π"}},
 		{"NaN LiDAR yaw", NodeConfig{LidarRPY: [3]float64{0, 0, math.NaN()}}, []string{"--lidar-rpy 0,0,NaN"}},
 		{"unknown in-process camera", NodeConfig{Camera: "bogus"}, []string{`--camera "bogus"`}},
 		{"replay without a folder", NodeConfig{Camera: "replay:"}, []string{"--camera replay:DIR"}},

@@ -105,6 +105,24 @@ func BenchmarkBEV(b *testing.B) {
 	})
 }
 
+// BenchmarkBEVMounted is BenchmarkBEV's fill with a LiDAR mount: the
+// scan as a LiDAR pitched down 8°, rolled and turned reports it, each
+// voxel moved into the robot frame before it is drawn.
+func BenchmarkBEVMounted(b *testing.B) {
+	pts := filtered(b, intoSensorFrame(scanPoints(b, scan115k), tiltedMount))
+	bev, err := NewBEV(BEVConfig{GroundZ: roadZ, Mount: tiltedMount})
+	if err != nil {
+		b.Fatal(err)
+	}
+	dst := make([]float32, bev.Len())
+	measure(b, func() {
+		if err := bev.Fill(pts, dst); err != nil {
+			b.Fatal(err)
+		}
+	})
+	b.ReportMetric(float64(len(pts.P)), "voxels")
+}
+
 // BenchmarkGroundZEstimate is the agent's once-a-second ground check on
 // the scans filtered at 0.2 m (512 voxels sampled, as agent/ground.go),
 // beside BenchmarkBEV's fill of the same raster.
@@ -118,6 +136,24 @@ func BenchmarkGroundZEstimate(b *testing.B) {
 		scratch := make([]float32, 512)
 		b.Run(s.name, func(b *testing.B) {
 			measure(b, func() { bev.GroundZEstimate(pts, scratch) })
+			b.ReportMetric(float64(len(pts.P)), "voxels")
+		})
+	}
+}
+
+// BenchmarkGroundPlaneEstimate is the agent's once-a-second check of the
+// LiDAR's tilt on the same scans, as seen by a LiDAR pitched down 8° with
+// its mount given (the common case: the plane comes out level).
+func BenchmarkGroundPlaneEstimate(b *testing.B) {
+	for _, s := range benchScans {
+		pts := filtered(b, intoSensorFrame(scanPoints(b, s.spec), tiltedMount))
+		bev, err := NewBEV(BEVConfig{GroundZ: roadZ, Mount: tiltedMount})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var sc GroundScratch
+		b.Run(s.name, func(b *testing.B) {
+			measure(b, func() { bev.GroundPlaneEstimate(pts, &sc) })
 			b.ReportMetric(float64(len(pts.P)), "voxels")
 		})
 	}

@@ -125,3 +125,40 @@ func roundUp32(v float64) float32 {
 	}
 	return f
 }
+
+// Levelled returns m turned so that the ground plane p, found in the
+// robot frame m puts the clouds in, becomes level there: the smallest
+// rotation that takes p's normal to the z axis, applied after m's
+// (about the robot's axes), as roll, pitch and yaw again. X, Y and Z
+// stay. A LiDAR pitched down 8° more than m says sees the ground rise
+// ahead with slope tan 8°; m.Levelled of that plane has 8° more pitch.
+func (m Mount) Levelled(p GroundPlane) Mount {
+	norm := math.Sqrt(1 + p.SlopeX*p.SlopeX + p.SlopeY*p.SlopeY)
+	nx, ny, nz := -p.SlopeX/norm, -p.SlopeY/norm, 1/norm
+	s, c := math.Hypot(nx, ny), nz // sin and cos of the angle to level
+	if s == 0 {
+		return m
+	}
+	kx, ky := ny/s, -nx/s // the axis n × z, unit, in the x-y plane
+	// Rodrigues' formula, C = I + sin·K + (1 − cos)·K² for that axis.
+	cm := [9]float64{
+		1 - (1-c)*ky*ky, (1 - c) * kx * ky, s * ky,
+		(1 - c) * kx * ky, 1 - (1-c)*kx*kx, -s * kx,
+		-s * ky, s * kx, c,
+	}
+	r := matMul3(cm, m.Transform().R)
+	out := m
+	out.Roll = math.Atan2(r[7], r[8])
+	out.Pitch = math.Asin(max(-1, min(1, -r[6])))
+	out.Yaw = math.Atan2(r[3], r[0])
+	return out
+}
+
+func matMul3(a, b [9]float64) (c [9]float64) {
+	for i := range 3 {
+		for j := range 3 {
+			c[3*i+j] = a[3*i]*b[j] + a[3*i+1]*b[3+j] + a[3*i+2]*b[6+j]
+		}
+	}
+	return c
+}

@@ -201,7 +201,8 @@ func TestMountedBEVSeesTheRobotFrame(t *testing.T) {
 // drops a garbage point far away.
 func TestCropForKeepsTheMountedRaster(t *testing.T) {
 	robot := scanPoints(t, scan115k)
-	edges := uniformCloud(20000, -40, 40, 11)
+	// Within CropFarZTilted of the ground however turned (28·√3 < 50).
+	edges := uniformCloud(20000, -28, 28, 11)
 	for _, tc := range []struct {
 		name string
 		leaf float32
@@ -220,6 +221,14 @@ func TestCropForKeepsTheMountedRaster(t *testing.T) {
 				t.Fatal(err)
 			}
 			crop := b.CropFor(cube(tc.leaf))
+			// Across, the box is the window's, turned: at most its
+			// diagonal plus the band's tilt wide (a loose box keeps every
+			// point; ±CropFarZ turned 8° was 280 m long).
+			for a := range 2 {
+				if w := crop.Max[a] - crop.Min[a]; w > 160 {
+					t.Fatalf("crop %+v is %g m wide along %s: the tilt took the z band's 2000 m with it", crop, w, axisNames[a])
+				}
+			}
 			raster := func(pts [][4]float32, crop *Box) []float32 {
 				f, err := NewFilter(Config{Leaf: cube(tc.leaf), Crop: crop}, len(pts))
 				if err != nil {
@@ -328,13 +337,15 @@ func TestMountMustBeFinite(t *testing.T) {
 }
 
 // Holds is Fill's test of a point: finite z and intensity, inside the
-// raster once placed.
+// raster once placed. Each point alone, Fill draws a cell exactly when
+// Holds says so.
 func TestHoldsIsWhatFillDraws(t *testing.T) {
 	b, err := NewBEV(BEVConfig{H: 4, W: 4, Cell: 1, Mount: Mount{X: 2, Yaw: math.Pi}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	nan := float32(math.NaN())
+	dst := make([]float32, b.Len())
 	for _, tc := range []struct {
 		p    Point
 		want bool
@@ -349,6 +360,16 @@ func TestHoldsIsWhatFillDraws(t *testing.T) {
 	} {
 		if got := b.Holds(tc.p); got != tc.want {
 			t.Errorf("Holds(%+v) = %v, want %v", tc.p, got, tc.want)
+		}
+		if err := b.Fill(&Points{P: []Point{tc.p}}, dst); err != nil {
+			t.Fatal(err)
+		}
+		drawn := false
+		for _, v := range dst[:16] { // occupancy
+			drawn = drawn || v != 0
+		}
+		if drawn != tc.want {
+			t.Errorf("Fill of %+v alone drew a cell: %v, want %v", tc.p, drawn, tc.want)
 		}
 	}
 }
