@@ -151,10 +151,14 @@ func TestRunNodeTakesTheModelsRaster(t *testing.T) {
 			if err := <-done; err != nil {
 				t.Fatal(err)
 			}
-			for _, c := range []string{"frames_dropped", "watchdog_stage_failure_incidents_total"} {
-				if n, ok := lat.Counters[c]; !ok || n != 0 {
-					t.Errorf("/latency counter %s = %v (present %v), want 0: %+v", c, n, ok, lat.Counters)
-				}
+			// A raster the stages or the model refused would fail every
+			// frame. Not frames_dropped: under -race on a busy 2-core
+			// machine the in-process camera can take longer than the 20 ms
+			// pairing tolerance to render a frame's 1280×720 image, and
+			// that cloud is dropped unpaired (half of the runs here, at
+			// a362bd3 too), which says nothing about the raster.
+			if n, ok := lat.Counters["watchdog_stage_failure_incidents_total"]; !ok || n != 0 {
+				t.Errorf("/latency counter watchdog_stage_failure_incidents_total = %v (present %v), want 0: %+v", n, ok, lat.Counters)
 			}
 			lines := logs.FilterMessage("BEV raster").All()
 			if len(lines) != 1 {
