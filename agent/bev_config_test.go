@@ -189,6 +189,28 @@ func (s sensorFrameSource) FillPoints(seq uint64, dst []byte) (int, error) {
 	return n, err
 }
 
+// obstacleClearances runs one frame of the synthetic scene at t = 1.5 s
+// (the obstacle at y = +3, left) through a composed pipeline with o and
+// the raster lidar gives, and returns the obstacle's sector, its
+// mirror's, the model's clearances and the runtime to share.
+func obstacleClearances(t *testing.T, o composedOptions, lidar lidarPose) (obs, mirror int, clear []float32, rt *infer.Runtime) {
+	t.Helper()
+	var err error
+	if o.bev, err = bevConfig(infer.ReferenceConfig(), lidar); err != nil {
+		t.Fatal(err)
+	}
+	c := newComposedWith(t, o)
+	const seq = 45 // t = 1.5 s at 30 Hz
+	var h handles.Handle
+	c.step(t, seq, &h)
+	if n := c.rec.Count(telemetry.FramesProcessed); n != 1 {
+		t.Fatalf("%d frames processed, want 1", n)
+	}
+	ob := c.src.Truth(seq).Obstacle.Center
+	obs = min(max(int((57.29577951308232*math.Atan2(ob.Y, ob.X)+40)/10+0.5), 0), 8)
+	return obs, 8 - obs, append([]float32(nil), c.sess.Clearance()...), c.rt
+}
+
 // A cloud in the sensor's frame, from a LiDAR 1.73 m up (KITTI's), with
 // --lidar-height 1.73: the model sees the 1 m obstacle as it does in the
 // robot-frame cloud. Without the flag (the ground taken at the sensor's
@@ -205,21 +227,8 @@ func TestLidarHeightPutsTheGroundUnderTheSensor(t *testing.T) {
 		if sensorFrame {
 			o.wrap = func(s sensor.Source) sensor.Source { return sensorFrameSource{s, mount} }
 		}
-		var err error
-		if o.bev, err = bevConfig(infer.ReferenceConfig(), lidarPose{height: lidarHeight}); err != nil {
-			t.Fatal(err)
-		}
-		c := newComposedWith(t, o)
-		rt = c.rt
-		const seq = 45 // t = 1.5 s at 30 Hz: the obstacle at y = +3, left
-		var h handles.Handle
-		c.step(t, seq, &h)
-		if n := c.rec.Count(telemetry.FramesProcessed); n != 1 {
-			t.Fatalf("%d frames processed, want 1", n)
-		}
-		ob := c.src.Truth(seq).Obstacle.Center
-		obs = min(max(int((57.29577951308232*math.Atan2(ob.Y, ob.X)+40)/10+0.5), 0), 8)
-		return obs, 8 - obs, append([]float32(nil), c.sess.Clearance()...)
+		obs, mirror, clear, rt = obstacleClearances(t, o, lidarPose{height: lidarHeight})
+		return obs, mirror, clear
 	}
 	obs, mirror, robotFrame := clearances(t, false, 0)
 	if !(robotFrame[obs] < robotFrame[mirror]) {
@@ -341,21 +350,8 @@ func TestLidarMountPutsTheCloudInTheRobotFrame(t *testing.T) {
 		if tilted {
 			o.wrap = func(s sensor.Source) sensor.Source { return tiltedFrameSource{s, withHeight.Transform()} }
 		}
-		var err error
-		if o.bev, err = bevConfig(infer.ReferenceConfig(), lidar); err != nil {
-			t.Fatal(err)
-		}
-		c := newComposedWith(t, o)
-		rt = c.rt
-		const seq = 45 // t = 1.5 s at 30 Hz: the obstacle at y = +3, left
-		var h handles.Handle
-		c.step(t, seq, &h)
-		if n := c.rec.Count(telemetry.FramesProcessed); n != 1 {
-			t.Fatalf("%d frames processed, want 1", n)
-		}
-		ob := c.src.Truth(seq).Obstacle.Center
-		obs = min(max(int((57.29577951308232*math.Atan2(ob.Y, ob.X)+40)/10+0.5), 0), 8)
-		return obs, 8 - obs, append([]float32(nil), c.sess.Clearance()...)
+		obs, mirror, clear, rt = obstacleClearances(t, o, lidar)
+		return obs, mirror, clear
 	}
 	obs, mirror, robot := clearances(t, false, lidarPose{})
 	_, _, mounted := clearances(t, true, lidarPose{height: height, mount: mount})

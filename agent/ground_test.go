@@ -23,16 +23,7 @@ import (
 // only after groundMisses checks, and suggests the height that is right.
 func TestGroundCheckOnTheSyntheticScene(t *testing.T) {
 	const mount = 1.73
-	requireORT(t)
-	lib, err := infer.FindLibrary("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := infer.OpenRuntime(lib) // one per process, for every subtest
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rt.Close() })
+	rt := sharedRuntime(t)
 	tests := []struct {
 		name        string
 		sensorFrame bool
@@ -118,16 +109,7 @@ func TestGroundCheckSeesATiltedLiDAR(t *testing.T) {
 	mount := voxel.Mount{X: 0.45, Y: -0.12, Roll: 1.5 * math.Pi / 180, Pitch: 8 * math.Pi / 180, Yaw: 12 * math.Pi / 180}
 	withHeight := mount
 	withHeight.Z = height
-	requireORT(t)
-	lib, err := infer.FindLibrary("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := infer.OpenRuntime(lib) // one per process, for every subtest
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rt.Close() })
+	rt := sharedRuntime(t)
 	for _, tt := range []struct {
 		name   string
 		given  voxel.Mount
@@ -193,6 +175,23 @@ func TestGroundCheckSeesATiltedLiDAR(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sharedRuntime opens ONNX Runtime once for a test's subtests (a
+// runtime per process; a subtest's own would close it for the next).
+func sharedRuntime(t *testing.T) *infer.Runtime {
+	t.Helper()
+	requireORT(t)
+	lib, err := infer.FindLibrary("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := infer.OpenRuntime(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	return rt
 }
 
 // flatGround is a 20 × 20 grid of voxels 0.2 m apart at height z, in the

@@ -5,21 +5,6 @@ import (
 	"testing"
 )
 
-// filtered runs the filter at leaf 0.2 m over pts.
-func filtered(t testing.TB, pts [][4]float32) *Points {
-	t.Helper()
-	f, err := NewFilter(Config{Leaf: cube(0.2)}, len(pts))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	out := NewPoints(len(pts))
-	if err := f.Run(kittiCloud(pts), out); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // upOf is the robot's up in the clouds' frame under m: Rᵀ·z. Roll and
 // pitch set it; yaw does not, and no ground can tell yaw.
 func upOf(m Mount) [3]float64 {

@@ -103,12 +103,10 @@ func scanPoints(t testing.TB, spec scanSpec) [][4]float32 {
 	return pts
 }
 
-// rasterOf filters pts at leaf 0.2 m, cropped for b as the agent crops,
-// and fills b's raster.
-func rasterOf(t testing.TB, b *BEV, pts [][4]float32) []float32 {
+// filterAt runs the filter with this leaf and crop (nil: none) over pts.
+func filterAt(t testing.TB, pts [][4]float32, leaf float32, crop *Box) *Points {
 	t.Helper()
-	crop := b.CropFor(cube(0.2))
-	f, err := NewFilter(Config{Leaf: cube(0.2), Crop: &crop}, len(pts))
+	f, err := NewFilter(Config{Leaf: cube(leaf), Crop: crop}, len(pts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,11 +115,27 @@ func rasterOf(t testing.TB, b *BEV, pts [][4]float32) []float32 {
 	if err := f.Run(kittiCloud(pts), out); err != nil {
 		t.Fatal(err)
 	}
+	return out
+}
+
+// filtered runs the filter at leaf 0.2 m over pts.
+func filtered(t testing.TB, pts [][4]float32) *Points { return filterAt(t, pts, 0.2, nil) }
+
+// rasterAt filters pts with this leaf and crop and fills b's raster.
+func rasterAt(t testing.TB, b *BEV, pts [][4]float32, leaf float32, crop *Box) []float32 {
+	t.Helper()
 	dst := make([]float32, b.Len())
-	if err := b.Fill(out, dst); err != nil {
+	if err := b.Fill(filterAt(t, pts, leaf, crop), dst); err != nil {
 		t.Fatal(err)
 	}
 	return dst
+}
+
+// rasterOf filters pts at leaf 0.2 m, cropped for b as the agent crops,
+// and fills b's raster.
+func rasterOf(t testing.TB, b *BEV, pts [][4]float32) []float32 {
+	crop := b.CropFor(cube(0.2))
+	return rasterAt(t, b, pts, 0.2, &crop)
 }
 
 // TestMountedBEVSeesTheRobotFrame: the street scan as a tilted, offset and
@@ -229,22 +243,7 @@ func TestCropForKeepsTheMountedRaster(t *testing.T) {
 					t.Fatalf("crop %+v is %g m wide along %s: the tilt took the z band's 2000 m with it", crop, w, axisNames[a])
 				}
 			}
-			raster := func(pts [][4]float32, crop *Box) []float32 {
-				f, err := NewFilter(Config{Leaf: cube(tc.leaf), Crop: crop}, len(pts))
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer f.Close()
-				out := NewPoints(len(pts))
-				if err := f.Run(kittiCloud(pts), out); err != nil {
-					t.Fatal(err)
-				}
-				dst := make([]float32, b.Len())
-				if err := b.Fill(out, dst); err != nil {
-					t.Fatal(err)
-				}
-				return dst
-			}
+			raster := func(pts [][4]float32, crop *Box) []float32 { return rasterAt(t, b, pts, tc.leaf, crop) }
 			want := raster(tc.pts, nil)
 			drawn := 0
 			for _, v := range want[:len(want)/BEVChannels] {
@@ -275,16 +274,7 @@ func TestCropForKeepsTheMountedRaster(t *testing.T) {
 // The ground estimate works in the robot frame: it finds the road under a
 // tilted LiDAR, where the sensor frame's z is no height at all.
 func TestGroundZEstimateUnderATiltedLiDAR(t *testing.T) {
-	sensor := intoSensorFrame(scanPoints(t, scan115k), tiltedMount)
-	pts := NewPoints(len(sensor))
-	f, err := NewFilter(Config{Leaf: cube(0.2)}, len(sensor))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := f.Run(kittiCloud(sensor), pts); err != nil {
-		t.Fatal(err)
-	}
+	pts := filtered(t, intoSensorFrame(scanPoints(t, scan115k), tiltedMount))
 	scratch := make([]float32, 512)
 	for _, tc := range []struct {
 		name   string
