@@ -177,7 +177,7 @@ func TestGroundCheckSeesATiltedLiDAR(t *testing.T) {
 	}
 }
 
-// sharedRuntime opens ONNX Runtime once for a test's subtests (a
+// sharedRuntime opens ONNX Runtime for a test and its subtests (a
 // runtime per process; a subtest's own would close it for the next).
 func sharedRuntime(t *testing.T) *infer.Runtime {
 	t.Helper()

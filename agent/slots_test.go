@@ -24,16 +24,7 @@ import (
 // could reach it, so every later cloud failed to pair and cmd_vel stayed
 // zero. The hold limit is at least 2.
 func TestTwoSlotPoolsKeepPairing(t *testing.T) {
-	requireORT(t)
-	lib, err := infer.FindLibrary("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := infer.OpenRuntime(lib)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
+	rt := sharedRuntime(t)
 	sess, err := infer.NewSessionFromBytes(rt, "reference.onnx", models.ReferenceONNX(), infer.ReferenceConfig(),
 		infer.SessionOptions{Providers: []string{"cpu"}, IntraOpThreads: 1})
 	if err != nil {
