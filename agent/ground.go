@@ -84,10 +84,16 @@ const (
 	// obstacle height plus a margin (0.2 m), so that a ground taken too
 	// high by more than this hides real obstacles.
 	groundToleranceM = 0.3
+	// groundAgreeM: a warning is lifted only once the two agree within
+	// this, less than the tolerance, so that one a little under it does
+	// not lift a warning that the next check raises again.
+	groundAgreeM = 0.2
 	// groundTiltToleranceDeg is the tilt that is reported: above a
 	// road's camber (2 %, 1.1°), while at 1.5° the ground 7.6 m ahead
 	// already stands 0.2 m high, an obstacle to the reference model.
 	groundTiltToleranceDeg = 1.5
+	// groundTiltAgreeDeg: a tilt warning is lifted below this.
+	groundTiltAgreeDeg = 1.0
 	// groundMisses checks in a row must disagree before the warning: one
 	// scene (the robot facing a wall, on a ramp) must not raise it.
 	groundMisses = 5
@@ -142,34 +148,36 @@ func (g *groundWatch) observe(now time.Time, pts *voxel.Points) {
 	bevZ := cfg.GroundZ
 	lidarHeight := 0 - bevZ // as bevConfig set it; 0 - 0 is +0
 	off := z - bevZ
-	var heightWay int8
-	switch {
-	case off < -groundToleranceM:
-		heightWay = -1
-	case off > groundToleranceM:
-		heightWay = 1
-	}
+	// Between agreeing and disagreeing a check says nothing: it neither
+	// lifts a warning nor counts towards one, so that a ground at the
+	// tolerance does not warn and lift, warn and lift.
+	heightAgrees := math.Abs(float64(off)) <= groundAgreeM
 	warnHeight := false
-	if heightWay == 0 {
+	switch {
+	case heightAgrees:
 		g.height.agree()
-	} else {
-		warnHeight = g.height.disagree(heightWay)
+	case off < -groundToleranceM:
+		warnHeight = g.height.disagree(-1)
+	case off > groundToleranceM:
+		warnHeight = g.height.disagree(1)
 	}
 	tilted, warnTilt := false, false
 	var tilt float64
 	if havePlane {
 		tilt = plane.Tilt() * toDeg
 		g.tiltDeg.Store(math.Float32bits(float32(tilt)))
-		if tilted = tilt > groundTiltToleranceDeg; tilted {
+		switch tilted = tilt > groundTiltToleranceDeg; {
+		case tilted:
 			warnTilt = g.tilt.disagree(1)
-		} else {
+		case tilt <= groundTiltAgreeDeg:
 			g.tilt.agree()
 		}
 	}
-	if tilted && warnHeight {
-		// The tilt's warning (standing or to come) says what to fix
-		// first: a tilt distorts the ground's height everywhere but under
-		// the LiDAR. This one warns if it outlasts the tilt.
+	// A tilt (judged now, on its way to a warning, or warned about)
+	// distorts the ground's height everywhere but under the LiDAR, and its
+	// warning says what to fix first: the height's waits, and comes if it
+	// outlasts the tilt.
+	if warnHeight && (tilted || g.tilt.misses > 0 || g.tilt.standing) {
 		g.height.warned, warnHeight = false, false
 	}
 	g.height.standing = g.height.standing || warnHeight
@@ -198,8 +206,12 @@ func (g *groundWatch) observe(now time.Time, pts *voxel.Points) {
 		g.agreed = false
 		g.log.Warn("ground check: the clouds' ground lies above where the BEV raster measures heights from, so flat ground reads as obstacles: is --lidar-height too large (0 for clouds in a robot frame with its origin on the ground)?",
 			heightFields(zap.Float32("suggested_lidar_height_m", max(0, -z)), judged, zap.Int("checks", g.height.misses), zap.Float32("above_m", off))...)
-	case heightWay == 0 && !tilted && !g.tilt.standing && !g.agreed:
+	case heightAgrees && g.tilt.misses == 0 && !g.tilt.standing && !g.agreed:
 		g.agreed = true
+		if !havePlane { // the tilt was not measured
+			g.log.Info("ground check: the clouds' ground lies where the BEV raster measures heights from", heightFields(judged)...)
+			break
+		}
 		g.log.Info("ground check: the clouds' ground lies where the BEV raster measures heights from",
 			heightFields(zap.Float64("ground_tilt_deg", tilt), judged)...)
 	}

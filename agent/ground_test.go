@@ -281,3 +281,79 @@ func TestGroundWatchStates(t *testing.T) {
 		t.Errorf("a check that logs nothing allocates %v times, want 0", a)
 	}
 }
+
+// windowGround is ground over the reference raster's whole window, 0.4 m
+// apart, at z = z0 + tan(tiltDeg)·x: enough for a plane.
+func windowGround(z0, tiltDeg float64) *voxel.Points {
+	var pts voxel.Points
+	slope := math.Tan(tiltDeg * math.Pi / 180)
+	for x := 0.2; x < 25.6; x += 0.4 {
+		for y := -12.6; y < 12.8; y += 0.4 {
+			pts.P = append(pts.P, voxel.Point{X: float32(x), Y: float32(y), Z: float32(z0 + slope*x)})
+		}
+	}
+	return &pts
+}
+
+// The tilt's states beside the height's: a tilt warns after groundMisses
+// checks; while it stands, or a run of tilted checks is under way, a
+// height warning waits (it came from a check too small for a plane, the
+// reviewer's case) and no check says the ground agrees; a tilt between
+// agreeing (1°) and the tolerance (1.5°) neither lifts nor raises a
+// warning, so a camber at the tolerance does not warn, lift, warn.
+func TestGroundWatchTiltStates(t *testing.T) {
+	bev, err := voxel.NewBEV(voxel.BEVConfig{GroundZ: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zap.InfoLevel)
+	g := newGroundWatch(bev, zap.New(core))
+	tilted, slight, level := windowGround(-1, 3), windowGround(-1, 1.3), windowGround(-1, 0)
+	patchRight, patchWrong := flatGround(-1), flatGround(0) // no plane: too small
+	steps := []struct {
+		pts      *voxel.Points
+		want     string // "", "info", "warn tilt", "warn height"
+		mismatch bool
+	}{
+		{level, "info", false},
+		{tilted, "", false}, {tilted, "", false}, {tilted, "", false},
+		{patchRight, "", false}, // a tilt run under way: the ground does not agree
+		{tilted, "", false},
+		{tilted, "warn tilt", true}, // the fifth tilted check
+		// The height is off by 1 m on five checks with no plane: it waits.
+		{patchWrong, "", true}, {patchWrong, "", true}, {patchWrong, "", true}, {patchWrong, "", true}, {patchWrong, "", true},
+		{slight, "", true}, {slight, "", true}, // 1.3°: the warning stands, nothing said
+		{level, "info", false},
+		{slight, "", false}, {slight, "", false}, {slight, "", false}, {slight, "", false}, {slight, "", false}, {slight, "", false}, // no warning either
+	}
+	t0 := time.Now()
+	for k, s := range steps {
+		before := logs.Len()
+		g.observe(t0.Add(time.Duration(k)*groundEvery), s.pts)
+		lines := logs.All()[before:]
+		got := ""
+		if len(lines) == 1 {
+			l := lines[0]
+			switch {
+			case l.Level == zapcore.InfoLevel:
+				got = "info"
+			case strings.Contains(l.Message, "not level"):
+				got = "warn tilt"
+			default:
+				got = "warn height"
+			}
+		}
+		if len(lines) > 1 || got != s.want {
+			t.Fatalf("check %d: lines %v, want %q", k, lines, s.want)
+		}
+		if g.Mismatch() != s.mismatch {
+			t.Errorf("check %d: Mismatch %v, want %v", k, g.Mismatch(), s.mismatch)
+		}
+	}
+	if tilt := g.TiltDeg(); math.Abs(tilt-1.3) > 0.05 {
+		t.Errorf("TiltDeg %v, want 1.3", tilt)
+	}
+	if a := testing.AllocsPerRun(20, func() { g.next = time.Time{}; g.observe(t0, slight) }); a != 0 {
+		t.Errorf("a check with a plane that logs nothing allocates %v times, want 0", a)
+	}
+}

@@ -128,7 +128,7 @@ func (b *BEV) Config() BEVConfig { return b.cfg }
 // voxel index would fail the whole frame (ErrGridTooLarge).
 const CropFarZ = 1000
 
-// CropFarZTilted is CropFarZ for a Mount that turns the clouds: the
+// CropFarZTilted is CropFarZ for a Mount that tilts the clouds: the
 // crop's box in the clouds' frame grows by the band's height times the
 // tilt's sine (±1000 m at 8° would keep points 139 m ahead and behind,
 // and the filter would sort three times the points), so the band is
@@ -147,7 +147,7 @@ const CropFarZTilted = 50
 //
 // With a Mount, the window (x, y and the z band, in the robot frame) is
 // moved into the clouds' frame first and its bounding box grown by the
-// leaves there, where the voxels are; a mount that turns the clouds
+// leaves there, where the voxels are; a mount with a roll or pitch
 // takes the band of CropFarZTilted.
 func (b *BEV) CropFor(leaf [3]float32) Box {
 	c := b.cfg
@@ -160,7 +160,7 @@ func (b *BEV) CropFor(leaf [3]float32) Box {
 		}
 	}
 	band := float32(CropFarZ)
-	if m := c.Mount; m.Roll != 0 || m.Pitch != 0 || m.Yaw != 0 {
+	if m := c.Mount; m.Roll != 0 || m.Pitch != 0 { // a yaw keeps the band level
 		band = CropFarZTilted
 	}
 	box := b.tf.inverseBox(Box{

@@ -61,8 +61,8 @@ type GroundScratch struct {
 // the raster's x/y window, in the robot frame: in each of 5 × 5 tiles of
 // the window, the voxel at the 5th percentile of height stands for the
 // ground there (below every obstacle there is ground; not the lowest,
-// which may be a stray return below it; not higher, where a tile seen
-// mostly as wall has its wall); of the planes through
+// which may be a stray return below it, but in a tile of fewer than 20
+// voxels; not higher, where a tile seen mostly as wall has its wall); of the planes through
 // three such points, the one with the most points within 0.15 m wins
 // (tiles with no ground in sight, say behind parked cars, lie off it),
 // and the least-squares plane through its points is the answer. It

@@ -130,7 +130,8 @@ func roundUp32(v float64) float32 {
 // robot frame m puts the clouds in, becomes level there: the smallest
 // rotation that takes p's normal to the z axis, applied after m's
 // (about the robot's axes), as roll, pitch and yaw again. X, Y and Z
-// stay. A LiDAR pitched down 8° more than m says sees the ground rise
+// stay. At a pitch of ±90° roll and yaw turn about one axis and only
+// their sum (or difference) is kept. A LiDAR pitched down 8° more than m says sees the ground rise
 // ahead with slope tan 8°; m.Levelled of that plane has 8° more pitch.
 func (m Mount) Levelled(p GroundPlane) Mount {
 	norm := math.Sqrt(1 + p.SlopeX*p.SlopeX + p.SlopeY*p.SlopeY)
