@@ -6,6 +6,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/zerohop/zerohop/ros2/rosargs"
 )
 
 // MaxDomainID is the largest DDS domain id: with the standard port mapping
@@ -70,6 +72,10 @@ type Config struct {
 	// ros_discovery_info, owning every endpoint of the participant).
 	// Defaults "zerohop" and "/".
 	NodeName, Namespace string
+	// Remaps are the node's remapping rules (--ros-args -r, package
+	// rosargs): __node and __ns rules rename the node, the others move
+	// its topics, as rcl applies them (ResolveTopic).
+	Remaps []rosargs.Remap
 	// Distro is ROS_DISTRO ("jazzy", "humble", ...). Up to Humble the
 	// graph announcement's GID is 24 bytes, not 16, and discovery is
 	// Humble's (see LocalhostOnly); "" or any other name means Jazzy's.
@@ -79,7 +85,8 @@ type Config struct {
 // DefaultNodeName is the node name of a Config without one.
 const DefaultNodeName = "zerohop"
 
-// node returns the node's namespace and name, defaults applied.
+// node returns the node's namespace and name, defaults and the __ns and
+// __node rules applied.
 func (c Config) node() (namespace, name string) {
 	namespace, name = c.Namespace, c.NodeName
 	if namespace == "" {
@@ -88,7 +95,7 @@ func (c Config) node() (namespace, name string) {
 	if name == "" {
 		name = DefaultNodeName
 	}
-	return namespace, name
+	return rosargs.Node(c.Remaps, namespace, name)
 }
 
 // preIron reports whether c.Distro is Humble or older, whose rcl and rmw
@@ -172,6 +179,16 @@ func (c Config) Validate() error {
 	}
 	if err := validateNode(c.node()); err != nil {
 		return fmt.Errorf("ros2: %w", err)
+	}
+	for _, r := range c.Remaps {
+		if r.From == "__node" || r.From == "__ns" || r.Service {
+			continue // checked by rosargs; a service rule applies to no topic
+		}
+		for _, name := range []string{r.From, r.To} {
+			if reason := topicNameInvalid(name); reason != "" {
+				return fmt.Errorf("ros2: remapping rule %s: %q: %s", r, name, reason)
+			}
+		}
 	}
 	return nil
 }

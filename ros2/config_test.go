@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zerohop/zerohop/ros2/rosargs"
 )
 
 func envOf(m map[string]string) func(string) (string, bool) {
@@ -249,6 +251,83 @@ func TestResolveTopic(t *testing.T) {
 				t.Errorf("ddsTopicName(%q) accepted", c.in)
 			}
 		})
+	}
+}
+
+// TestResolveTopicRemaps follows rcl_remap_topic_name: a rule's FROM is
+// expanded against the node and compared with the expanded name, the first
+// rule that matches wins, its TO is expanded too, and a rule for another
+// node (NODE:FROM:=TO) or a service does nothing to a topic. The __node and
+// __ns rules rename the node first, so they move relative and private
+// names.
+func TestResolveTopicRemaps(t *testing.T) {
+	rules := func(args ...string) []rosargs.Remap {
+		a, err := rosargs.Parse(args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.Remaps
+	}
+	agent := Config{NodeName: "zerohop_agent", Namespace: "/robot1"}
+	for _, c := range []struct {
+		name  string
+		rules []rosargs.Remap
+		in    string
+		want  string
+	}{
+		{"a relative rule matches the relative name", rules("-r", "cmd_vel:=/base/cmd_vel"), "cmd_vel", "/base/cmd_vel"},
+		{"a relative rule matches the absolute name it expands to", rules("-r", "cmd_vel:=/base/cmd_vel"), "/robot1/cmd_vel", "/base/cmd_vel"},
+		{"an absolute rule in another namespace does not match", rules("-r", "/cmd_vel:=/base/cmd_vel"), "cmd_vel", "/robot1/cmd_vel"},
+		{"a relative replacement goes under the namespace", rules("-r", "/cmd_vel:=diff_drive/cmd_vel"), "/cmd_vel", "/robot1/diff_drive/cmd_vel"},
+		{"a private rule", rules("-r", "~/status:=status"), "~/status", "/robot1/status"},
+		{"a private replacement", rules("-r", "points:=~/points"), "points", "/robot1/zerohop_agent/points"},
+		{"the first matching rule wins", rules("-r", "image:=a", "-r", "cmd_vel:=b", "-r", "cmd_vel:=c"), "cmd_vel", "/robot1/b"},
+		{"a rule for this node", rules("-r", "zerohop_agent:cmd_vel:=/x"), "cmd_vel", "/x"},
+		{"a rule for another node", rules("-r", "zerohop_camera:cmd_vel:=/x"), "cmd_vel", "/robot1/cmd_vel"},
+		{"a service rule", rules("-r", "rosservice://cmd_vel:=/x"), "cmd_vel", "/robot1/cmd_vel"},
+		{"rostopic:// is a topic rule", rules("-r", "rostopic://cmd_vel:=/x"), "cmd_vel", "/x"},
+		{"__ns moves relative names", rules("-r", "__ns:=/robot2"), "cmd_vel", "/robot2/cmd_vel"},
+		{"__node moves private names", rules("-r", "__node:=front"), "~/status", "/robot1/front/status"},
+		{"a rule for the node by its new name", rules("-r", "__node:=front", "-r", "front:cmd_vel:=/x"), "cmd_vel", "/x"},
+		{"a rule matches after __ns", rules("-r", "__ns:=/r2", "-r", "cmd_vel:=/x"), "/r2/cmd_vel", "/x"},
+		{"{node} in a rule", rules("-r", "{node}/cmd:=/x"), "zerohop_agent/cmd", "/x"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := agent
+			cfg.Remaps = c.rules
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			got, err := cfg.ResolveTopic(c.in)
+			if err != nil || got != c.want {
+				t.Errorf("ResolveTopic(%q) with %v = %q, %v; want %q", c.in, c.rules, got, err, c.want)
+			}
+		})
+	}
+	for _, c := range []struct {
+		rules []rosargs.Remap
+		want  string
+	}{
+		{rules("-r", "cmd-vel:=/x"), "remapping rule cmd-vel:=/x"},
+		{rules("-r", "cmd_vel:=/x/"), "remapping rule cmd_vel:=/x/"},
+		{rules("-r", "cmd_vel:=/{robot}/x"), "unknown substitution"},
+	} {
+		cfg := agent
+		cfg.Remaps = c.rules
+		if _, err := cfg.ResolveTopic("cmd_vel"); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ResolveTopic with %v: %v, want an error with %q", c.rules, err, c.want)
+		}
+	}
+	// Validate checks every rule before a participant starts, matching
+	// or not.
+	cfg := agent
+	cfg.Remaps = rules("-r", "points:=/x", "-r", "img-raw:=/y")
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), `remapping rule img-raw:=/y: "img-raw"`) {
+		t.Errorf("Validate: %v", err)
+	}
+	cfg.Remaps = rules("-r", "__node:=front", "-r", "__ns:=/r2")
+	if ns, name := cfg.node(); ns != "/r2" || name != "front" {
+		t.Errorf("node() = %s %s", ns, name)
 	}
 }
 

@@ -8,9 +8,11 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/zerohop/zerohop/planner"
+	"github.com/zerohop/zerohop/ros2/rosargs"
 )
 
 // TestRelativeTopicsLiveUnderTheNamespace: a participant in namespace
@@ -96,6 +98,63 @@ func TestRelativeTopicsLiveUnderTheNamespace(t *testing.T) {
 	} {
 		if es := logs.FilterMessageSnippet(msg).FilterField(zap.String("topic", topic)).All(); len(es) == 0 {
 			t.Errorf("no %q line with topic %s; logged: %v", msg, topic, logs.FilterMessageSnippet(msg).All())
+		}
+	}
+}
+
+// TestRemapsRenameTheNodeAndMoveItsTopics: the rules a launch file gives
+// (--ros-args -r) rename the node on the graph and move its topics on the
+// wire, where a stand-in ROS node that knows only the DDS names finds
+// them.
+func TestRemapsRenameTheNodeAndMoveItsTopics(t *testing.T) {
+	args, err := rosargs.Parse([]string{"-r", "__node:=front", "-r", "__ns:=/robot1",
+		"-r", "cmd_vel:=/base/cmd_vel", "-r", "front:~/image_raw:=camera/image", "-r", "other:points:=/x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := loopbackConfig(t)
+	cfg.NodeName, cfg.Remaps = "zh_remap_test", args.Remaps
+	p, err := NewParticipant(cfg, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	g := startProgram(t, graphPath, cfg, "16")
+	if n := g.waitGraph("0", "0").nodes[0]; n["ns"] != "/robot1" || n["name"] != "front" {
+		t.Errorf("NODE %v, want /robot1 front", n)
+	}
+
+	sink, err := p.NewTwistSink(TwistOptions{}) // "cmd_vel"
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmdVel := startPeer(t, cfg, "sub", "twist", "rt/base/cmd_vel", "reliable", "1")
+	cmdVel.expect("MATCHED")
+	waitFor(t, "the cmd_vel publisher to match the peer on rt/base/cmd_vel", func() bool { return sink.Matched() == 1 })
+	if err := sink.PublishTwist(planner.Twist{LinearX: 0.25}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if lx := parseHexFloat(t, fields(cmdVel.expect("SAMPLE"))["lx"]); lx != 0.25 {
+		t.Errorf("linear.x %v on rt/base/cmd_vel, want 0.25", lx)
+	}
+	image, err := p.SubscribeImage("~/image_raw", SubscriptionOptions{}, func(*ImageView) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	points, err := p.SubscribePointCloud2("points", SubscriptionOptions{}, func(*PointCloud2View) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		ep       *endpoint
+		ros, dds string
+	}{
+		{sink.ep, "/base/cmd_vel", "rt/base/cmd_vel"},
+		{image.ep, "/robot1/camera/image", "rt/robot1/camera/image"},
+		{points.ep, "/robot1/points", "rt/robot1/points"}, // the rule is for another node
+	} {
+		if c.ep.rosTopic != c.ros || c.ep.ddsTopic != c.dds {
+			t.Errorf("endpoint on %s (%s), want %s (%s)", c.ep.rosTopic, c.ep.ddsTopic, c.ros, c.dds)
 		}
 	}
 }

@@ -11,15 +11,20 @@ import (
 const maxTopicLength = 255 - 8
 
 // ResolveTopic expands the ROS topic name against c's node (NodeName and
-// Namespace, defaults applied) as rcl does for every publisher and
-// subscription (rcl_node_resolve_name without remapping):
+// Namespace, defaults and the __node/__ns rules applied), then applies the
+// first of c.Remaps that matches, as rcl_node_resolve_name does for every
+// publisher and subscription:
 //
 //   - "/x" is absolute and stays "/x";
 //   - "x" is relative to the namespace: "/robot1/x" (with "/", "/x");
 //   - "~" is the node's private namespace: "~/x" becomes
 //     "/robot1/<node>/x" and "~" alone "/robot1/<node>";
 //   - "{node}" becomes the node name, "{ns}" and "{namespace}" the
-//     namespace; no other substitution exists.
+//     namespace; no other substitution exists;
+//   - a rule FROM:=TO (for any node, or NODE:FROM:=TO for this one)
+//     matches when FROM, expanded the same way, is the expanded name, which
+//     then becomes TO, expanded ("cmd_vel:=/base/cmd_vel" in /robot1 moves
+//     /robot1/cmd_vel to /base/cmd_vel).
 //
 // It rejects what rcl rejects, first the name as given
 // (rcl_validate_topic_name: empty, a trailing '/', a token or substitution
@@ -33,8 +38,41 @@ func (c Config) ResolveTopic(name string) (string, error) {
 	if err := validateNode(ns, node); err != nil {
 		return "", fmt.Errorf("ros2: topic %q: %w", name, err)
 	}
+	out, err := expandTopic(name, ns, node)
+	if err != nil {
+		return "", fmt.Errorf("ros2: topic %q: %w", name, err)
+	}
+	for _, r := range c.Remaps {
+		if r.Service || r.From == "__node" || r.From == "__ns" || (r.Node != "" && r.Node != node) {
+			continue
+		}
+		match, err := expandTopic(r.From, ns, node)
+		if err != nil {
+			return "", fmt.Errorf("ros2: remapping rule %s: %w", r, err)
+		}
+		if match != out {
+			continue
+		}
+		to, err := expandTopic(r.To, ns, node)
+		if err != nil {
+			return "", fmt.Errorf("ros2: remapping rule %s: %w", r, err)
+		}
+		if reason := fullTopicNameInvalid(to); reason != "" {
+			return "", fmt.Errorf("ros2: topic %q (%s by remapping rule %s, in node %s): %s", name, to, r, joinNamespace(ns, node), reason)
+		}
+		return to, nil
+	}
+	if reason := fullTopicNameInvalid(out); reason != "" {
+		return "", fmt.Errorf("ros2: topic %q (expanded to %q in node %s): %s", name, out, joinNamespace(ns, node), reason)
+	}
+	return out, nil
+}
+
+// expandTopic checks a topic name as given and expands it against the
+// node (ResolveTopic), without the full name's checks.
+func expandTopic(name, ns, node string) (string, error) {
 	if reason := topicNameInvalid(name); reason != "" {
-		return "", fmt.Errorf("ros2: topic %q: %s", name, reason)
+		return "", fmt.Errorf("%s", reason)
 	}
 	// The order is rcl_expand_topic_name's: the private namespace, then
 	// substitutions, then the namespace for what is still relative.
@@ -56,15 +94,12 @@ func (c Config) ResolveTopic(name string) (string, error) {
 		case "{ns}", "{namespace}":
 			repl = ns
 		default:
-			return "", fmt.Errorf("ros2: topic %q: unknown substitution %s (want {node}, {ns} or {namespace})", name, sub)
+			return "", fmt.Errorf("unknown substitution %s (want {node}, {ns} or {namespace})", sub)
 		}
 		out = out[:open] + repl + out[closing+1:]
 	}
 	if !strings.HasPrefix(out, "/") {
 		out = joinNamespace(ns, out)
-	}
-	if reason := fullTopicNameInvalid(out); reason != "" {
-		return "", fmt.Errorf("ros2: topic %q (expanded to %q in node %s): %s", name, out, joinNamespace(ns, node), reason)
 	}
 	return out, nil
 }

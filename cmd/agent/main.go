@@ -20,6 +20,7 @@ import (
 	"github.com/zerohop/zerohop/handles/transport"
 	"github.com/zerohop/zerohop/infer"
 	"github.com/zerohop/zerohop/logging"
+	"github.com/zerohop/zerohop/ros2/rosargs"
 	"github.com/zerohop/zerohop/telemetry"
 )
 
@@ -30,10 +31,13 @@ func main() {
 	}
 }
 
+// rosOptions says which flags hold what --ros-args changes.
+var rosOptions = rosargs.Options{NodeName: "zerohop_agent", NodeNameFlag: "ros2-node-name", NamespaceFlag: "ros2-namespace", LogLevelFlag: "log-level"}
+
 func run(args []string) error {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `Usage: agent [flags]
+		fmt.Fprintf(fs.Output(), `Usage: agent [flags] [--ros-args ROS_ARGS [--]]
 
 Leases camera images and LiDAR clouds from a zerohop camera (zero-copy, over
 a unix socket) or runs a camera source in this process (--camera), and per
@@ -46,6 +50,11 @@ compiled for the device by NVRTC when found ($ZEROHOP_NVRTC names one; "none":
 never), else the embedded PTX, which the driver JIT-compiles. /latency's
 voxel_path and gpu_kernels say where they run and what was loaded, and the
 log says why when it is the CPU.
+
+ROS arguments, as ros2 run and ros2 launch give them: -r FROM:=TO (topics),
+-r __node:=NAME, -r __ns:=/NS, -p NAME:=VALUE and --params-file FILE (a
+parameter sets the flag of its name: lidar_height sets --lidar-height; a
+number for a duration is seconds), -e /ENCLAVE, --log-level LEVEL.
 
 Flags:
 `)
@@ -91,7 +100,8 @@ Flags:
 	fs.DurationVar(&cfg.Duration, "duration", 0, "stop after this long (0: until SIGINT/SIGTERM)")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	openSink := ros2Flags(fs)
-	if err := fs.Parse(args); err != nil {
+	rosArgs, err := rosargs.ParseFlags(fs, args, rosOptions)
+	if err != nil {
 		if err == flag.ErrHelp {
 			return nil
 		}
@@ -122,7 +132,8 @@ Flags:
 	}
 	defer log.Sync()
 	cfg.Log = log
-	sink, closeSink, err := openSink(log)
+	rosArgs.Log(log)
+	sink, closeSink, err := openSink(log, rosArgs)
 	if err != nil {
 		return err
 	}

@@ -57,3 +57,27 @@ func TestNumbersFlagDefaultsPrintAsTheyParse(t *testing.T) {
 		t.Fatalf("after Set: %q, %v", f.String(), err)
 	}
 }
+
+// Parameters from --ros-args reach the node's configuration and its
+// checks, which run before anything starts; ROS arguments the agent cannot
+// honour stop it, naming them.
+func TestRunTakesROSParameters(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--ros-args", "-p", "leaf:=500"}, "--leaf 500"},
+		{[]string{"--ros-args", "-p", "lidar_rpy:=[0, 3, 0]"}, "pitch"},
+		{[]string{"--ros-args", "-p", "watchdog:=7200"}, "--watchdog 2h0m0s"},
+		{[]string{"--ros-args", "-p", "lidar_hieght:=1.73"}, "parameter lidar_hieght (-p lidar_hieght:=1.73): /zerohop_agent has no such setting"},
+		{[]string{"--ros-args", "--params-file", "testdata/missing.yaml"}, "testdata/missing.yaml"},
+		{[]string{"--ros-args", "--enclave"}, "--enclave needs a value"},
+		{[]string{"--ros-args", "-x"}, `unknown argument "-x"`},
+	} {
+		// Bounded and self-contained should a check ever be lost.
+		err := run(append([]string{"--duration", "2s", "--http", "127.0.0.1:0", "--camera", "synthetic", "--log-level", "error"}, tc.args...))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("run(%q) = %v, want an error with %q", tc.args, err, tc.want)
+		}
+	}
+}

@@ -8,11 +8,17 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zerohop/zerohop/agent"
+	"github.com/zerohop/zerohop/ros2/rosargs"
 )
 
 // ros2Flags registers the ROS 2 output flags. This build has no ROS 2
 // support (build with -tags ros2 and libddsc); commands go to the log and
 // the HTTP endpoint.
-func ros2Flags(*flag.FlagSet) func(*zap.Logger) (agent.CmdSink, func(), error) {
-	return func(*zap.Logger) (agent.CmdSink, func(), error) { return nil, func() {}, nil }
+func ros2Flags(*flag.FlagSet) func(*zap.Logger, *rosargs.Args) (agent.CmdSink, func(), error) {
+	return func(log *zap.Logger, ra *rosargs.Args) (agent.CmdSink, func(), error) {
+		if len(ra.Remaps) > 0 {
+			log.Warn("ROS arguments: remapping rules ignored: this build has no ROS 2 (build with -tags ros2 and libddsc)", zap.Stringers("rules", ra.Remaps))
+		}
+		return nil, func() {}, nil
+	}
 }

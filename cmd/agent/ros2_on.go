@@ -12,6 +12,7 @@ import (
 
 	"github.com/zerohop/zerohop/agent"
 	"github.com/zerohop/zerohop/ros2"
+	"github.com/zerohop/zerohop/ros2/rosargs"
 )
 
 // The sink must keep satisfying the agent's interface.
@@ -23,58 +24,24 @@ var _ agent.CmdSink = (*ros2.TwistSink)(nil)
 // ROS environment variables (ROS_DOMAIN_ID, ROS_AUTOMATIC_DISCOVERY_RANGE,
 // ROS_LOCALHOST_ONLY, ROS_STATIC_PEERS, CYCLONEDDS_URI; ROS_DISTRO picks
 // the graph announcement's GID width), as node --ros2-node-name.
-func ros2Flags(fs *flag.FlagSet) func(*zap.Logger) (agent.CmdSink, func(), error) {
-	var (
-		enable  = fs.Bool("ros2", false, "publish cmd_vel over ROS 2 (Cyclone DDS); domain and discovery from ROS_DOMAIN_ID, ROS_AUTOMATIC_DISCOVERY_RANGE, ROS_LOCALHOST_ONLY, ROS_STATIC_PEERS, CYCLONEDDS_URI")
-		topic   = fs.String("cmd-vel-topic", "cmd_vel", "ROS 2 topic for velocity commands (--ros2); a relative name resolves against --ros2-namespace (cmd_vel in /robot1 is /robot1/cmd_vel), an absolute one (/cmd_vel) does not")
-		stamped = fs.Bool("twist-stamped", false, "publish geometry_msgs/TwistStamped instead of Twist (--ros2; newer controllers, Jazzy's diff_drive_controller)")
-		stampBy = fs.String("twist-stamp", "frame", `header.stamp of TwistStamped (--twist-stamped): "frame" (the capture time of the frame the command comes from, this machine's clock for zero commands) or "zero" ({0,0}: diff_drive_controller stamps it on arrival with its own clock; use it under use_sim_time, where this machine's clock lies in the simulation's future)`)
-		frame   = fs.String("cmd-vel-frame", "base_link", "header.frame_id of TwistStamped commands (--twist-stamped)")
-		domain  = fs.Int("ros-domain", -1, fmt.Sprintf("DDS domain id 0..%d, overriding ROS_DOMAIN_ID (--ros2; -1: from the environment, default 0)", ros2.MaxDomainID))
-		node    = fs.String("ros2-node-name", "zerohop_agent", "ROS node name in ros2 node list / rqt_graph (--ros2)")
-		ns      = fs.String("ros2-namespace", "/", "ROS namespace of that node, e.g. /robot1; relative topic names resolve against it (--ros2)")
-	)
-	return func(log *zap.Logger) (agent.CmdSink, func(), error) {
-		if !*enable {
-			var stray []string
-			fs.Visit(func(f *flag.Flag) {
-				switch f.Name {
-				case "cmd-vel-topic", "twist-stamped", "twist-stamp", "cmd-vel-frame", "ros-domain", "ros2-node-name", "ros2-namespace":
-					stray = append(stray, "--"+f.Name)
-				}
-			})
-			if len(stray) > 0 {
-				return nil, nil, fmt.Errorf("%s: only with --ros2", strings.Join(stray, ", "))
-			}
-			return nil, func() {}, nil
-		}
-		var zeroStamp bool
-		switch *stampBy {
-		case "frame":
-		case "zero":
-			zeroStamp = true
-		default:
-			return nil, nil, fmt.Errorf(`--twist-stamp %q: want "frame" or "zero"`, *stampBy)
-		}
-		if zeroStamp && !*stamped {
-			return nil, nil, fmt.Errorf("--twist-stamp zero: only with --twist-stamped (Twist has no stamp)")
-		}
-		cfg, err := ros2.ConfigFromEnv(os.LookupEnv)
+func ros2Flags(fs *flag.FlagSet) func(*zap.Logger, *rosargs.Args) (agent.CmdSink, func(), error) {
+	settings := registerROS2Flags(fs)
+	return func(log *zap.Logger, ra *rosargs.Args) (agent.CmdSink, func(), error) {
+		cfg, opts, enabled, err := settings(os.LookupEnv, ra)
 		if err != nil {
 			return nil, nil, err
 		}
-		if *domain >= 0 {
-			if *domain > ros2.MaxDomainID {
-				return nil, nil, fmt.Errorf("--ros-domain %d: want 0..%d", *domain, ros2.MaxDomainID)
+		if !enabled {
+			if len(ra.Remaps) > 0 {
+				log.Warn("ROS arguments: remapping rules ignored: nothing is published over ROS 2 without --ros2 (the parameter ros2: true)", zap.Stringers("rules", ra.Remaps))
 			}
-			cfg.Domain = uint32(*domain)
+			return nil, func() {}, nil
 		}
-		cfg.NodeName, cfg.Namespace = *node, *ns
 		p, err := ros2.NewParticipant(cfg, log)
 		if err != nil {
 			return nil, nil, err
 		}
-		sink, err := p.NewTwistSink(ros2.TwistOptions{Topic: *topic, Stamped: *stamped, FrameID: *frame, ZeroStamp: zeroStamp})
+		sink, err := p.NewTwistSink(opts)
 		if err != nil {
 			p.Close()
 			return nil, nil, err
@@ -91,4 +58,91 @@ func ros2Flags(fs *flag.FlagSet) func(*zap.Logger) (agent.CmdSink, func(), error
 		}
 		return sink, closeAll, nil
 	}
+}
+
+// registerROS2Flags registers the ROS 2 output flags on fs. The returned
+// function, called after the flags are parsed, checks them and makes the
+// participant's configuration (the ROS environment variables read through
+// lookup; ra's remapping rules and enclave, nil: none) and the cmd_vel
+// publisher's options; enabled is --ros2.
+func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool), ra *rosargs.Args) (cfg ros2.Config, opts ros2.TwistOptions, enabled bool, err error) {
+	var (
+		enable  = fs.Bool("ros2", false, "publish cmd_vel over ROS 2 (Cyclone DDS); domain and discovery from ROS_DOMAIN_ID, ROS_AUTOMATIC_DISCOVERY_RANGE, ROS_LOCALHOST_ONLY, ROS_STATIC_PEERS, CYCLONEDDS_URI")
+		topic   = fs.String("cmd-vel-topic", "cmd_vel", "ROS 2 topic for velocity commands (--ros2); a relative name resolves against --ros2-namespace (cmd_vel in /robot1 is /robot1/cmd_vel), an absolute one (/cmd_vel) does not; --ros-args -r cmd_vel:=/other moves it as it moves any ROS node's topic")
+		stamped = fs.Bool("twist-stamped", false, "publish geometry_msgs/TwistStamped instead of Twist (--ros2; newer controllers, Jazzy's diff_drive_controller)")
+		stampBy = fs.String("twist-stamp", "frame", `header.stamp of TwistStamped (--twist-stamped): "frame" (the capture time of the frame the command comes from, this machine's clock for zero commands) or "zero" ({0,0}: diff_drive_controller stamps it on arrival with its own clock; use it under use_sim_time, where this machine's clock lies in the simulation's future)`)
+		frame   = fs.String("cmd-vel-frame", "base_link", "header.frame_id of TwistStamped commands (--twist-stamped)")
+		domain  = fs.Int("ros-domain", -1, fmt.Sprintf("DDS domain id 0..%d, overriding ROS_DOMAIN_ID (--ros2; -1: from the environment, default 0)", ros2.MaxDomainID))
+		node    = fs.String("ros2-node-name", "zerohop_agent", "ROS node name in ros2 node list / rqt_graph (--ros2; --ros-args -r __node:=NAME wins over it)")
+		ns      = fs.String("ros2-namespace", "/", "ROS namespace of that node, e.g. /robot1; relative topic names resolve against it (--ros2; --ros-args -r __ns:=/NS wins over it)")
+		simTime = fs.Bool("use-sim-time", false, "the ROS graph runs on a simulator's /clock (use_sim_time, which launch files set as a parameter): with --twist-stamped, commands are stamped {0,0} as with --twist-stamp zero, since this machine's clock lies in the simulation's future; the Twist of plain cmd_vel has no stamp")
+	)
+	return func(lookup func(string) (string, bool), ra *rosargs.Args) (ros2.Config, ros2.TwistOptions, bool, error) {
+		fail := func(err error) (ros2.Config, ros2.TwistOptions, bool, error) {
+			return ros2.Config{}, ros2.TwistOptions{}, false, err
+		}
+		if !*enable {
+			var stray []string
+			fs.Visit(func(f *flag.Flag) {
+				switch f.Name {
+				case "cmd-vel-topic", "twist-stamped", "twist-stamp", "cmd-vel-frame", "ros-domain", "ros2-node-name", "ros2-namespace":
+					stray = append(stray, "--"+f.Name)
+				}
+			})
+			if len(stray) > 0 {
+				return fail(fmt.Errorf("%s: only with --ros2", strings.Join(stray, ", ")))
+			}
+			return ros2.Config{}, ros2.TwistOptions{}, false, nil
+		}
+		var zeroStamp bool
+		switch *stampBy {
+		case "frame":
+		case "zero":
+			zeroStamp = true
+		default:
+			return fail(fmt.Errorf(`--twist-stamp %q: want "frame" or "zero"`, *stampBy))
+		}
+		if *simTime && *stamped {
+			if given(fs, "twist-stamp") && !zeroStamp {
+				return fail(fmt.Errorf("--use-sim-time with --twist-stamp frame: a controller on the simulator's clock would read this machine's stamps as far in its future; leave --twist-stamp out (use_sim_time stamps {0,0})"))
+			}
+			zeroStamp = true
+		}
+		if zeroStamp && !*stamped {
+			return fail(fmt.Errorf("--twist-stamp zero: only with --twist-stamped (Twist has no stamp)"))
+		}
+		cfg, err := ros2.ConfigFromEnv(lookup)
+		if err != nil {
+			return fail(err)
+		}
+		if *domain >= 0 {
+			if *domain > ros2.MaxDomainID {
+				return fail(fmt.Errorf("--ros-domain %d: want 0..%d", *domain, ros2.MaxDomainID))
+			}
+			cfg.Domain = uint32(*domain)
+		}
+		cfg.NodeName, cfg.Namespace = *node, *ns
+		if ra != nil {
+			cfg.Remaps = ra.Remaps
+			if ra.Enclave != "" {
+				cfg.Enclave = ra.Enclave
+			}
+		}
+		if err := cfg.Validate(); err != nil {
+			return fail(err)
+		}
+		opts := ros2.TwistOptions{Topic: *topic, Stamped: *stamped, FrameID: *frame, ZeroStamp: zeroStamp}
+		if _, err := cfg.ResolveTopic(opts.Topic); err != nil {
+			return fail(fmt.Errorf("--cmd-vel-topic: %w", err))
+		}
+		return cfg, opts, true, nil
+	}
+}
+
+// given reports whether the flag was set on the command line or by a ROS
+// parameter.
+func given(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zerohop/zerohop/ros2"
+	"github.com/zerohop/zerohop/ros2/rosargs"
 )
 
 // The default cmd_vel topic is relative, as teleop nodes' is:
@@ -43,7 +44,96 @@ func TestROS2FlagsRefused(t *testing.T) {
 		if err := fs.Parse(tc.args); err != nil {
 			t.Fatalf("%q: %v", tc.args, err)
 		}
-		if _, _, err := start(zap.NewNop()); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, _, err := start(zap.NewNop(), &rosargs.Args{}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want an error with %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// noEnv is an environment without ROS variables.
+func noEnv(string) (string, bool) { return "", false }
+
+// A launch file's Node(name=, namespace=, parameters=, remappings=) gives
+// the agent --ros-args; they name the node, move cmd_vel and set the
+// flags, use_sim_time included.
+func TestROSArgsConfigureTheCmdVelPublisher(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		args      []string
+		node      string // full name
+		topic     string // cmd_vel, resolved
+		zeroStamp bool
+	}{
+		{
+			// Node(executable='agent', name='front_agent', namespace='robot1',
+			//   parameters=[{...}], remappings=[('cmd_vel', '/diff_drive_controller/cmd_vel')])
+			"launch_ros",
+			[]string{"--ros-args", "-r", "__node:=front_agent", "-r", "__ns:=/robot1",
+				"--params-file", "testdata/launch_params_front_agent.yaml", "-r", "cmd_vel:=/diff_drive_controller/cmd_vel"},
+			"/robot1/front_agent", "/diff_drive_controller/cmd_vel", true,
+		},
+		{
+			// SetUseSimTime(True) in a launch file: use_sim_time for every
+			// node; plain Twist has no stamp to zero.
+			"use_sim_time without TwistStamped",
+			[]string{"--ros2", "--ros-args", "-p", "use_sim_time:=True"},
+			"/zerohop_agent", "/cmd_vel", false,
+		},
+		{
+			"a relative remapping under the flag's namespace",
+			[]string{"--ros2", "--ros2-namespace", "/r2", "--ros-args", "-r", "cmd_vel:=base/cmd_vel"},
+			"/r2/zerohop_agent", "/r2/base/cmd_vel", false,
+		},
+		{
+			"no ROS arguments",
+			[]string{"--ros2", "--twist-stamped"},
+			"/zerohop_agent", "/cmd_vel", false,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			settings := registerROS2Flags(fs)
+			fs.Float64("lidar-height", 0, "")
+			ra, err := rosargs.ParseFlags(fs, tc.args, rosOptions)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, opts, enabled, err := settings(noEnv, ra)
+			if err != nil || !enabled {
+				t.Fatalf("enabled %v, %v", enabled, err)
+			}
+			if got := rosargs.FullName(rosargs.Node(cfg.Remaps, cfg.Namespace, cfg.NodeName)); got != tc.node {
+				t.Errorf("node %s, want %s", got, tc.node)
+			}
+			if got, err := cfg.ResolveTopic(opts.Topic); err != nil || got != tc.topic {
+				t.Errorf("cmd_vel on %q (%v), want %q", got, err, tc.topic)
+			}
+			if opts.ZeroStamp != tc.zeroStamp {
+				t.Errorf("ZeroStamp %v, want %v", opts.ZeroStamp, tc.zeroStamp)
+			}
+		})
+	}
+}
+
+func TestROSArgsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--ros2", "--twist-stamped", "--twist-stamp", "frame", "--ros-args", "-p", "use_sim_time:=true"}, "--use-sim-time with --twist-stamp frame"},
+		{[]string{"--ros2", "--ros-args", "-r", "cmd_vel:=/cmd-vel"}, `remapping rule cmd_vel:=/cmd-vel: "/cmd-vel"`},
+		{[]string{"--ros2", "--cmd-vel-topic", "x", "--ros-args", "-r", "x:=/y/"}, `remapping rule x:=/y/`},
+		{[]string{"--ros-args", "-p", "cmd_vel_topic:=/base/cmd_vel"}, "--cmd-vel-topic: only with --ros2"},
+	} {
+		fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		settings := registerROS2Flags(fs)
+		ra, err := rosargs.ParseFlags(fs, tc.args, rosOptions)
+		if err == nil {
+			_, _, _, err = settings(noEnv, ra)
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want an error with %q", tc.args, err, tc.want)
 		}
 	}

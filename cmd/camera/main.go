@@ -17,6 +17,7 @@ import (
 	"github.com/zerohop/zerohop/handles/transport"
 	"github.com/zerohop/zerohop/logging"
 	"github.com/zerohop/zerohop/pinned"
+	"github.com/zerohop/zerohop/ros2/rosargs"
 )
 
 func main() {
@@ -26,15 +27,23 @@ func main() {
 	}
 }
 
+// rosOptions says which flags hold what --ros-args changes.
+var rosOptions = rosargs.Options{NodeName: "zerohop_camera", NodeNameFlag: "ros2-node-name", NamespaceFlag: "ros2-namespace", LogLevelFlag: "log-level"}
+
 func run(args []string) error {
 	fs := flag.NewFlagSet("camera", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `Usage: camera [flags]
+		fmt.Fprintf(fs.Output(), `Usage: camera [flags] [--ros-args ROS_ARGS [--]]
 
 Renders (synthetic) or replays camera images and LiDAR point clouds straight
 into shared, page-aligned slot memory and announces each frame to subscribers
 (the zerohop agent) over a unix socket. It never waits for a slow subscriber:
 frames it cannot deliver are dropped for that subscriber and counted.
+
+ROS arguments, as ros2 run and ros2 launch give them: -r FROM:=TO (topics),
+-r __node:=NAME, -r __ns:=/NS, -p NAME:=VALUE and --params-file FILE (a
+parameter sets the flag of its name: ros2_points_topic sets
+--ros2-points-topic), -e /ENCLAVE, --log-level LEVEL.
 
 Flags:
 `)
@@ -63,7 +72,8 @@ Flags:
 	fs.StringVar(&cfg.Transport, "transport", "unix", `"unix" (zero-copy) or "copy" (benchmark baseline: every payload through a stream socket at SOCKET.points / SOCKET.image)`)
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	runROS2 := ros2Flags(fs)
-	if err := fs.Parse(args); err != nil {
+	rosArgs, err := rosargs.ParseFlags(fs, args, rosOptions)
+	if err != nil {
 		if err == flag.ErrHelp {
 			return nil
 		}
@@ -97,9 +107,10 @@ Flags:
 	}
 	defer log.Sync()
 	cfg.Log = log
+	rosArgs.Log(log)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if handled, err := runROS2(ctx, cfg); handled {
+	if handled, err := runROS2(ctx, cfg, rosArgs); handled {
 		return err
 	}
 	return camera.RunNode(ctx, cfg)

@@ -9,8 +9,11 @@ import (
 	"os"
 	"strings"
 
+	"go.uber.org/zap"
+
 	"github.com/zerohop/zerohop/camera"
 	"github.com/zerohop/zerohop/ros2"
+	"github.com/zerohop/zerohop/ros2/rosargs"
 )
 
 // ros2Flags registers the ROS 2 source flags. The returned function runs
@@ -21,10 +24,13 @@ import (
 // domain and with the discovery settings of the usual ROS environment
 // variables (ROS_DOMAIN_ID, ROS_AUTOMATIC_DISCOVERY_RANGE,
 // ROS_LOCALHOST_ONLY, ROS_STATIC_PEERS, CYCLONEDDS_URI).
-func ros2Flags(fs *flag.FlagSet) func(context.Context, camera.NodeConfig) (handled bool, err error) {
+func ros2Flags(fs *flag.FlagSet) func(context.Context, camera.NodeConfig, *rosargs.Args) (handled bool, err error) {
 	nodeConfig := registerROS2Flags(fs)
-	return func(ctx context.Context, cfg camera.NodeConfig) (bool, error) {
+	return func(ctx context.Context, cfg camera.NodeConfig, ra *rosargs.Args) (bool, error) {
 		if cfg.Source != "ros2" {
+			if len(ra.Remaps) > 0 {
+				cfg.Log.Warn("ROS arguments: remapping rules ignored: the camera joins ROS 2 only with --source ros2 (the parameter source: ros2)", zap.Stringers("rules", ra.Remaps))
+			}
 			var stray []string
 			fs.Visit(func(f *flag.Flag) {
 				if strings.HasPrefix(f.Name, "ros2-") || f.Name == "ros-domain" {
@@ -36,7 +42,7 @@ func ros2Flags(fs *flag.FlagSet) func(context.Context, camera.NodeConfig) (handl
 			}
 			return false, nil
 		}
-		rc, err := nodeConfig(os.LookupEnv)
+		rc, err := nodeConfig(os.LookupEnv, ra)
 		if err != nil {
 			return true, err
 		}
@@ -46,8 +52,9 @@ func ros2Flags(fs *flag.FlagSet) func(context.Context, camera.NodeConfig) (handl
 
 // registerROS2Flags registers the ROS 2 flags on fs. The returned function,
 // called after fs.Parse, checks them and makes the node's configuration,
-// reading the ROS environment variables through lookup.
-func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)) (camera.ROS2NodeConfig, error) {
+// reading the ROS environment variables through lookup and taking the
+// remapping rules and enclave of ra (nil: none).
+func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool), ra *rosargs.Args) (camera.ROS2NodeConfig, error) {
 	var (
 		points     = fs.String("ros2-points-topic", "points", `--source ros2: sensor_msgs/PointCloud2 topic ("" = none); a relative name resolves against --ros2-namespace (points in /robot1 is /robot1/points), an absolute one (/points) does not; x, y, z (FLOAT32/FLOAT64) and optional intensity (the field --ros2-intensity-field names, any numeric type; without it intensity is 0, with one warning) at any offsets`)
 		image      = fs.String("ros2-image-topic", "image_raw", `--source ros2: sensor_msgs/Image topic ("" = none); a relative name resolves against --ros2-namespace, as for --ros2-points-topic; rgb8, bgr8, mono8, rgba8 or bgra8 (cv_bridge's 8UC1, 8UC3 and 8UC4 too)`)
@@ -58,13 +65,14 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 		ptsMirror  = fs.String("ros2-points-mirror-topic", "", `--source ros2: republish each cloud as a packed XYZI PointCloud2 here, only while a ROS subscriber is matched ("" = off)`)
 		mirrorRel  = fs.String("ros2-mirror-reliability", "best-effort", `--source ros2: QoS of the mirror topics: "best-effort" (KEEP_LAST 5; RELIABLE subscribers such as rviz2's default displays do not match it) or "reliable" (KEEP_LAST 1; both kinds match). Neither makes the camera wait: a subscriber or link that falls behind misses frames`)
 		node       = fs.String("ros2-node-name", "zerohop_camera", "--source ros2: ROS node name in ros2 node list / rqt_graph")
-		ns         = fs.String("ros2-namespace", "/", "--source ros2: ROS namespace of that node, e.g. /robot1; relative topic names (the defaults points and image_raw, the mirror and handles topics) resolve against it")
+		ns         = fs.String("ros2-namespace", "/", "--source ros2: ROS namespace of that node, e.g. /robot1; relative topic names (the defaults points and image_raw, the mirror and handles topics) resolve against it (--ros-args -r __ns:=/NS wins over it)")
+		simTime    = fs.Bool("use-sim-time", false, `the ROS graph runs on a simulator's /clock (use_sim_time, which launch files set as a parameter): with --source ros2 a frame's capture time is its arrival, as with --ros2-stamp receipt, since the drivers' stamps are simulation time; other sources stamp with this machine's clock anyway`)
 		stamp      = fs.String("ros2-stamp", "header", `--source ros2: a frame's capture time: "header" (the message's header.stamp; the driver's clock must be this machine's, within the agent's --watchdog) or "receipt" (this machine's clock when the message arrives: for a simulator's use_sim_time stamps or a driver clock that is not synchronised; time before arrival goes uncounted)`)
 		iField     = fs.String("ros2-intensity-field", camera.DefaultIntensityField, `--source ros2: the PointCloud2 field whose value (any numeric type, converted to float32) becomes each point's intensity, e.g. reflectivity for Livox or an Ouster's native profile; not x, y or z. "" = none: intensity 0 for every point, without the warning a cloud lacking the field gets`)
 		iScale     = fs.Float64("ros2-intensity-scale", 1, `--source ros2: multiply each intensity by this, a finite number > 0, to bring the driver's scale to the one the model was trained on (Velodyne sends 0-255, Ouster up to thousands, KITTI 0-1). The synthetic scene's intensities lie in 0-1 (ground 0.2 to obstacles 0.85), as KITTI's do: for a 0-255 driver give 0.00392157 (1/255). The shipped reference model ignores intensity (its BEV's intensity channel is unused). A scale other than 1 turns off the single-copy path for clouds already packed XYZI float32`)
 		domain     = fs.Int("ros-domain", -1, fmt.Sprintf("--source ros2: DDS domain id 0..%d, overriding ROS_DOMAIN_ID (-1: from the environment, default 0)", ros2.MaxDomainID))
 	)
-	return func(lookup func(string) (string, bool)) (camera.ROS2NodeConfig, error) {
+	return func(lookup func(string) (string, bool), ra *rosargs.Args) (camera.ROS2NodeConfig, error) {
 		dds, err := ros2.ConfigFromEnv(lookup)
 		if err != nil {
 			return camera.ROS2NodeConfig{}, err
@@ -76,6 +84,15 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 			dds.Domain = uint32(*domain)
 		}
 		dds.NodeName, dds.Namespace = *node, *ns
+		if ra != nil {
+			dds.Remaps = ra.Remaps
+			if ra.Enclave != "" {
+				dds.Enclave = ra.Enclave
+			}
+		}
+		if err := dds.Validate(); err != nil {
+			return camera.ROS2NodeConfig{}, err
+		}
 		for _, f := range []struct {
 			flag, topicFlag string
 			max             int
@@ -92,6 +109,15 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 		if *stamp != "header" && *stamp != "receipt" {
 			return camera.ROS2NodeConfig{}, fmt.Errorf(`--ros2-stamp %q: want "header" or "receipt"`, *stamp)
 		}
+		receipt := *stamp == "receipt"
+		if *simTime {
+			stampGiven := false
+			fs.Visit(func(f *flag.Flag) { stampGiven = stampGiven || f.Name == "ros2-stamp" })
+			if stampGiven && !receipt {
+				return camera.ROS2NodeConfig{}, fmt.Errorf("--use-sim-time with --ros2-stamp header: the drivers' stamps are simulation time, which the agent would drop as stale; leave --ros2-stamp out (use_sim_time takes arrival time)")
+			}
+			receipt = true
+		}
 		rel, err := parseMirrorReliability(*mirrorRel)
 		if err != nil {
 			return camera.ROS2NodeConfig{}, err
@@ -104,7 +130,7 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 			DDS: dds, PointsTopic: *points, ImageTopic: *image,
 			MaxPoints: *maxPoints, MaxImageBytes: *maxImage, HandlesTopic: *handlesTop,
 			ImageMirrorTopic: *imgMirror, PointsMirrorTopic: *ptsMirror, MirrorReliability: rel,
-			StampOnReceipt: *stamp == "receipt", Intensity: intensity,
+			StampOnReceipt: receipt, Intensity: intensity,
 		}, nil
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/zerohop/zerohop/camera"
 	"github.com/zerohop/zerohop/internal/sockdir"
 	"github.com/zerohop/zerohop/ros2"
+	"github.com/zerohop/zerohop/ros2/rosargs"
 )
 
 // noEnv is an environment without ROS variables.
@@ -70,7 +71,7 @@ func TestMirrorReliabilityFlagRejectsOtherValues(t *testing.T) {
 			if err := fs.Parse([]string{"--ros2-mirror-reliability", v}); err != nil {
 				t.Fatal(err)
 			}
-			_, err := nodeConfig(noEnv)
+			_, err := nodeConfig(noEnv, nil)
 			if err == nil {
 				t.Fatalf("--ros2-mirror-reliability %q accepted", v)
 			}
@@ -110,6 +111,10 @@ func TestRunRefusesBadMirrorReliability(t *testing.T) {
 			[]string{"--ros2-intensity-scale NaN"}},
 		{"an intensity field without --source ros2", []string{"--ros2-intensity-field", "reflectivity", "--metrics", ""},
 			[]string{"--ros2-intensity-field", "only with --source ros2"}},
+		{"parameters from --ros-args", []string{"--metrics", "", "--ros-args", "-p", "source:=ros2", "-p", "ros2_mirror_reliability:=sometimes", "--"},
+			[]string{"--ros2-mirror-reliability", `"sometimes"`}},
+		{"a remapping rule rcl refuses", []string{"--source", "ros2", "--metrics", "", "--ros-args", "-r", "points:=/lidar points", "--"},
+			[]string{`remapping rule points:=/lidar points`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -181,7 +186,7 @@ func TestIntensityFlagsRejectBadValues(t *testing.T) {
 		if err := fs.Parse(c.args); err != nil {
 			t.Fatal(err)
 		}
-		_, err := nodeConfig(noEnv)
+		_, err := nodeConfig(noEnv, nil)
 		if err == nil {
 			t.Errorf("%q accepted", c.args)
 			continue
@@ -219,14 +224,79 @@ func TestHelpDescribesIntensity(t *testing.T) {
 // ROS environment variables set.
 func parseROS2Flags(t *testing.T, args []string) camera.ROS2NodeConfig {
 	t.Helper()
-	fs := flag.NewFlagSet("camera", flag.ContinueOnError)
-	nodeConfig := registerROS2Flags(fs)
-	if err := fs.Parse(args); err != nil {
-		t.Fatal(err)
-	}
-	rc, err := nodeConfig(noEnv)
+	rc, err := parseROS2FlagsErr(args)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return rc
+}
+
+// parseROS2FlagsErr is parseROS2Flags with the error returned; args may
+// hold --ros-args.
+func parseROS2FlagsErr(args []string) (camera.ROS2NodeConfig, error) {
+	fs := flag.NewFlagSet("camera", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	nodeConfig := registerROS2Flags(fs)
+	ra, err := rosargs.ParseFlags(fs, args, rosOptions)
+	if err != nil {
+		return camera.ROS2NodeConfig{}, err
+	}
+	return nodeConfig(noEnv, ra)
+}
+
+// A launch file's Node(namespace=, parameters=, remappings=) gives the
+// camera --ros-args: they move its subscriptions as they would a ROS
+// driver's, and set its flags.
+func TestROSArgsMoveTheSubscriptions(t *testing.T) {
+	for _, c := range []struct {
+		args          []string
+		points, image string
+		node          string
+	}{
+		{[]string{"--ros-args", "-r", "__ns:=/robot1", "-r", "points:=/lidar/points", "-p", "ros2_image_topic:=camera/image_raw"},
+			"/lidar/points", "/robot1/camera/image_raw", "/robot1/zerohop_camera"},
+		{[]string{"--ros2-namespace", "/r2", "--ros-args", "-r", "__node:=cam", "-r", "cam:image_raw:=~/image", "-r", "other:points:=/x"},
+			"/r2/points", "/r2/cam/image", "/r2/cam"},
+	} {
+		rc, err := parseROS2FlagsErr(c.args)
+		if err != nil {
+			t.Fatalf("%q: %v", c.args, err)
+		}
+		points, err1 := rc.DDS.ResolveTopic(rc.PointsTopic)
+		image, err2 := rc.DDS.ResolveTopic(rc.ImageTopic)
+		if err1 != nil || err2 != nil || points != c.points || image != c.image {
+			t.Errorf("%q: points %q (%v), image %q (%v); want %q, %q", c.args, points, err1, image, err2, c.points, c.image)
+		}
+		if node := rosargs.FullName(rosargs.Node(rc.DDS.Remaps, rc.DDS.Namespace, rc.DDS.NodeName)); node != c.node {
+			t.Errorf("%q: node %s, want %s", c.args, node, c.node)
+		}
+	}
+}
+
+// use_sim_time, as launch files set it, takes the arrival time: the
+// drivers' stamps are simulation time.
+func TestUseSimTimeStampsOnReceipt(t *testing.T) {
+	for _, c := range []struct {
+		args    []string
+		receipt bool
+		err     string
+	}{
+		{nil, false, ""},
+		{[]string{"--ros-args", "-p", "use_sim_time:=true"}, true, ""},
+		{[]string{"--use-sim-time"}, true, ""},
+		{[]string{"--ros2-stamp", "receipt", "--ros-args", "-p", "use_sim_time:=true"}, true, ""},
+		{[]string{"--ros-args", "-p", "use_sim_time:=false"}, false, ""},
+		{[]string{"--ros2-stamp", "header", "--ros-args", "-p", "use_sim_time:=true"}, false, "--use-sim-time with --ros2-stamp header"},
+	} {
+		rc, err := parseROS2FlagsErr(c.args)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%q: %v, want an error with %q", c.args, err, c.err)
+			}
+			continue
+		}
+		if err != nil || rc.StampOnReceipt != c.receipt {
+			t.Errorf("%q: StampOnReceipt %v (%v), want %v", c.args, rc.StampOnReceipt, err, c.receipt)
+		}
+	}
 }

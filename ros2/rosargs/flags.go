@@ -1,0 +1,162 @@
+package rosargs
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"gopkg.in/yaml.v3"
+)
+
+// Options says where a program keeps what the ROS arguments change.
+type Options struct {
+	// NodeName is the node's name when no flag and no __node rule gives
+	// one ("zerohop_agent").
+	NodeName string
+	// NodeNameFlag and NamespaceFlag name the flags that hold the node's
+	// name and namespace, when the program has them ("" when not); the
+	// __node and __ns rules win over them, as over a name in a ROS node's
+	// code.
+	NodeNameFlag, NamespaceFlag string
+	// LogLevelFlag names the flag --log-level sets ("log-level").
+	LogLevelFlag string
+}
+
+// ParseFlags parses args into fs as fs.Parse does, after taking out the
+// ROS arguments (Split); then sets the flags the node's parameters name
+// (Params; "lidar_height" or "lidar-height" sets --lidar-height, "a.b"
+// sets --a-b) and the log level. A parameter that names no flag, or a
+// flag also given on the command line, is an error: a setting silently
+// dropped or overridden is worse on a robot than a node that does not
+// start. A number for a duration flag is seconds, as ROS parameters
+// give durations; a list is its values joined by commas.
+//
+// The returned Args hold the remapping rules for the node's ROS 2
+// participant (ros2.Config.Remaps) and Applied, what the parameters set.
+func ParseFlags(fs *flag.FlagSet, args []string, opt Options) (*Args, error) {
+	own, ros := Split(args)
+	if err := fs.Parse(own); err != nil {
+		return nil, err
+	}
+	a, err := Parse(ros)
+	if err != nil {
+		return nil, err
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	ns, name := "/", opt.NodeName
+	if f := fs.Lookup(opt.NamespaceFlag); f != nil && opt.NamespaceFlag != "" {
+		ns = f.Value.String()
+	}
+	if f := fs.Lookup(opt.NodeNameFlag); f != nil && opt.NodeNameFlag != "" {
+		name = f.Value.String()
+	}
+	ns, name = Node(a.Remaps, ns, name)
+	for _, p := range a.Params(FullName(ns, name)) {
+		f := lookupParam(fs, p.Name)
+		if f == nil {
+			return nil, fmt.Errorf("parameter %s (%s): %s has no such setting; its parameters are its flags, written with '_' or '-' (lidar_height for --lidar-height; see --help)", p.Name, p.Source, FullName(ns, name))
+		}
+		if given[f.Name] {
+			return nil, fmt.Errorf("parameter %s (%s) and --%s on the command line: give it once", p.Name, p.Source, f.Name)
+		}
+		s, err := flagValue(f, p.Value)
+		if err != nil {
+			return nil, fmt.Errorf("parameter %s (%s): %w", p.Name, p.Source, err)
+		}
+		if err := fs.Set(f.Name, s); err != nil {
+			return nil, fmt.Errorf("parameter %s = %q (%s), for --%s: %w", p.Name, s, p.Source, f.Name, err)
+		}
+		a.Applied = append(a.Applied, fmt.Sprintf("--%s=%s (%s)", f.Name, s, p.Source))
+	}
+	if err := a.applyLogLevels(fs, opt.LogLevelFlag, name, given); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// lookupParam finds the flag a parameter name stands for.
+func lookupParam(fs *flag.FlagSet, name string) *flag.Flag {
+	if f := fs.Lookup(name); f != nil {
+		return f
+	}
+	return fs.Lookup(strings.NewReplacer("_", "-", ".", "-").Replace(name))
+}
+
+// flagValue is a parameter's value as f's Set takes it.
+func flagValue(f *flag.Flag, v *yaml.Node) (string, error) {
+	if v.Kind == yaml.SequenceNode {
+		parts := make([]string, len(v.Content))
+		for i, e := range v.Content {
+			parts[i] = e.Value
+		}
+		return strings.Join(parts, ","), nil
+	}
+	if g, ok := f.Value.(flag.Getter); ok && (v.Tag == "!!int" || v.Tag == "!!float") {
+		if _, isDuration := g.Get().(time.Duration); isDuration {
+			sec, err := strconv.ParseFloat(v.Value, 64)
+			if err != nil || math.IsNaN(sec) || math.IsInf(sec, 0) || math.Abs(sec) > math.MaxInt64/1e9 {
+				return "", fmt.Errorf("%q: want a duration in seconds, or with a unit (200ms)", v.Value)
+			}
+			return time.Duration(sec * float64(time.Second)).String(), nil
+		}
+	}
+	return v.Value, nil
+}
+
+// rosLevels maps ROS log levels to zerohop's (zap's) names. zerohop has
+// nothing above error, so FATAL keeps only errors.
+var rosLevels = map[string]string{"debug": "debug", "info": "info", "warn": "warn", "warning": "warn", "error": "error", "fatal": "error"}
+
+// applyLogLevels sets the log level flag from --log-level LEVEL or
+// --log-level NODE:=LEVEL (other loggers, rcl's and rmw's, are not
+// zerohop's: noted and ignored).
+func (a *Args) applyLogLevels(fs *flag.FlagSet, logFlag, node string, given map[string]bool) error {
+	for _, arg := range a.LogLevels {
+		logger, level, named := strings.Cut(arg, ":=")
+		if !named {
+			level, logger = logger, ""
+		}
+		lvl := strings.ToLower(level)
+		if lvl == "unset" {
+			continue
+		}
+		zl, ok := rosLevels[lvl]
+		if !ok {
+			return fmt.Errorf("--ros-args --log-level %q: want DEBUG, INFO, WARN, ERROR or FATAL, optionally NAME:=LEVEL", arg)
+		}
+		if named && logger != node {
+			a.Notes = append(a.Notes, fmt.Sprintf("--ros-args --log-level %s ignored: zerohop's one logger is the node's, %s", arg, node))
+			continue
+		}
+		f := fs.Lookup(logFlag)
+		if f == nil || logFlag == "" {
+			return errors.New("--ros-args --log-level: this program has no log level")
+		}
+		if given[f.Name] {
+			return fmt.Errorf("--ros-args --log-level %s and --%s on the command line: give it once", arg, f.Name)
+		}
+		if err := fs.Set(f.Name, zl); err != nil {
+			return fmt.Errorf("--ros-args --log-level %s: %w", arg, err)
+		}
+		a.Applied = append(a.Applied, fmt.Sprintf("--%s=%s (--ros-args --log-level %s)", f.Name, zl, arg))
+	}
+	return nil
+}
+
+// Log writes what the ROS arguments did: one line with the flags the
+// parameters and --log-level set and the remapping rules, if any, and a
+// line for each note.
+func (a *Args) Log(log *zap.Logger) {
+	if len(a.Applied) > 0 || len(a.Remaps) > 0 || a.Enclave != "" {
+		log.Info("ROS arguments", zap.Strings("set", a.Applied), zap.Stringers("remaps", a.Remaps), zap.String("enclave", a.Enclave))
+	}
+	for _, n := range a.Notes {
+		log.Info(n)
+	}
+}
