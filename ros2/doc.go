@@ -27,7 +27,8 @@
 // ROS node's (Config.ResolveTopic): "/x" is absolute, "x" is relative to
 // the namespace ("cmd_vel" in /robot1 is /robot1/cmd_vel, DDS topic
 // rt/robot1/cmd_vel), "~/x" is private to the node, and {node}, {ns} are
-// substituted. There is no remapping (--ros-args -r).
+// substituted. Remapping rules (Config.Remaps, read from --ros-args by
+// package rosargs) rename the node and move topics as rcl's do.
 //
 // What ROS users see: `ros2 topic list`, `ros2 topic info -v` and
 // `ros2 topic echo` work on these topics, and `ros2 node list` shows the

@@ -138,3 +138,15 @@ func TestROSArgsRefused(t *testing.T) {
 		}
 	}
 }
+
+// The command line launch_ros builds from docs/ros2-launch/zerohop.launch.py
+// for the agent parses: every parameter in the example file names a flag
+// and holds a value it takes. (--leaf 500 then stops the agent at the
+// first check after parsing, before anything starts.)
+func TestLaunchExampleParses(t *testing.T) {
+	err := run([]string{"--leaf", "500", "--ros-args", "-r", "__node:=zerohop_agent",
+		"--params-file", "../../docs/ros2-launch/params.yaml", "-r", "cmd_vel:=/diff_drive_controller/cmd_vel"})
+	if err == nil || !strings.Contains(err.Error(), "--leaf 500") {
+		t.Fatalf("run: %v, want the --leaf check's error", err)
+	}
+}

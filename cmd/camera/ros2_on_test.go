@@ -300,3 +300,31 @@ func TestUseSimTimeStampsOnReceipt(t *testing.T) {
 		}
 	}
 }
+
+// The command line launch_ros builds from docs/ros2-launch/zerohop.launch.py
+// for the camera parses, and its settings reach the node's ROS 2
+// configuration. (--slots 1 then stops run at its first check after
+// parsing, before anything starts.)
+func TestLaunchExampleParses(t *testing.T) {
+	args := []string{"--ros-args", "-r", "__node:=zerohop_camera", "--params-file", "../../docs/ros2-launch/params.yaml"}
+	err := run(append([]string{"--slots", "1"}, args...))
+	if err == nil || !strings.Contains(err.Error(), "--slots 1") {
+		t.Fatalf("run: %v, want the --slots check's error", err)
+	}
+
+	fs := flag.NewFlagSet("camera", flag.ContinueOnError)
+	nodeConfig := registerROS2Flags(fs)
+	source, rate := fs.String("source", "synthetic", ""), fs.Float64("rate", 30, "")
+	ra, err := rosargs.ParseFlags(fs, args, rosOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := nodeConfig(noEnv, ra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *source != "ros2" || *rate != 10 || rc.PointsTopic != "/velodyne_points" || rc.ImageTopic != "/camera/color/image_raw" ||
+		rc.Intensity.Scale != 0.00392157 || rc.StampOnReceipt {
+		t.Errorf("source %q, rate %v, %+v", *source, *rate, rc)
+	}
+}
