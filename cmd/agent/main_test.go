@@ -73,6 +73,9 @@ func TestRunTakesROSParameters(t *testing.T) {
 		{[]string{"--ros-args", "--params-file", "testdata/missing.yaml"}, "testdata/missing.yaml"},
 		{[]string{"--ros-args", "--enclave"}, "--enclave needs a value"},
 		{[]string{"--ros-args", "-x"}, `unknown argument "-x"`},
+		// Launch files give every node use_sim_time; a build without ROS 2
+		// takes it too (and stops here at the --leaf check).
+		{[]string{"--leaf", "500", "--ros-args", "-p", "use_sim_time:=true"}, "--leaf 500"},
 	} {
 		// Bounded and self-contained should a check ever be lost.
 		err := run(append([]string{"--duration", "2s", "--http", "127.0.0.1:0", "--camera", "synthetic", "--log-level", "error"}, tc.args...))

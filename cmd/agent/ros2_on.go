@@ -32,8 +32,8 @@ func ros2Flags(fs *flag.FlagSet) func(*zap.Logger, *rosargs.Args) (agent.CmdSink
 			return nil, nil, err
 		}
 		if !enabled {
-			if len(ra.Remaps) > 0 {
-				log.Warn("ROS arguments: remapping rules ignored: nothing is published over ROS 2 without --ros2 (the parameter ros2: true)", zap.Stringers("rules", ra.Remaps))
+			if rules := ra.TopicRules(); len(rules) > 0 {
+				log.Warn("ROS arguments: remapping rules ignored: nothing is published over ROS 2 without --ros2 (the parameter ros2: true)", zap.Stringers("rules", rules))
 			}
 			return nil, func() {}, nil
 		}

@@ -5,8 +5,10 @@ package main
 import (
 	"flag"
 	"io"
+	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -122,8 +124,8 @@ func TestROSArgsRefused(t *testing.T) {
 		want string
 	}{
 		{[]string{"--ros2", "--twist-stamped", "--twist-stamp", "frame", "--ros-args", "-p", "use_sim_time:=true"}, "--use-sim-time with --twist-stamp frame"},
-		{[]string{"--ros2", "--ros-args", "-r", "cmd_vel:=/cmd-vel"}, `remapping rule cmd_vel:=/cmd-vel: "/cmd-vel"`},
-		{[]string{"--ros2", "--cmd-vel-topic", "x", "--ros-args", "-r", "x:=/y/"}, `remapping rule x:=/y/`},
+		{[]string{"--ros2", "--ros-args", "-r", "cmd_vel:=/cmd-vel"}, `-r "cmd_vel:=/cmd-vel": name "/cmd-vel"`},
+		{[]string{"--ros2", "--cmd-vel-topic", "x/", "--ros-args", "-r", "x:=/y"}, `--cmd-vel-topic: ros2: topic "x/"`},
 		{[]string{"--ros-args", "-p", "cmd_vel_topic:=/base/cmd_vel"}, "--cmd-vel-topic: only with --ros2"},
 	} {
 		fs := flag.NewFlagSet("agent", flag.ContinueOnError)
@@ -144,9 +146,34 @@ func TestROSArgsRefused(t *testing.T) {
 // and holds a value it takes. (--leaf 500 then stops the agent at the
 // first check after parsing, before anything starts.)
 func TestLaunchExampleParses(t *testing.T) {
-	err := run([]string{"--leaf", "500", "--ros-args", "-r", "__node:=zerohop_agent",
-		"--params-file", "../../docs/ros2-launch/params.yaml", "-r", "cmd_vel:=/diff_drive_controller/cmd_vel"})
+	args := []string{"--ros-args", "-r", "__node:=zerohop_agent",
+		"--params-file", "../../docs/ros2-launch/params.yaml", "-r", "cmd_vel:=/diff_drive_controller/cmd_vel"}
+	err := run(append([]string{"--leaf", "500"}, args...))
 	if err == nil || !strings.Contains(err.Error(), "--leaf 500") {
 		t.Fatalf("run: %v, want the --leaf check's error", err)
+	}
+
+	// And the example's settings reach the flags and the publisher.
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	settings := registerROS2Flags(fs)
+	height := fs.Float64("lidar-height", 0, "")
+	xy, rpy := &numbersFlag{n: 2, unit: "metres"}, &numbersFlag{n: 3, unit: "radians", degrees: true}
+	fs.Var(xy, "lidar-xy", "")
+	fs.Var(rpy, "lidar-rpy", "")
+	watchdog := fs.Duration("watchdog", 0, "")
+	ra, err := rosargs.ParseFlags(fs, args, rosOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, opts, enabled, err := settings(noEnv, ra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic, err := cfg.ResolveTopic(opts.Topic)
+	if !enabled || !opts.Stamped || opts.ZeroStamp || err != nil || topic != "/diff_drive_controller/cmd_vel" {
+		t.Errorf("enabled %v, %+v on %q (%v)", enabled, opts, topic, err)
+	}
+	if *height != 0.62 || xy.String() != "0.45,0" || math.Abs(rpy.v[1]-8*math.Pi/180) > 1e-12 || *watchdog != 200*time.Millisecond {
+		t.Errorf("lidar height %v, xy %s, rpy %s, watchdog %v", *height, xy, rpy, *watchdog)
 	}
 }

@@ -28,8 +28,8 @@ func ros2Flags(fs *flag.FlagSet) func(context.Context, camera.NodeConfig, *rosar
 	nodeConfig := registerROS2Flags(fs)
 	return func(ctx context.Context, cfg camera.NodeConfig, ra *rosargs.Args) (bool, error) {
 		if cfg.Source != "ros2" {
-			if len(ra.Remaps) > 0 {
-				cfg.Log.Warn("ROS arguments: remapping rules ignored: the camera joins ROS 2 only with --source ros2 (the parameter source: ros2)", zap.Stringers("rules", ra.Remaps))
+			if rules := ra.TopicRules(); len(rules) > 0 {
+				cfg.Log.Warn("ROS arguments: remapping rules ignored: the camera joins ROS 2 only with --source ros2 (the parameter source: ros2)", zap.Stringers("rules", rules))
 			}
 			var stray []string
 			fs.Visit(func(f *flag.Flag) {

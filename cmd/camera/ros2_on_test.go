@@ -114,7 +114,7 @@ func TestRunRefusesBadMirrorReliability(t *testing.T) {
 		{"parameters from --ros-args", []string{"--metrics", "", "--ros-args", "-p", "source:=ros2", "-p", "ros2_mirror_reliability:=sometimes", "--"},
 			[]string{"--ros2-mirror-reliability", `"sometimes"`}},
 		{"a remapping rule rcl refuses", []string{"--source", "ros2", "--metrics", "", "--ros-args", "-r", "points:=/lidar points", "--"},
-			[]string{`remapping rule points:=/lidar points`}},
+			[]string{`-r "points:=/lidar points": name "/lidar points"`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

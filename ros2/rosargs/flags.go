@@ -43,7 +43,7 @@ func ParseFlags(fs *flag.FlagSet, args []string, opt Options) (*Args, error) {
 	if err := fs.Parse(own); err != nil {
 		return nil, err
 	}
-	a, err := Parse(ros)
+	a, err := Parse(ros...)
 	if err != nil {
 		return nil, err
 	}
@@ -57,10 +57,16 @@ func ParseFlags(fs *flag.FlagSet, args []string, opt Options) (*Args, error) {
 		name = f.Value.String()
 	}
 	ns, name = Node(a.Remaps, ns, name)
+	byParam := map[string]bool{}
 	for _, p := range a.Params(FullName(ns, name)) {
 		f := lookupParam(fs, p.Name)
 		if f == nil {
 			return nil, fmt.Errorf("parameter %s (%s): %s has no such setting; its parameters are its flags, written with '_' or '-' (lidar_height for --lidar-height; see --help)", p.Name, p.Source, FullName(ns, name))
+		}
+		if f.Name == opt.NodeNameFlag || f.Name == opt.NamespaceFlag {
+			// The node's name picks the sections that apply: one set by
+			// a section could not be honoured.
+			return nil, fmt.Errorf("parameter %s (%s): the node's name and namespace cannot be parameters; give them as the launch file's name= and namespace= (--ros-args -r __node:=NAME -r __ns:=/NS) or as --%s", p.Name, p.Source, f.Name)
 		}
 		if given[f.Name] {
 			return nil, fmt.Errorf("parameter %s (%s) and --%s on the command line: give it once", p.Name, p.Source, f.Name)
@@ -73,8 +79,9 @@ func ParseFlags(fs *flag.FlagSet, args []string, opt Options) (*Args, error) {
 			return nil, fmt.Errorf("parameter %s = %q (%s), for --%s: %w", p.Name, s, p.Source, f.Name, err)
 		}
 		a.Applied = append(a.Applied, fmt.Sprintf("--%s=%s (%s)", f.Name, s, p.Source))
+		byParam[f.Name] = true
 	}
-	if err := a.applyLogLevels(fs, opt.LogLevelFlag, name, given); err != nil {
+	if err := a.applyLogLevels(fs, opt.LogLevelFlag, loggerName(ns, name), given, byParam); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -88,8 +95,26 @@ func lookupParam(fs *flag.FlagSet, name string) *flag.Flag {
 	return fs.Lookup(strings.NewReplacer("_", "-", ".", "-").Replace(name))
 }
 
+// loggerName is the node's logger as rcl names it: the namespace's tokens
+// and the name joined by '.' ("robot1.zerohop_agent").
+func loggerName(ns, name string) string {
+	if ns == "/" || ns == "" {
+		return name
+	}
+	return strings.ReplaceAll(strings.TrimPrefix(ns, "/"), "/", ".") + "." + name
+}
+
+// yamlBools are YAML 1.1's other spellings of true and false, which rcl's
+// parser (libyaml) takes for a bool and yaml.v3 leaves as strings.
+var yamlBools = map[string]string{"yes": "true", "on": "true", "no": "false", "off": "false"}
+
 // flagValue is a parameter's value as f's Set takes it.
 func flagValue(f *flag.Flag, v *yaml.Node) (string, error) {
+	if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() && v.Kind == yaml.ScalarNode {
+		if s, ok := yamlBools[strings.ToLower(v.Value)]; ok {
+			return s, nil
+		}
+	}
 	if v.Kind == yaml.SequenceNode {
 		parts := make([]string, len(v.Content))
 		for i, e := range v.Content {
@@ -113,39 +138,58 @@ func flagValue(f *flag.Flag, v *yaml.Node) (string, error) {
 // nothing above error, so FATAL keeps only errors.
 var rosLevels = map[string]string{"debug": "debug", "info": "info", "warn": "warn", "warning": "warn", "error": "error", "fatal": "error"}
 
-// applyLogLevels sets the log level flag from --log-level LEVEL or
-// --log-level NODE:=LEVEL (other loggers, rcl's and rmw's, are not
-// zerohop's: noted and ignored).
-func (a *Args) applyLogLevels(fs *flag.FlagSet, logFlag, node string, given map[string]bool) error {
+// applyLogLevels sets the log level flag from --log-level LEVEL and
+// --log-level LOGGER:=LEVEL for the node's logger (others, rcl's and
+// rmw's, are not zerohop's: noted and ignored). As in rcl, a level for
+// the node's logger wins over a plain one wherever it stands; among
+// several of a kind the last wins.
+func (a *Args) applyLogLevels(fs *flag.FlagSet, logFlag, logger string, given, byParam map[string]bool) error {
+	var plain, named string // the arguments that apply
 	for _, arg := range a.LogLevels {
-		logger, level, named := strings.Cut(arg, ":=")
-		if !named {
-			level, logger = logger, ""
+		name, level, isNamed := strings.Cut(arg, ":=")
+		if !isNamed {
+			level = name
 		}
 		lvl := strings.ToLower(level)
-		if lvl == "unset" {
-			continue
+		if _, ok := rosLevels[lvl]; !ok && lvl != "unset" {
+			return fmt.Errorf("--ros-args --log-level %q: want DEBUG, INFO, WARN, ERROR or FATAL, optionally LOGGER:=LEVEL", arg)
 		}
-		zl, ok := rosLevels[lvl]
-		if !ok {
-			return fmt.Errorf("--ros-args --log-level %q: want DEBUG, INFO, WARN, ERROR or FATAL, optionally NAME:=LEVEL", arg)
+		switch {
+		case isNamed && name != logger:
+			a.Notes = append(a.Notes, fmt.Sprintf("--ros-args --log-level %s ignored: zerohop's one logger is the node's, %s", arg, logger))
+		case lvl == "unset":
+		case isNamed:
+			named = arg
+		default:
+			plain = arg
 		}
-		if named && logger != node {
-			a.Notes = append(a.Notes, fmt.Sprintf("--ros-args --log-level %s ignored: zerohop's one logger is the node's, %s", arg, node))
-			continue
-		}
-		f := fs.Lookup(logFlag)
-		if f == nil || logFlag == "" {
-			return errors.New("--ros-args --log-level: this program has no log level")
-		}
-		if given[f.Name] {
-			return fmt.Errorf("--ros-args --log-level %s and --%s on the command line: give it once", arg, f.Name)
-		}
-		if err := fs.Set(f.Name, zl); err != nil {
-			return fmt.Errorf("--ros-args --log-level %s: %w", arg, err)
-		}
-		a.Applied = append(a.Applied, fmt.Sprintf("--%s=%s (--ros-args --log-level %s)", f.Name, zl, arg))
 	}
+	arg := named
+	if arg == "" {
+		arg = plain
+	}
+	if arg == "" {
+		return nil
+	}
+	_, level, isNamed := strings.Cut(arg, ":=")
+	if !isNamed {
+		level = arg
+	}
+	f := fs.Lookup(logFlag)
+	if f == nil || logFlag == "" {
+		return errors.New("--ros-args --log-level: this program has no log level")
+	}
+	switch {
+	case given[f.Name]:
+		return fmt.Errorf("--ros-args --log-level %s and --%s on the command line: give it once", arg, f.Name)
+	case byParam[f.Name]:
+		return fmt.Errorf("--ros-args --log-level %s and the parameter for --%s: give it once", arg, f.Name)
+	}
+	zl := rosLevels[strings.ToLower(level)]
+	if err := fs.Set(f.Name, zl); err != nil {
+		return fmt.Errorf("--ros-args --log-level %s: %w", arg, err)
+	}
+	a.Applied = append(a.Applied, fmt.Sprintf("--%s=%s (--ros-args --log-level %s)", f.Name, zl, arg))
 	return nil
 }
 

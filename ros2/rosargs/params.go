@@ -23,41 +23,64 @@ type Param struct {
 // parameters file gives, for the nodes its key matches.
 type paramSection struct {
 	key    string // node key: "/**", "/robot1/zerohop_agent", ...
+	params []Param
+}
+
+// nodeEntry is what rcl keeps for one node key over all -p rules and
+// files (rcl_params_t): the key's parameters in the order given, a later
+// value of a name overriding an earlier one. Entries stay in the order
+// their keys first appeared.
+type nodeEntry struct {
+	key    string
 	match  *regexp.Regexp
 	params []Param
 }
 
-// paramSource is a -p rule (one section, key /**) or a parameters file.
-type paramSource struct {
-	sections []paramSection
+// addSection merges sec into the entry of its key, or starts one.
+func (a *Args) addSection(sec paramSection) {
+	for _, e := range a.params {
+		if e.key == sec.key {
+			e.params = append(e.params, sec.params...)
+			return
+		}
+	}
+	a.params = append(a.params, &nodeEntry{key: sec.key, match: nodeKeyPattern(sec.key), params: sec.params})
 }
 
-// parseParamRule reads -p NAME:=VALUE. The value is YAML, as rcl reads it:
-// launch_ros writes it with PyYAML's dump, "1.73\n...\n".
-func parseParamRule(flag, rule string) (paramSource, error) {
+// parseParamRule reads -p [NODE:]NAME:=VALUE. The value is YAML, as rcl
+// reads it: launch_ros writes it with PyYAML's dump, "1.73\n...\n". Without
+// NODE the rule is for every node (/**).
+func parseParamRule(flag, rule string) (paramSection, error) {
 	name, value, ok := strings.Cut(rule, ":=")
 	if !ok || name == "" {
-		return paramSource{}, fmt.Errorf("--ros-args %s %q: want NAME:=VALUE", flag, rule)
+		return paramSection{}, fmt.Errorf("--ros-args %s %q: want NAME:=VALUE or NODE:NAME:=VALUE", flag, rule)
+	}
+	key := "/**"
+	if node, param, prefixed := strings.Cut(name, ":"); prefixed {
+		if !isToken(node) {
+			return paramSection{}, fmt.Errorf("--ros-args %s %q: node name %q before ':': want letters, digits and '_', not starting with a digit", flag, rule, node)
+		}
+		key, name = "/"+node, param
 	}
 	if err := checkParamName(name); err != nil {
-		return paramSource{}, fmt.Errorf("--ros-args %s %q: %w", flag, rule, err)
+		return paramSection{}, fmt.Errorf("--ros-args %s %q: %w", flag, rule, err)
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal([]byte(value), &doc); err != nil {
-		return paramSource{}, fmt.Errorf("--ros-args %s %q: value: %w", flag, rule, err)
+		return paramSection{}, fmt.Errorf("--ros-args %s %q: value: %w", flag, rule, err)
 	}
 	if len(doc.Content) == 0 {
-		return paramSource{}, fmt.Errorf("--ros-args %s %q: no value after :=", flag, rule)
+		return paramSection{}, fmt.Errorf("--ros-args %s %q: no value after :=", flag, rule)
 	}
-	src := fmt.Sprintf("%s %s:=%s", flag, name, strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(value), "...")))
+	src := fmt.Sprintf("%s %s:=%s", flag, rule[:strings.Index(rule, ":=")], strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(value), "...")))
 	var params []Param
 	if err := flatten(name, doc.Content[0], src, &params); err != nil {
-		return paramSource{}, fmt.Errorf("--ros-args %s %q: %w", flag, rule, err)
+		return paramSection{}, fmt.Errorf("--ros-args %s %q: %w", flag, rule, err)
 	}
-	return paramSource{sections: []paramSection{{key: "/**", match: nodeKeyPattern("/**"), params: params}}}, nil
+	return paramSection{key: key, params: params}, nil
 }
 
-// parseParamsFile reads a ROS 2 parameters file:
+// parseParamsFile reads a ROS 2 parameters file, a section per node key:
 //
 //	/**:                      # or /ns/node, node, /**/node, /*/node
 //	  ros__parameters:
@@ -65,29 +88,29 @@ func parseParamRule(flag, rule string) (paramSource, error) {
 //	    lidar_xy: [0.45, 0.0]
 //
 // Nested mappings under ros__parameters give dotted names, as in rcl.
-func parseParamsFile(path string, data []byte) (paramSource, error) {
+func parseParamsFile(path string, data []byte) ([]paramSection, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return paramSource{}, fmt.Errorf("--params-file %s: empty", path)
+			return nil, fmt.Errorf("--params-file %s: empty", path)
 		}
-		return paramSource{}, fmt.Errorf("--params-file %s: %w", path, err)
+		return nil, fmt.Errorf("--params-file %s: %w", path, err)
 	}
 	top := doc.Content[0]
 	if top.Kind != yaml.MappingNode {
-		return paramSource{}, fmt.Errorf("--params-file %s:%d: want a mapping of node names (/** for every node) to ros__parameters", path, top.Line)
+		return nil, fmt.Errorf("--params-file %s:%d: want a mapping of node names (/** for every node) to ros__parameters", path, top.Line)
 	}
-	var src paramSource
+	var out []paramSection
 	for i := 0; i+1 < len(top.Content); i += 2 {
 		keyNode, body := top.Content[i], top.Content[i+1]
 		sections, err := nodeSections(path, keyNode.Value, keyNode.Line, body)
 		if err != nil {
-			return paramSource{}, err
+			return nil, err
 		}
-		src.sections = append(src.sections, sections...)
+		out = append(out, sections...)
 	}
-	return src, nil
+	return out, nil
 }
 
 // nodeSections reads one node key's body: ros__parameters, or (as rcl
@@ -115,7 +138,7 @@ func nodeSections(path, key string, line int, body *yaml.Node) ([]paramSection, 
 		if err := checkNodeKey(full); err != nil {
 			return nil, fmt.Errorf("--params-file %s:%d: node %q: %w", path, line, key, err)
 		}
-		sec := paramSection{key: full, match: nodeKeyPattern(full)}
+		sec := paramSection{key: full}
 		if v.Kind != yaml.MappingNode {
 			return nil, fmt.Errorf("--params-file %s:%d: %s: ros__parameters: want a mapping of names to values", path, k.Line, key)
 		}
@@ -216,23 +239,17 @@ func nodeKeyPattern(key string) *regexp.Regexp {
 
 // Params returns the parameters for the node named fullName (/ns/name),
 // in the order they apply, a later one overriding an earlier one of the
-// same name: first every section whose key has a wildcard (-p rules
-// count as /**), then those that name the node, each group in the order
-// given, so that a node's own section wins over /** wherever it stands,
-// as launch_ros documents.
+// same name, as rclcpp (Galactic on) applies them: every node key's entry
+// that matches, in the order the keys first appeared over all -p rules and
+// files, each entry's parameters in the order given. So a value given
+// later for a key seen before joins that key's place: a /** rule after a
+// file whose /** section precedes the node's own section loses to it.
 func (a *Args) Params(fullName string) []Param {
-	var wild, named []Param
-	for _, src := range a.params {
-		for _, sec := range src.sections {
-			if !sec.match.MatchString(fullName) {
-				continue
-			}
-			if strings.Contains(sec.key, "*") {
-				wild = append(wild, sec.params...)
-			} else {
-				named = append(named, sec.params...)
-			}
+	var out []Param
+	for _, e := range a.params {
+		if e.match.MatchString(fullName) {
+			out = append(out, e.params...)
 		}
 	}
-	return append(wild, named...)
+	return out
 }

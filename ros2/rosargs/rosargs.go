@@ -61,37 +61,51 @@ type Args struct {
 	// one "--flag=value (source)" each, for the log.
 	Applied []string
 
-	params []paramSource
+	params []*nodeEntry
 }
 
 // Split takes the ROS arguments out of argv (a program's arguments,
-// without its name): everything from a "--ros-args" up to the next "--"
-// or the end, as rcl does; there may be several such sections.
-func Split(argv []string) (own, ros []string) {
+// without its name): each section from a "--ros-args" up to the next "--",
+// "--ros-args" or the end, as rcl reads them.
+func Split(argv []string) (own []string, sections [][]string) {
 	inROS := false
 	for _, a := range argv {
 		switch {
 		case a == "--ros-args":
 			inROS = true
+			sections = append(sections, []string{})
 		case inROS && a == "--":
 			inROS = false
 		case inROS:
-			ros = append(ros, a)
+			sections[len(sections)-1] = append(sections[len(sections)-1], a)
 		default:
 			own = append(own, a)
 		}
 	}
-	return own, ros
+	return own, sections
 }
 
-// Parse reads the ROS arguments that Split took out. Parameter files are
-// read here, so a missing or malformed one is an error naming it.
-func Parse(ros []string) (*Args, error) {
+// Parse reads the ROS argument sections that Split took out; an argument's
+// value must be in its section. Parameter files are read here, so a
+// missing or malformed one is an error naming it.
+func Parse(sections ...[]string) (*Args, error) {
 	a := &Args{}
+	for _, section := range sections {
+		if err := a.parseSection(section); err != nil {
+			return nil, err
+		}
+	}
+	if a.Enclave != "" {
+		a.Notes = append(a.Notes, fmt.Sprintf("--ros-args --enclave %s: the enclave goes into the participant's USER_DATA, but zerohop does not implement SROS2 security (ROS_SECURITY_*): with security enforced on the other nodes, none of them match zerohop's", a.Enclave))
+	}
+	return a, nil
+}
+
+func (a *Args) parseSection(ros []string) error {
 	for i := 0; i < len(ros); i++ {
 		arg := ros[i]
 		value := func() (string, error) {
-			if i+1 >= len(ros) || ros[i+1] == "--ros-args" {
+			if i+1 >= len(ros) {
 				return "", fmt.Errorf("--ros-args: %s needs a value", arg)
 			}
 			i++
@@ -101,56 +115,58 @@ func Parse(ros []string) (*Args, error) {
 		case "-r", "--remap":
 			v, err := value()
 			if err != nil {
-				return nil, err
+				return err
 			}
 			r, err := parseRemap(v)
 			if err != nil {
-				return nil, fmt.Errorf("--ros-args %s %q: %w", arg, v, err)
+				return fmt.Errorf("--ros-args %s %q: %w", arg, v, err)
 			}
 			a.Remaps = append(a.Remaps, r)
 		case "-p", "--param":
 			v, err := value()
 			if err != nil {
-				return nil, err
+				return err
 			}
-			src, err := parseParamRule(arg, v)
+			sec, err := parseParamRule(arg, v)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			a.params = append(a.params, src)
+			a.addSection(sec)
 		case "--params-file":
 			v, err := value()
 			if err != nil {
-				return nil, err
+				return err
 			}
 			data, err := os.ReadFile(v)
 			if err != nil {
-				return nil, fmt.Errorf("--ros-args --params-file: %w", err)
+				return fmt.Errorf("--ros-args --params-file: %w", err)
 			}
-			src, err := parseParamsFile(v, data)
+			sections, err := parseParamsFile(v, data)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			a.params = append(a.params, src)
+			for _, sec := range sections {
+				a.addSection(sec)
+			}
 		case "-e", "--enclave":
 			v, err := value()
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if !strings.HasPrefix(v, "/") {
-				return nil, fmt.Errorf("--ros-args %s %q: want an absolute name such as /robot1", arg, v)
+				return fmt.Errorf("--ros-args %s %q: want an absolute name such as /robot1", arg, v)
 			}
 			a.Enclave = v
 		case "--log-level":
 			v, err := value()
 			if err != nil {
-				return nil, err
+				return err
 			}
 			a.LogLevels = append(a.LogLevels, v)
 		case "--log-config-file", "--log-file-name":
 			v, err := value()
 			if err != nil {
-				return nil, err
+				return err
 			}
 			a.Notes = append(a.Notes, fmt.Sprintf("--ros-args %s %s ignored: zerohop logs to stderr only (JSON when it is not a terminal)", arg, v))
 		case "--enable-rosout-logs":
@@ -160,14 +176,16 @@ func Parse(ros []string) (*Args, error) {
 		case "--disable-stdout-logs":
 			a.Notes = append(a.Notes, "--ros-args --disable-stdout-logs ignored: zerohop's log goes to stderr (--log-level error keeps it quiet)")
 		default:
-			return nil, fmt.Errorf("--ros-args: unknown argument %q (zerohop reads -r/--remap, -p/--param, --params-file, -e/--enclave, --log-level; the node's own flags go before --ros-args, see --help)", arg)
+			return fmt.Errorf("--ros-args: unknown argument %q (zerohop reads -r/--remap, -p/--param, --params-file, -e/--enclave, --log-level; the node's own flags go before --ros-args, see --help)", arg)
 		}
 	}
-	return a, nil
+	return nil
 }
 
-// parseRemap reads [NODE:][rostopic://|rosservice://]FROM:=TO. The names
-// themselves are checked where they are resolved (ros2.Config.Validate).
+// parseRemap reads [NODE:][rostopic://|rosservice://]FROM:=TO with rcl's
+// grammar: FROM and TO are names of tokens separated by '/', absolute
+// ("/a/b"), relative ("a/b") or private ("~/a"); __node:=NAME and
+// __ns:=/NS rename the node.
 func parseRemap(s string) (Remap, error) {
 	from, to, ok := strings.Cut(s, ":=")
 	if !ok {
@@ -180,52 +198,95 @@ func parseRemap(s string) (Remap, error) {
 			return Remap{}, fmt.Errorf("node name %q before ':': want letters, digits and '_', not starting with a digit", r.Node)
 		}
 	}
+	kind := ""
 	switch {
 	case strings.HasPrefix(from, "rostopic://"):
-		from = strings.TrimPrefix(from, "rostopic://")
+		from, kind = strings.TrimPrefix(from, "rostopic://"), "rostopic://"
 	case strings.HasPrefix(from, "rosservice://"):
-		from, r.Service = strings.TrimPrefix(from, "rosservice://"), true
+		from, kind, r.Service = strings.TrimPrefix(from, "rosservice://"), "rosservice://", true
 	}
-	if from == "" || to == "" {
-		return Remap{}, fmt.Errorf("empty name on one side of :=")
+	switch from {
+	case "__node", "__name":
+		if kind != "" {
+			return Remap{}, fmt.Errorf("%s%s: a node rename has no %s", kind, from, kind)
+		}
+		if !isToken(to) {
+			return Remap{}, fmt.Errorf("node name %q: want letters, digits and '_', not starting with a digit", to)
+		}
+		r.From, r.To = "__node", to
+		return r, nil
+	case "__ns":
+		if kind != "" {
+			return Remap{}, fmt.Errorf("%s__ns: a namespace rename has no %s", kind, kind)
+		}
+		if !validNamespace(to) {
+			return Remap{}, fmt.Errorf(`namespace %q: want "/" or /a/b with tokens of letters, digits and '_' (not starting with a digit)`, to)
+		}
+		r.From, r.To = from, to
+		return r, nil
 	}
 	if strings.Contains(from, "*") {
 		return Remap{}, fmt.Errorf("wildcards in a rule's name are not supported (nor by rcl)")
 	}
-	switch from {
-	case "__node", "__name":
-		from = "__node"
-		if !isToken(to) {
-			return Remap{}, fmt.Errorf("node name %q: want letters, digits and '_', not starting with a digit", to)
-		}
-	case "__ns":
-		if !validNamespace(to) {
-			return Remap{}, fmt.Errorf(`namespace %q: want "/" or /a/b with tokens of letters, digits and '_' (not starting with a digit)`, to)
+	for _, name := range []string{from, to} {
+		if !validRuleName(name) {
+			return Remap{}, fmt.Errorf("name %q: want tokens of letters, digits and '_' separated by '/', absolute (/a/b), relative (a/b) or private (~/a)", name)
 		}
 	}
 	r.From, r.To = from, to
 	return r, nil
 }
 
-// Node returns the node's namespace and name after the __ns and __node
-// rules (the first that applies of each), given those it has without
-// them. A rule limited to a node applies when that is the node's name
-// without rules, as in rcl.
-func Node(rules []Remap, namespace, name string) (string, string) {
-	outNS, outName := namespace, name
-	var nsDone, nameDone bool
-	for _, r := range rules {
-		if r.Node != "" && r.Node != name {
-			continue
-		}
-		switch {
-		case r.From == "__node" && !nameDone:
-			outName, nameDone = r.To, true
-		case r.From == "__ns" && !nsDone:
-			outNS, nsDone = r.To, true
+// validRuleName reports whether s is a name rcl's remapping grammar takes:
+// ('/' | '~/')? token ('/' token)*.
+func validRuleName(s string) bool {
+	switch {
+	case strings.HasPrefix(s, "~/"):
+		s = s[2:]
+	case strings.HasPrefix(s, "/"):
+		s = s[1:]
+	}
+	if s == "" {
+		return false
+	}
+	for _, tok := range strings.Split(s, "/") {
+		if !isToken(tok) {
+			return false
 		}
 	}
-	return outNS, outName
+	return true
+}
+
+// TopicRules are the rules that move topics, without the node's renames.
+func (a *Args) TopicRules() []Remap {
+	var out []Remap
+	for _, r := range a.Remaps {
+		if r.From != "__node" && r.From != "__ns" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Node returns the node's namespace and name after the __node and __ns
+// rules (the first that applies of each), given those it has without
+// them. As in rcl_node_init, the name is renamed first, matching a
+// NODE: prefix against the name without rules; a __ns rule's NODE: prefix
+// is matched against the new name.
+func Node(rules []Remap, namespace, name string) (string, string) {
+	outName := name
+	for _, r := range rules {
+		if r.From == "__node" && (r.Node == "" || r.Node == name) {
+			outName = r.To
+			break
+		}
+	}
+	for _, r := range rules {
+		if r.From == "__ns" && (r.Node == "" || r.Node == outName) {
+			return r.To, outName
+		}
+	}
+	return namespace, outName
 }
 
 // FullName is the node's fully qualified name, /ns/name.

@@ -11,29 +11,45 @@ import (
 
 func TestSplit(t *testing.T) {
 	for _, tc := range []struct {
-		argv, own, ros []string
+		argv, own []string
+		ros       [][]string
 	}{
 		{[]string{"--ros2"}, []string{"--ros2"}, nil},
 		// What launch_ros runs: arguments=, then its --ros-args section.
 		{
 			[]string{"--ros2", "--ros-args", "-r", "__node:=front", "--params-file", "/tmp/p.yaml"},
-			[]string{"--ros2"}, []string{"-r", "__node:=front", "--params-file", "/tmp/p.yaml"},
+			[]string{"--ros2"}, [][]string{{"-r", "__node:=front", "--params-file", "/tmp/p.yaml"}},
 		},
 		// ros_arguments= gives a section of its own before launch_ros's.
 		{
 			[]string{"--ros-args", "--log-level", "debug", "--ros-args", "-r", "a:=b"},
-			nil, []string{"--log-level", "debug", "-r", "a:=b"},
+			nil, [][]string{{"--log-level", "debug"}, {"-r", "a:=b"}},
 		},
 		// "--" ends a section; what follows is the program's again.
 		{
-			[]string{"--ros-args", "-r", "a:=b", "--", "--leaf", "0.3"},
-			[]string{"--leaf", "0.3"}, []string{"-r", "a:=b"},
+			[]string{"--ros-args", "-r", "a:=b", "--", "--leaf", "0.3", "--ros-args"},
+			[]string{"--leaf", "0.3"}, [][]string{{"-r", "a:=b"}, {}},
 		},
 		{[]string{"--leaf", "--", "x"}, []string{"--leaf", "--", "x"}, nil},
 	} {
 		own, ros := Split(tc.argv)
 		if !reflect.DeepEqual(own, tc.own) || !reflect.DeepEqual(ros, tc.ros) {
 			t.Errorf("Split(%q) = %q, %q; want %q, %q", tc.argv, own, ros, tc.own, tc.ros)
+		}
+	}
+}
+
+// An argument's value must be in its own section: rcl refuses a -r at the
+// end of one, whatever follows.
+func TestParseValueStaysInItsSection(t *testing.T) {
+	for _, argv := range [][]string{
+		{"--ros-args", "-r", "--ros-args", "a:=b"},
+		{"--ros-args", "-r", "--", "--ros-args", "a:=b"},
+		{"--ros-args", "--params-file"},
+	} {
+		_, sections := Split(argv)
+		if _, err := Parse(sections...); err == nil || !strings.Contains(err.Error(), "needs a value") {
+			t.Errorf("%q: %v, want a missing value", argv, err)
 		}
 	}
 }
@@ -74,16 +90,23 @@ func TestParseRefuses(t *testing.T) {
 		want string
 	}{
 		{[]string{"-r"}, "-r needs a value"},
-		{[]string{"-r", "--ros-args"}, "-r needs a value"},
 		{[]string{"-r", "cmd_vel=/x"}, `"cmd_vel=/x": want FROM:=TO`},
 		{[]string{"-r", ":cmd_vel:=/x"}, `node name "" before ':'`},
 		{[]string{"-r", "my-node:cmd_vel:=/x"}, `node name "my-node" before ':'`},
-		{[]string{"-r", "cmd_vel:="}, "empty name"},
+		{[]string{"-r", "cmd_vel:="}, `name "": want tokens`},
+		{[]string{"-r", ":=/x"}, `name "": want tokens`},
+		{[]string{"-r", "{node}/cmd:=/x"}, `name "{node}/cmd"`},
+		{[]string{"-r", "cmd_vel:=/cmd-vel"}, `name "/cmd-vel"`},
+		{[]string{"-r", "cmd_vel:=~"}, `name "~"`},
+		{[]string{"-r", "cmd_vel:=/x/"}, `name "/x/"`},
+		{[]string{"-r", "rostopic://node:a:=b"}, `name "node:a"`},
+		{[]string{"-r", "rosservice://__node:=x"}, "a node rename has no rosservice://"},
+		{[]string{"-p", "my-node:leaf:=1"}, `node name "my-node" before ':'`},
 		{[]string{"-r", "/ns/*:=/x"}, "wildcards"},
 		{[]string{"-r", "__node:=2fast"}, `node name "2fast"`},
 		{[]string{"-r", "__ns:=robot1"}, `namespace "robot1"`},
 		{[]string{"-r", "__ns:=/robot1/"}, `namespace "/robot1/"`},
-		{[]string{"-p", "lidar_height"}, "want NAME:=VALUE"},
+		{[]string{"-p", "lidar_height"}, "want NAME:=VALUE or NODE:NAME:=VALUE"},
 		{[]string{"-p", "lidar_height:="}, "no value after :="},
 		{[]string{"-p", "lidar height:=1"}, `parameter name "lidar height"`},
 		{[]string{"-p", "x:=[1, 2"}, "value:"},
@@ -108,7 +131,8 @@ func TestParseNotes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(a.Notes) != 2 || !strings.Contains(a.Notes[0], "/rosout") || !strings.Contains(a.Notes[1], "--log-file-name x ignored") {
+	if len(a.Notes) != 3 || !strings.Contains(a.Notes[0], "/rosout") || !strings.Contains(a.Notes[1], "--log-file-name x ignored") ||
+		!strings.Contains(a.Notes[2], "does not implement SROS2 security") {
 		t.Errorf("notes %q", a.Notes)
 	}
 	if a.Enclave != "/robot1" {
@@ -128,6 +152,11 @@ func TestNode(t *testing.T) {
 		{[]Remap{{Node: "other", From: "__node", To: "front"}}, "/", "zerohop_agent"},
 		{[]Remap{{Node: "zerohop_agent", From: "__ns", To: "/robot1"}, {From: "__ns", To: "/robot2"}}, "/robot1", "zerohop_agent"},
 		{[]Remap{{From: "cmd_vel", To: "__node"}}, "/", "zerohop_agent"},
+		// rcl renames the node first, then matches __ns rules' NODE: prefix
+		// against the new name.
+		{[]Remap{{From: "__node", To: "foo"}, {Node: "foo", From: "__ns", To: "/bar"}}, "/bar", "foo"},
+		{[]Remap{{From: "__node", To: "foo"}, {Node: "zerohop_agent", From: "__ns", To: "/bar"}}, "/", "foo"},
+		{[]Remap{{Node: "zerohop_agent", From: "__node", To: "foo"}, {Node: "foo", From: "__node", To: "baz"}}, "/", "foo"},
 	} {
 		ns, name := Node(tc.rules, "/", "zerohop_agent")
 		if ns != tc.wantNS || name != tc.wantName {
@@ -192,16 +221,31 @@ func TestParseFlagsSetsFlagsFromParameters(t *testing.T) {
 			map[string]string{"lidar-height": "0.5", "camera": "replay:/data/kitti", "watchdog": "250ms", "lidar-xy": "1,2"},
 		},
 		{
+			// Sections apply in the order their keys appear, as rclcpp
+			// applies them: /robot1/zerohop_agent's rate 20 gives way to
+			// /**/zerohop_agent's 5 below it.
 			"robot file, /robot1/zerohop_agent",
 			[]string{"--ros2-namespace", "/robot1", "--ros-args", "--params-file", "testdata/robot.yaml"},
-			map[string]string{"rate": "20", "lidar-height": "0.62", "leaf": "0.3"},
+			map[string]string{"rate": "5", "lidar-height": "0.62", "leaf": "0.3"},
 		},
 		{
-			// The node's own section wins over a /** one given after it,
-			// in a later file or a -p rule.
+			// A later /** value joins the /** key's place, ahead of the
+			// node's own sections: rate stays 5, lidar_height 0.62.
 			"robot file, then /** rules",
 			[]string{"--ros-args", "-r", "__ns:=/robot1", "--params-file", "testdata/robot.yaml", "-p", "rate:=12", "--params-file", "testdata/launch_params_dict.yaml"},
-			map[string]string{"rate": "20", "lidar-height": "0.62", "leaf": "0.3", "watchdog": "100ms"},
+			map[string]string{"rate": "5", "lidar-height": "0.62", "leaf": "0.3", "watchdog": "100ms", "ros2": "true"},
+		},
+		{
+			// A -p rule after a file wins over the file's section for the
+			// node: /** first appears after /robot1/front_agent.
+			"named file, then a -p rule",
+			[]string{"--ros-args", "-r", "__node:=front_agent", "-r", "__ns:=/robot1", "--params-file", "testdata/launch_params_named.yaml", "-p", "leaf:=0.7"},
+			map[string]string{"leaf": "0.7", "voxel-min-points": "2"},
+		},
+		{
+			"-p rules for a node",
+			[]string{"--ros-args", "-p", "zerohop_agent:leaf:=0.4", "-p", "other:rate:=1", "-p", "ros2:=on"},
+			map[string]string{"leaf": "0.4", "rate": "30", "ros2": "true"},
 		},
 		{
 			"robot file, /robot2/zerohop_agent",
@@ -214,9 +258,16 @@ func TestParseFlagsSetsFlagsFromParameters(t *testing.T) {
 			map[string]string{"rate": "15", "leaf": "0.2"},
 		},
 		{
+			// The node's logger wins over a plain level wherever it stands.
 			"log levels",
-			[]string{"--ros-args", "--log-level", "rcl:=debug", "--log-level", "WARN", "--log-level", "zerohop_agent:=Debug"},
+			[]string{"--ros-args", "--log-level", "rcl:=debug", "--log-level", "zerohop_agent:=Debug", "--log-level", "WARN"},
 			map[string]string{"log-level": "debug"},
+		},
+		{
+			// The logger of /robot1/zerohop_agent is robot1.zerohop_agent.
+			"a namespaced logger",
+			[]string{"--ros-args", "-r", "__ns:=/robot1", "--log-level", "zerohop_agent:=debug", "--log-level", "robot1.zerohop_agent:=error", "--log-level", "info"},
+			map[string]string{"log-level": "error"},
 		},
 		{
 			"FATAL",
@@ -250,7 +301,10 @@ func TestParseFlagsRefuses(t *testing.T) {
 		{[]string{"--ros-args", "-r", "__ns:=/r1", "-p", "use_sim_time:=true"}, "parameter use_sim_time (-p use_sim_time:=true): /r1/zerohop_agent has no such setting"},
 		{[]string{"--lidar-height", "1.2", "--ros-args", "--params-file", "testdata/launch_params_dict.yaml"}, "parameter lidar_height (--params-file testdata/launch_params_dict.yaml (/**)) and --lidar-height on the command line: give it once"},
 		{[]string{"--ros-args", "-p", "rate:=fast"}, `parameter rate = "fast" (-p rate:=fast), for --rate: parse error`},
-		{[]string{"--ros-args", "-p", "ros2:=yes"}, `parameter ros2 = "yes"`},
+		{[]string{"--ros-args", "-p", "ros2:=maybe"}, `parameter ros2 = "maybe"`},
+		{[]string{"--ros-args", "-p", "ros2_namespace:=/robot1"}, "parameter ros2_namespace (-p ros2_namespace:=/robot1): the node's name and namespace cannot be parameters"},
+		{[]string{"--ros-args", "--params-file", "testdata/robot.yaml", "-p", "ros2_node_name:=x"}, "the node's name and namespace cannot be parameters"},
+		{[]string{"--ros-args", "-p", "log_level:=warn", "--log-level", "debug"}, "--log-level debug and the parameter for --log-level: give it once"},
 		{[]string{"--ros-args", "-p", "watchdog:=.inf"}, `parameter watchdog (-p watchdog:=.inf): ".inf": want a duration in seconds`},
 		{[]string{"--log-level", "warn", "--ros-args", "--log-level", "debug"}, "--log-level debug and --log-level on the command line: give it once"},
 		{[]string{"--ros-args", "--log-level", "verbose"}, `--log-level "verbose": want DEBUG, INFO`},
