@@ -10,8 +10,9 @@ package ros2
 //     handle yields a DDS error code, never a memory access, so a race
 //     between Close and a call can at worst return an error.
 //   - No Go pointer is kept by C: the calls that take Go memory (waitWakeups
-//     xs, entityGUID, writeDiscovery's GUIDs) use it only for the duration
-//     of the call, and that memory holds no pointers. Memory that C fills
+//     xs, entityGUID, writeDiscovery's GUIDs, writeDiagnostics' buffers)
+//     use it only for the duration of the call, and that memory holds no
+//     pointers. Memory that C fills
 //     with C pointers (the sample views) is allocated in C (cView), so
 //     the Go heap never holds pointers written by C.
 //   - Byte slices made from C memory (unsafe.Slice in fillImage,
@@ -72,6 +73,8 @@ func cType(t msgType) C.int {
 		return C.ZH_POINTCLOUD2
 	case typeSlotHandle:
 		return C.ZH_SLOT_HANDLE
+	case typeDiagnostics:
+		return C.ZH_DIAGNOSTICS
 	}
 	return 0
 }
@@ -131,6 +134,42 @@ func waitForAcks(w entity, timeout time.Duration) retcode {
 
 func deleteEndpoint(e entity) retcode {
 	if rc := C.zh_endpoint_delete(C.dds_entity_t(e)); rc < 0 {
+		return retcode(rc)
+	}
+	return 0
+}
+
+// diagStatusRec is C's zh_diag_status laid out in Go, so that the
+// diagnostics writer can fill a reused Go slice of them; the array sizes
+// below fail to compile if the two layouts ever differ.
+type diagStatusRec struct {
+	level                     uint8
+	name, message, hardwareID uint32 // offsets into the strings buffer
+	firstValue, nvalues       uint32
+}
+
+var (
+	_ [unsafe.Sizeof(C.zh_diag_status{}) - unsafe.Sizeof(diagStatusRec{})]byte
+	_ [unsafe.Sizeof(diagStatusRec{}) - unsafe.Sizeof(C.zh_diag_status{})]byte
+	_ [unsafe.Offsetof(C.zh_diag_status{}.nvalues) - unsafe.Offsetof(diagStatusRec{}.nvalues)]byte
+	_ [unsafe.Offsetof(diagStatusRec{}.nvalues) - unsafe.Offsetof(C.zh_diag_status{}.nvalues)]byte
+)
+
+// writeDiagnostics writes one DiagnosticArray: strings holds every string
+// NUL-terminated, statuses and values (key, value offset pairs) point into
+// it. All three are Go memory without pointers, read during the call only.
+func writeDiagnostics(w entity, sec int32, nanosec uint32, strings []byte, statuses []diagStatusRec, values []uint32) retcode {
+	var st *C.zh_diag_status
+	if len(statuses) > 0 {
+		st = (*C.zh_diag_status)(unsafe.Pointer(&statuses[0]))
+	}
+	var vals *C.uint32_t
+	if len(values) > 0 {
+		vals = (*C.uint32_t)(unsafe.Pointer(&values[0]))
+	}
+	rc := C.zh_write_diagnostics(C.dds_entity_t(w), C.int32_t(sec), C.uint32_t(nanosec),
+		(*C.char)(unsafe.Pointer(&strings[0])), st, C.uint32_t(len(statuses)), vals)
+	if rc < 0 {
 		return retcode(rc)
 	}
 	return 0

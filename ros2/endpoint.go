@@ -83,6 +83,7 @@ const (
 	typeImage        msgType = 3
 	typePointCloud2  msgType = 4
 	typeSlotHandle   msgType = 5
+	typeDiagnostics  msgType = 7 // diagnostic_msgs/DiagnosticArray
 	// typeParticipantEntitiesInfo is the graph topic's type
 	// (ros_discovery_info); the participant's own writer, not an endpoint.
 	typeParticipantEntitiesInfo msgType = 6
@@ -96,6 +97,7 @@ const (
 	hashImage        = "RIHS01_d31d41a9a4c4bc8eae9be757b0beed306564f7526c88ea6a4588fb9582527d47"
 	hashPointCloud2  = "RIHS01_9198cabf7da3796ae6fe19c4cb3bdd3525492988c70522628af5daa124bae2b5"
 	hashSlotHandle   = "RIHS01_fcdbb5d1a3f8c59c56b46af9f9e2193002e6998c371cccdfd027d2997c071d07"
+	hashDiagnostics  = "RIHS01_5a8a36efb05fb25070fa0fb3810290c0e6cd4862b54a8fb975a1ee8dc55a333e"
 	// rmw_dds_common 3.x (Jazzy), the 16-byte Gid.
 	hashParticipantEntitiesInfo = "RIHS01_91a0593bacdcc50ea9bdcf849a938b128412cc1ea821245c663bcd26f83c295e"
 )
@@ -113,6 +115,8 @@ func (t msgType) rosName() string {
 		return "sensor_msgs/msg/PointCloud2"
 	case typeSlotHandle:
 		return "zerohop_msgs/msg/SlotHandle"
+	case typeDiagnostics:
+		return "diagnostic_msgs/msg/DiagnosticArray"
 	case typeParticipantEntitiesInfo:
 		return "rmw_dds_common/msg/ParticipantEntitiesInfo"
 	}
@@ -138,6 +142,8 @@ func (t msgType) typeHash() string {
 		return hashPointCloud2
 	case typeSlotHandle:
 		return hashSlotHandle
+	case typeDiagnostics:
+		return hashDiagnostics
 	case typeParticipantEntitiesInfo:
 		return hashParticipantEntitiesInfo
 	}
@@ -228,6 +234,43 @@ type TwistOptions struct {
 	// machine's clock lies in the simulation's future.
 	ZeroStamp bool
 	QoS       QoS // default DefaultQoS()
+}
+
+// DiagnosticLevel is diagnostic_msgs/DiagnosticStatus's level.
+type DiagnosticLevel uint8
+
+// The levels of diagnostic_msgs/DiagnosticStatus.
+const (
+	DiagnosticOK    DiagnosticLevel = 0
+	DiagnosticWarn  DiagnosticLevel = 1
+	DiagnosticError DiagnosticLevel = 2
+	DiagnosticStale DiagnosticLevel = 3
+)
+
+// KeyValue is diagnostic_msgs/KeyValue.
+type KeyValue struct{ Key, Value string }
+
+// DiagnosticStatus is diagnostic_msgs/DiagnosticStatus: one component's
+// state. diagnostic_aggregator groups statuses by Name, conventionally
+// "node: part".
+type DiagnosticStatus struct {
+	Level                     DiagnosticLevel
+	Name, Message, HardwareID string
+	Values                    []KeyValue
+}
+
+// Limits of one DiagnosticArray (zh_write_diagnostics' stack arrays).
+const (
+	MaxDiagnosticStatuses = 32
+	MaxDiagnosticValues   = 512 // over all statuses
+)
+
+// DiagnosticsOptions configure a DiagnosticsWriter. The zero value
+// publishes on /diagnostics (absolute, as diagnostic_updater does),
+// RELIABLE, VOLATILE, KEEP_LAST 10.
+type DiagnosticsOptions struct {
+	Topic string // default "/diagnostics"
+	QoS   QoS    // default DefaultQoS()
 }
 
 // HandleWriterOptions configure a HandleWriter. The zero value publishes

@@ -28,6 +28,9 @@ func (*Participant) NewTwistSink(TwistOptions) (*TwistSink, error) { return nil,
 func (*Participant) NewHandleWriter(HandleWriterOptions) (*HandleWriter, error) {
 	return nil, ErrNotBuilt
 }
+func (*Participant) NewDiagnosticsWriter(DiagnosticsOptions) (*DiagnosticsWriter, error) {
+	return nil, ErrNotBuilt
+}
 func (*Participant) SubscribeImage(string, SubscriptionOptions, func(*ImageView)) (*Subscription, error) {
 	return nil, ErrNotBuilt
 }
@@ -48,6 +51,14 @@ type HandleWriter struct{}
 func (*HandleWriter) Publish(*handles.Handle) error { return ErrNotBuilt }
 func (*HandleWriter) Matched() int                  { return 0 }
 func (*HandleWriter) Close() error                  { return nil }
+
+// DiagnosticsWriter publishes diagnostic_msgs/DiagnosticArray (see the
+// ros2-tagged build).
+type DiagnosticsWriter struct{}
+
+func (*DiagnosticsWriter) Publish(time.Time, []DiagnosticStatus) error { return ErrNotBuilt }
+func (*DiagnosticsWriter) Matched() int                                { return 0 }
+func (*DiagnosticsWriter) Close() error                                { return nil }
 
 // Subscription receives a sensor topic (see the ros2-tagged build).
 type Subscription struct{}

@@ -12,7 +12,7 @@ import (
 	"github.com/zerohop/zerohop/ros2/internal/typehash"
 )
 
-var allTypes = []msgType{typeTwist, typeTwistStamped, typeImage, typePointCloud2, typeSlotHandle, typeParticipantEntitiesInfo}
+var allTypes = []msgType{typeTwist, typeTwistStamped, typeImage, typePointCloud2, typeSlotHandle, typeDiagnostics, typeParticipantEntitiesInfo}
 
 // registry holds the ROS types plus SlotHandle as zerohop_msgs declares it.
 func registry(t *testing.T) typehash.Registry {
@@ -56,6 +56,7 @@ func TestDDSTypeNames(t *testing.T) {
 		typeImage:                   "sensor_msgs::msg::dds_::Image_",
 		typePointCloud2:             "sensor_msgs::msg::dds_::PointCloud2_",
 		typeSlotHandle:              "zerohop_msgs::msg::dds_::SlotHandle_",
+		typeDiagnostics:             "diagnostic_msgs::msg::dds_::DiagnosticArray_",
 		typeParticipantEntitiesInfo: "rmw_dds_common::msg::dds_::ParticipantEntitiesInfo_",
 	}
 	for typ, name := range want {
@@ -130,7 +131,7 @@ func TestGeneratedCodeIsFresh(t *testing.T) {
 	if err != nil {
 		t.Fatalf("idl/gen.sh: %v\n%s", err, out)
 	}
-	for _, name := range []string{"builtin_interfaces", "std_msgs", "geometry_msgs", "sensor_msgs", "zerohop_msgs", "rmw_dds_common", "rmw_dds_common_humble"} {
+	for _, name := range []string{"builtin_interfaces", "std_msgs", "geometry_msgs", "sensor_msgs", "diagnostic_msgs", "zerohop_msgs", "rmw_dds_common", "rmw_dds_common_humble"} {
 		for _, ext := range []string{".c", ".h"} {
 			fresh, err := os.ReadFile(filepath.Join(dir, name+ext))
 			if err != nil {

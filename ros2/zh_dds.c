@@ -10,6 +10,7 @@
 #include "geometry_msgs.h"
 #include "sensor_msgs.h"
 #include "zerohop_msgs.h"
+#include "diagnostic_msgs.h"
 #include "rmw_dds_common.h"
 #include "rmw_dds_common_humble.h"
 
@@ -48,6 +49,8 @@ static const dds_topic_descriptor_t *descriptor(int type)
     return &sensor_msgs_msg_dds__PointCloud2__desc;
   case ZH_SLOT_HANDLE:
     return &zerohop_msgs_msg_dds__SlotHandle__desc;
+  case ZH_DIAGNOSTICS:
+    return &diagnostic_msgs_msg_dds__DiagnosticArray__desc;
   }
   return NULL;
 }
@@ -128,6 +131,48 @@ dds_return_t zh_write_twist_stamped(dds_entity_t writer, int32_t sec, uint32_t n
   s.twist.linear.x = linear_x;
   s.twist.angular.z = angular_z;
   return dds_write(writer, &s);
+}
+
+// zh_diag_max_values bounds the stack arrays of one DiagnosticArray.
+enum { zh_diag_max_statuses = 32, zh_diag_max_values = 512 };
+
+dds_return_t zh_write_diagnostics(dds_entity_t writer, int32_t sec, uint32_t nanosec, const char *strings,
+                                  const zh_diag_status *statuses, uint32_t n, const uint32_t *values)
+{
+  if (n > zh_diag_max_statuses)
+    return DDS_RETCODE_BAD_PARAMETER;
+  diagnostic_msgs_msg_dds__DiagnosticStatus_ st[zh_diag_max_statuses];
+  diagnostic_msgs_msg_dds__KeyValue_ kv[zh_diag_max_values];
+  uint32_t used = 0;
+  memset(st, 0, sizeof st);
+  for (uint32_t i = 0; i < n; i++) {
+    const zh_diag_status *in = &statuses[i];
+    if (in->nvalues > zh_diag_max_values - used)
+      return DDS_RETCODE_BAD_PARAMETER;
+    // Only read by dds_write: the casts drop const for idlc's char *.
+    st[i].level = in->level;
+    st[i].name = (char *)strings + in->name;
+    st[i].message = (char *)strings + in->message;
+    st[i].hardware_id = (char *)strings + in->hardware_id;
+    for (uint32_t k = 0; k < in->nvalues; k++) {
+      const uint32_t *pair = &values[2 * (in->first_value + k)];
+      kv[used + k].key = (char *)strings + pair[0];
+      kv[used + k].value = (char *)strings + pair[1];
+    }
+    st[i].values._length = st[i].values._maximum = in->nvalues;
+    st[i].values._buffer = in->nvalues ? &kv[used] : NULL;
+    st[i].values._release = false;
+    used += in->nvalues;
+  }
+  diagnostic_msgs_msg_dds__DiagnosticArray_ a;
+  memset(&a, 0, sizeof a);
+  a.header.stamp.sec = sec;
+  a.header.stamp.nanosec = nanosec;
+  a.header.frame_id = "";
+  a.status._length = a.status._maximum = n;
+  a.status._buffer = n ? st : NULL;
+  a.status._release = false;
+  return dds_write(writer, &a);
 }
 
 dds_return_t zh_write_slot_handle(dds_entity_t writer, const zh_slot_handle *h)

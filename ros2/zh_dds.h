@@ -20,6 +20,7 @@ enum zh_type {
   ZH_IMAGE = 3,         // sensor_msgs::msg::dds_::Image_
   ZH_POINTCLOUD2 = 4,   // sensor_msgs::msg::dds_::PointCloud2_
   ZH_SLOT_HANDLE = 5,   // zerohop_msgs::msg::dds_::SlotHandle_
+  ZH_DIAGNOSTICS = 7,   // diagnostic_msgs::msg::dds_::DiagnosticArray_ (6: the graph topic's type)
 };
 
 // zh_participant creates the domain with `config` (Cyclone's config
@@ -81,6 +82,21 @@ typedef struct zh_slot_handle {
 } zh_slot_handle;
 
 dds_return_t zh_write_slot_handle(dds_entity_t writer, const zh_slot_handle *h);
+
+// zh_diag_status is one diagnostic_msgs/DiagnosticStatus whose strings are
+// offsets into one buffer of NUL-terminated strings, and whose values are
+// nvalues (key, value) offset pairs starting at values[first_value*2].
+typedef struct zh_diag_status {
+  uint8_t level;
+  uint32_t name, message, hardware_id; // offsets into strings
+  uint32_t first_value, nvalues;
+} zh_diag_status;
+
+// zh_write_diagnostics writes one DiagnosticArray of n statuses; the sample
+// points into the caller's arrays (no copy), which dds_write serializes
+// before it returns. Offsets are not checked: the caller builds them.
+dds_return_t zh_write_diagnostics(dds_entity_t writer, int32_t sec, uint32_t nanosec, const char *strings,
+                                  const zh_diag_status *statuses, uint32_t n, const uint32_t *values);
 
 // zh_guid stores the entity's DDS GUID (participant, reader or writer) in
 // out: 12-byte prefix then 4-byte entity id, as the builtin topics key it.

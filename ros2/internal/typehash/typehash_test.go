@@ -20,6 +20,13 @@ var published = []struct{ name, hash string }{
 	{"sensor_msgs/msg/Image", "RIHS01_d31d41a9a4c4bc8eae9be757b0beed306564f7526c88ea6a4588fb9582527d47"},
 	{"sensor_msgs/msg/PointField", "RIHS01_5c6a4750728c2bcfbbf7037225b20b02d4429634732146b742dee1726637ef01"},
 	{"sensor_msgs/msg/PointCloud2", "RIHS01_9198cabf7da3796ae6fe19c4cb3bdd3525492988c70522628af5daa124bae2b5"},
+	// diagnostic_msgs: the *__get_type_hash constants of its generated
+	// description files (Jazzy's TYPE_HASH). Newer rosidl headers carry a
+	// TYPE_VERSION_HASH (14fe60cb... for DiagnosticArray) that is not
+	// this hash.
+	{"diagnostic_msgs/msg/KeyValue", "RIHS01_d68081eaa540288c5440753baecef0c4e16e81a5f78ad68902ded5100413bb42"},
+	{"diagnostic_msgs/msg/DiagnosticStatus", "RIHS01_b0e3e692ea2d54a8af2f4ef1930e81556a2db55216b771f8a7d2724ed47bf0e4"},
+	{"diagnostic_msgs/msg/DiagnosticArray", "RIHS01_5a8a36efb05fb25070fa0fb3810290c0e6cd4862b54a8fb975a1ee8dc55a333e"},
 	// rmw_dds_common 3.x: the *__get_type_hash constants of its generated
 	// description files.
 	{"rmw_dds_common/msg/Gid", "RIHS01_ab6f21cfbb0a6dbb837161e1110c2051a2850ed9f9c53944d7115d9bcebedf71"},

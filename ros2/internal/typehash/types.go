@@ -31,6 +31,18 @@ func ROS() Registry {
 			{Name: "row_step", ID: Uint32}, {Name: "data", ID: Uint8, Sequence: true},
 			{Name: "is_dense", ID: Bool},
 		}},
+		// diagnostic_msgs: /diagnostics. DiagnosticStatus.msg's level is a
+		// byte, not a uint8.
+		{"diagnostic_msgs/msg/KeyValue", []Field{{Name: "key", ID: String}, {Name: "value", ID: String}}},
+		{"diagnostic_msgs/msg/DiagnosticStatus", []Field{
+			{Name: "level", ID: Byte}, {Name: "name", ID: String}, {Name: "message", ID: String},
+			{Name: "hardware_id", ID: String},
+			{Name: "values", ID: Nested, Nested: "diagnostic_msgs/msg/KeyValue", Sequence: true},
+		}},
+		{"diagnostic_msgs/msg/DiagnosticArray", []Field{
+			nested("header", "std_msgs/msg/Header"),
+			{Name: "status", ID: Nested, Nested: "diagnostic_msgs/msg/DiagnosticStatus", Sequence: true},
+		}},
 		// rmw_dds_common 3.x (Jazzy): the graph topic ros_discovery_info.
 		// Gid.msg's char[16] is uint8[16] once rosidl turns it into IDL.
 		{"rmw_dds_common/msg/Gid", []Field{{Name: "data", ID: Uint8, Array: true, Capacity: 16}}},

@@ -4,13 +4,16 @@
 // Cyclone reads its configuration from CYCLONEDDS_URI.
 //
 //   peer DOMAIN sub TYPE TOPIC RELIABILITY COUNT
-//     TYPE: twist | twist_stamped | slot_handle | image | cloud. Prints
+//     TYPE: twist | twist_stamped | slot_handle | image | cloud |
+//     diagnostics. Prints
 //     READY, then MATCHED once a publisher matches, then PUBLICATION (the
 //     matched writer's discovery data) and PARTICIPANT (its participant's
 //     USER_DATA), then for each of COUNT samples a CDR line (the
 //     serialized payload, hex; not for image and cloud) and a SAMPLE line
 //     (key=value; image and cloud give the data's length and FNV-1a
-//     hash). COUNT 0: take samples silently and print RECEIVED n when
+//     hash; diagnostics give each status as sI=LEVEL,NAME,MESSAGE,HWID,NVALUES
+//     and its values as sIvK=KEY,VALUE, strings in hex). COUNT 0: take
+//     samples silently and print RECEIVED n when
 //     stdin closes.
 //   peer DOMAIN pub TYPE TOPIC RELIABILITY PERIOD_MS [N [NFIELDS]]
 //     TYPE: image (N = width) | cloud (N = points, NFIELDS = PointFields,
@@ -32,6 +35,7 @@
 #include "geometry_msgs.h"
 #include "sensor_msgs.h"
 #include "zerohop_msgs.h"
+#include "diagnostic_msgs.h"
 
 #define WAIT DDS_SECS(20)
 
@@ -64,6 +68,7 @@ static const dds_topic_descriptor_t *desc_of(const char *type)
   if (!strcmp(type, "slot_handle")) return &zerohop_msgs_msg_dds__SlotHandle__desc;
   if (!strcmp(type, "image")) return &sensor_msgs_msg_dds__Image__desc;
   if (!strcmp(type, "cloud")) return &sensor_msgs_msg_dds__PointCloud2__desc;
+  if (!strcmp(type, "diagnostics")) return &diagnostic_msgs_msg_dds__DiagnosticArray__desc;
   return NULL;
 }
 
@@ -219,9 +224,39 @@ static uint32_t fnv1a(const uint8_t *b, uint32_t n)
   return h;
 }
 
+static void print_hex(const char *s)
+{
+  for (; *s; s++)
+    printf("%02x", (unsigned char)*s);
+}
+
 static void print_sample(const char *type, struct ddsi_serdata *sd)
 {
-  if (!strcmp(type, "image")) {
+  if (!strcmp(type, "diagnostics")) {
+    diagnostic_msgs_msg_dds__DiagnosticArray_ m;
+    memset(&m, 0, sizeof m);
+    ddsi_serdata_to_sample(sd, &m, NULL, NULL);
+    printf("SAMPLE sec=%" PRId32 " nanosec=%" PRIu32 " n=%" PRIu32, m.header.stamp.sec, m.header.stamp.nanosec,
+           m.status._length);
+    for (uint32_t i = 0; i < m.status._length; i++) {
+      const diagnostic_msgs_msg_dds__DiagnosticStatus_ *st = &m.status._buffer[i];
+      printf(" s%" PRIu32 "=%u,", i, st->level);
+      print_hex(st->name);
+      putchar(',');
+      print_hex(st->message);
+      putchar(',');
+      print_hex(st->hardware_id);
+      printf(",%" PRIu32, st->values._length);
+      for (uint32_t k = 0; k < st->values._length; k++) {
+        printf(" s%" PRIu32 "v%" PRIu32 "=", i, k);
+        print_hex(st->values._buffer[k].key);
+        putchar(',');
+        print_hex(st->values._buffer[k].value);
+      }
+    }
+    printf("\n");
+    dds_sample_free(&m, &diagnostic_msgs_msg_dds__DiagnosticArray__desc, DDS_FREE_CONTENTS);
+  } else if (!strcmp(type, "image")) {
     sensor_msgs_msg_dds__Image_ m;
     memset(&m, 0, sizeof m);
     ddsi_serdata_to_sample(sd, &m, NULL, NULL);
