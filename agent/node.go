@@ -83,7 +83,14 @@ type NodeConfig struct {
 	// mode); 0: the defaults (64 × 1800).
 	Beams, AzimuthSteps int
 	Sink                CmdSink // default: a LogSink
-	Log                 *zap.Logger
+	// Status, if set, receives the node's status every StatusPeriod
+	// (default DefaultStatusPeriod), its parts named "StatusName: part"
+	// (default "zerohop_agent"), and a last one, every part STALE, when the
+	// node stops.
+	Status       StatusSink
+	StatusPeriod time.Duration
+	StatusName   string
+	Log          *zap.Logger
 }
 
 // Bounds of NodeConfig fields that size memory or threads: a typo must be
@@ -489,6 +496,11 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	}
 	log.Info("latency endpoint", zap.String("url", "http://"+ln.Addr().String()+"/"))
 	goRun(func() error { return web.ServeListener(ctx, ln) })
+	if cfg.Status != nil {
+		goRun(func() error {
+			return statusLoop(ctx, cfg.Status, cfg.StatusPeriod, cfg.StatusName, wd.Timeout(), rec, pipe.Health, log)
+		})
+	}
 
 	err = pipe.Run(ctx)
 	select {
@@ -516,6 +528,12 @@ func resolveNodeConfig(cfg NodeConfig) (NodeConfig, error) {
 	}
 	if cfg.Leaf == 0 {
 		cfg.Leaf = 0.2
+	}
+	if cfg.StatusName == "" {
+		cfg.StatusName = "zerohop_agent"
+	}
+	if cfg.StatusPeriod == 0 {
+		cfg.StatusPeriod = DefaultStatusPeriod
 	}
 	if _, _, err := gpuModes(cfg); err != nil {
 		return cfg, err
@@ -547,6 +565,8 @@ func resolveNodeConfig(cfg NodeConfig) (NodeConfig, error) {
 		return cfg, fmt.Errorf("--min-points %d: want 0 or more (0 and 1: every voxel with a point)", cfg.MinPoints)
 	case cfg.PrepThreads < 0:
 		return cfg, fmt.Errorf("--prep-threads %d: want 0 (one per core, at most %d) or more", cfg.PrepThreads, infer.DefaultPreprocessParallelism)
+	case cfg.StatusPeriod < 0 || (cfg.StatusPeriod > 0 && cfg.StatusPeriod < 10*time.Millisecond) || cfg.StatusPeriod > time.Hour:
+		return cfg, fmt.Errorf("--diagnostics-period %v: want 10ms to 1h (0: off)", cfg.StatusPeriod)
 	case cfg.Watchdog < 0 || (cfg.Watchdog > 0 && cfg.Watchdog < time.Millisecond) || cfg.Watchdog > time.Hour:
 		return cfg, fmt.Errorf("--watchdog %v: want 1ms to 1h (0: the default, %v)", cfg.Watchdog, planner.DefaultWatchdogTimeout)
 	case cfg.Transport != "" && cfg.Transport != "unix" && cfg.Transport != "copy":

@@ -99,7 +99,7 @@ Flags:
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "also serve /debug/pprof/ when --http is an address other machines can reach (without it, pprof is served only on a loopback --http)")
 	fs.DurationVar(&cfg.Duration, "duration", 0, "stop after this long (0: until SIGINT/SIGTERM)")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	openSink := ros2Flags(fs)
+	openROS2 := ros2Flags(fs)
 	rosArgs, err := rosargs.ParseFlags(fs, args, rosOptions)
 	if err != nil {
 		if err == flag.ErrHelp {
@@ -133,15 +133,26 @@ Flags:
 	defer log.Sync()
 	cfg.Log = log
 	rosArgs.Log(log)
-	sink, closeSink, err := openSink(log, rosArgs)
+	out, err := openROS2(log, rosArgs)
 	if err != nil {
 		return err
 	}
-	defer closeSink()
-	cfg.Sink = sink // nil: the log sink
+	defer out.close()
+	cfg.Sink = out.sink // nil: the log sink
+	cfg.Status, cfg.StatusPeriod, cfg.StatusName = out.status, out.statusPeriod, out.statusName
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return agent.RunNodeBounded(ctx, cfg, shutdownGrace)
+}
+
+// ros2Out is what the ROS 2 flags open: the cmd_vel sink and the status
+// sink (nil: the log sink, no status), and how to close them.
+type ros2Out struct {
+	sink         agent.CmdSink
+	status       agent.StatusSink
+	statusPeriod time.Duration
+	statusName   string
+	close        func()
 }
 
 // numbersFlag is a flag of n comma-separated numbers ("0.4,-0.1"); with

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -15,49 +16,99 @@ import (
 	"github.com/zerohop/zerohop/ros2/rosargs"
 )
 
-// The sink must keep satisfying the agent's interface.
-var _ agent.CmdSink = (*ros2.TwistSink)(nil)
+// The sinks must keep satisfying the agent's interfaces.
+var (
+	_ agent.CmdSink    = (*ros2.TwistSink)(nil)
+	_ agent.StatusSink = (*diagnosticsSink)(nil)
+)
 
 // ros2Flags registers the ROS 2 output flags. With --ros2 the agent
-// publishes cmd_vel as geometry_msgs/Twist (or TwistStamped) through
-// Cyclone DDS, in the domain and with the discovery settings of the usual
-// ROS environment variables (ROS_DOMAIN_ID, ROS_AUTOMATIC_DISCOVERY_RANGE,
-// ROS_LOCALHOST_ONLY, ROS_STATIC_PEERS, CYCLONEDDS_URI; ROS_DISTRO picks
-// the graph announcement's GID width), as node --ros2-node-name.
-func ros2Flags(fs *flag.FlagSet) func(*zap.Logger, *rosargs.Args) (agent.CmdSink, func(), error) {
+// publishes cmd_vel as geometry_msgs/Twist (or TwistStamped) and its
+// status on /diagnostics through Cyclone DDS, in the domain and with the
+// discovery settings of the usual ROS environment variables
+// (ROS_DOMAIN_ID, ROS_AUTOMATIC_DISCOVERY_RANGE, ROS_LOCALHOST_ONLY,
+// ROS_STATIC_PEERS, CYCLONEDDS_URI; ROS_DISTRO picks the graph
+// announcement's GID width), as node --ros2-node-name.
+func ros2Flags(fs *flag.FlagSet) func(*zap.Logger, *rosargs.Args) (ros2Out, error) {
 	settings := registerROS2Flags(fs)
-	return func(log *zap.Logger, ra *rosargs.Args) (agent.CmdSink, func(), error) {
-		cfg, opts, enabled, err := settings(os.LookupEnv, ra)
+	return func(log *zap.Logger, ra *rosargs.Args) (ros2Out, error) {
+		set, err := settings(os.LookupEnv, ra)
 		if err != nil {
-			return nil, nil, err
+			return ros2Out{}, err
 		}
-		if !enabled {
+		if !set.enabled {
 			if rules := ra.TopicRules(); len(rules) > 0 {
 				log.Warn("ROS arguments: remapping rules ignored: nothing is published over ROS 2 without --ros2 (the parameter ros2: true)", zap.Stringers("rules", rules))
 			}
-			return nil, func() {}, nil
+			return ros2Out{close: func() {}}, nil
 		}
-		p, err := ros2.NewParticipant(cfg, log)
+		p, err := ros2.NewParticipant(set.cfg, log)
 		if err != nil {
-			return nil, nil, err
+			return ros2Out{}, err
 		}
-		sink, err := p.NewTwistSink(opts)
+		sink, err := p.NewTwistSink(set.twist)
 		if err != nil {
 			p.Close()
-			return nil, nil, err
+			return ros2Out{}, err
 		}
-		// The agent publishes zero before it returns; closing the sink
-		// waits (up to 1 s) for subscribers to acknowledge it.
-		closeAll := func() {
+		out := ros2Out{sink: sink}
+		var diag *ros2.DiagnosticsWriter
+		if set.diagPeriod > 0 {
+			if diag, err = p.NewDiagnosticsWriter(set.diag); err != nil {
+				sink.Close()
+				p.Close()
+				return ros2Out{}, err
+			}
+			_, name := rosargs.Node(set.cfg.Remaps, set.cfg.Namespace, set.cfg.NodeName)
+			out.status, out.statusPeriod, out.statusName = &diagnosticsSink{w: diag}, set.diagPeriod, name
+		}
+		// The agent publishes zero (and its last status) before it
+		// returns; closing the sink waits (up to 1 s) for subscribers to
+		// acknowledge it.
+		out.close = func() {
 			if err := sink.Close(); err != nil {
 				log.Warn("ros2: close cmd_vel publisher", zap.Error(err))
+			}
+			if diag != nil {
+				if err := diag.Close(); err != nil {
+					log.Warn("ros2: close diagnostics publisher", zap.Error(err))
+				}
 			}
 			if err := p.Close(); err != nil {
 				log.Warn("ros2: close participant", zap.Error(err))
 			}
 		}
-		return sink, closeAll, nil
+		return out, nil
 	}
+}
+
+// diagnosticsSink publishes the agent's status as diagnostic_msgs.
+type diagnosticsSink struct {
+	w   *ros2.DiagnosticsWriter
+	buf []ros2.DiagnosticStatus // reused: only the status goroutine calls
+}
+
+func (d *diagnosticsSink) PublishStatus(stamp time.Time, statuses []agent.Status) error {
+	d.buf = d.buf[:0]
+	for _, s := range statuses {
+		st := ros2.DiagnosticStatus{Level: ros2.DiagnosticLevel(s.Level), Name: s.Name, Message: s.Message}
+		for _, kv := range s.Values {
+			st.Values = append(st.Values, ros2.KeyValue{Key: kv.Key, Value: kv.Value})
+		}
+		d.buf = append(d.buf, st)
+	}
+	return d.w.Publish(stamp, d.buf)
+}
+
+// ros2Settings is what the ROS 2 flags say: the participant, the cmd_vel
+// publisher, the diagnostics publisher (diagPeriod 0: none); enabled is
+// --ros2.
+type ros2Settings struct {
+	cfg        ros2.Config
+	twist      ros2.TwistOptions
+	diag       ros2.DiagnosticsOptions
+	diagPeriod time.Duration
+	enabled    bool
 }
 
 // registerROS2Flags registers the ROS 2 output flags on fs. The returned
@@ -65,7 +116,7 @@ func ros2Flags(fs *flag.FlagSet) func(*zap.Logger, *rosargs.Args) (agent.CmdSink
 // participant's configuration (the ROS environment variables read through
 // lookup; ra's remapping rules and enclave, nil: none) and the cmd_vel
 // publisher's options; enabled is --ros2.
-func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool), ra *rosargs.Args) (cfg ros2.Config, opts ros2.TwistOptions, enabled bool, err error) {
+func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool), ra *rosargs.Args) (ros2Settings, error) {
 	var (
 		enable  = fs.Bool("ros2", false, "publish cmd_vel over ROS 2 (Cyclone DDS); domain and discovery from ROS_DOMAIN_ID, ROS_AUTOMATIC_DISCOVERY_RANGE, ROS_LOCALHOST_ONLY, ROS_STATIC_PEERS, CYCLONEDDS_URI")
 		topic   = fs.String("cmd-vel-topic", "cmd_vel", "ROS 2 topic for velocity commands (--ros2); a relative name resolves against --ros2-namespace (cmd_vel in /robot1 is /robot1/cmd_vel), an absolute one (/cmd_vel) does not; --ros-args -r cmd_vel:=/other moves it as it moves any ROS node's topic")
@@ -75,24 +126,24 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 		domain  = fs.Int("ros-domain", -1, fmt.Sprintf("DDS domain id 0..%d, overriding ROS_DOMAIN_ID (--ros2; -1: from the environment, default 0)", ros2.MaxDomainID))
 		node    = fs.String("ros2-node-name", "zerohop_agent", "ROS node name in ros2 node list / rqt_graph (--ros2; --ros-args -r __node:=NAME wins over it)")
 		ns      = fs.String("ros2-namespace", "/", "ROS namespace of that node, e.g. /robot1; relative topic names resolve against it (--ros2; --ros-args -r __ns:=/NS wins over it)")
+		diagPer = fs.Duration("diagnostics-period", agent.DefaultStatusPeriod, "publish the agent's status as diagnostic_msgs/DiagnosticArray this often (--ros2; 0: never), for diagnostic_aggregator, rqt_robot_monitor and Foxglove: cmd_vel (ERROR while commands are zeroed, with why), frames (rate; WARN on drops), latency (each stage's p50/p99/max; WARN when the end-to-end p99 passes half --watchdog), lidar (WARN while the ground check disagrees with the mounting flags), compute (CPU or GPU); every part STALE when the agent stops")
+		diagTop = fs.String("diagnostics-topic", "/diagnostics", "topic of the agent's status (--ros2, --diagnostics-period)")
 		simTime = fs.Bool("use-sim-time", false, "the ROS graph runs on a simulator's /clock (use_sim_time, which launch files set as a parameter): with --twist-stamped, commands are stamped {0,0} as with --twist-stamp zero, since this machine's clock lies in the simulation's future; the Twist of plain cmd_vel has no stamp")
 	)
-	return func(lookup func(string) (string, bool), ra *rosargs.Args) (ros2.Config, ros2.TwistOptions, bool, error) {
-		fail := func(err error) (ros2.Config, ros2.TwistOptions, bool, error) {
-			return ros2.Config{}, ros2.TwistOptions{}, false, err
-		}
+	return func(lookup func(string) (string, bool), ra *rosargs.Args) (ros2Settings, error) {
+		fail := func(err error) (ros2Settings, error) { return ros2Settings{}, err }
 		if !*enable {
 			var stray []string
 			fs.Visit(func(f *flag.Flag) {
 				switch f.Name {
-				case "cmd-vel-topic", "twist-stamped", "twist-stamp", "cmd-vel-frame", "ros-domain", "ros2-node-name", "ros2-namespace":
+				case "cmd-vel-topic", "twist-stamped", "twist-stamp", "cmd-vel-frame", "ros-domain", "ros2-node-name", "ros2-namespace", "diagnostics-period", "diagnostics-topic":
 					stray = append(stray, "--"+f.Name)
 				}
 			})
 			if len(stray) > 0 {
 				return fail(fmt.Errorf("%s: only with --ros2", strings.Join(stray, ", ")))
 			}
-			return ros2.Config{}, ros2.TwistOptions{}, false, nil
+			return ros2Settings{}, nil
 		}
 		var zeroStamp bool
 		switch *stampBy {
@@ -135,7 +186,14 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 		if _, err := cfg.ResolveTopic(opts.Topic); err != nil {
 			return fail(fmt.Errorf("--cmd-vel-topic: %w", err))
 		}
-		return cfg, opts, true, nil
+		if *diagPer < 0 || (*diagPer > 0 && *diagPer < 10*time.Millisecond) || *diagPer > time.Hour {
+			return fail(fmt.Errorf("--diagnostics-period %v: want 10ms to 1h (0: off)", *diagPer))
+		}
+		diag := ros2.DiagnosticsOptions{Topic: *diagTop}
+		if _, err := cfg.ResolveTopic(diag.Topic); err != nil {
+			return fail(fmt.Errorf("--diagnostics-topic: %w", err))
+		}
+		return ros2Settings{cfg: cfg, twist: opts, diag: diag, diagPeriod: *diagPer, enabled: true}, nil
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/zerohop/zerohop/agent"
 	"github.com/zerohop/zerohop/ros2"
 	"github.com/zerohop/zerohop/ros2/rosargs"
 )
@@ -46,7 +47,7 @@ func TestROS2FlagsRefused(t *testing.T) {
 		if err := fs.Parse(tc.args); err != nil {
 			t.Fatalf("%q: %v", tc.args, err)
 		}
-		if _, _, err := start(zap.NewNop(), &rosargs.Args{}); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := start(zap.NewNop(), &rosargs.Args{}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want an error with %q", tc.args, err, tc.want)
 		}
 	}
@@ -101,10 +102,11 @@ func TestROSArgsConfigureTheCmdVelPublisher(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg, opts, enabled, err := settings(noEnv, ra)
-			if err != nil || !enabled {
-				t.Fatalf("enabled %v, %v", enabled, err)
+			set, err := settings(noEnv, ra)
+			if err != nil || !set.enabled {
+				t.Fatalf("enabled %v, %v", set.enabled, err)
 			}
+			cfg, opts := set.cfg, set.twist
 			if got := rosargs.FullName(rosargs.Node(cfg.Remaps, cfg.Namespace, cfg.NodeName)); got != tc.node {
 				t.Errorf("node %s, want %s", got, tc.node)
 			}
@@ -133,7 +135,7 @@ func TestROSArgsRefused(t *testing.T) {
 		settings := registerROS2Flags(fs)
 		ra, err := rosargs.ParseFlags(fs, tc.args, rosOptions)
 		if err == nil {
-			_, _, _, err = settings(noEnv, ra)
+			_, err = settings(noEnv, ra)
 		}
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want an error with %q", tc.args, err, tc.want)
@@ -165,15 +167,71 @@ func TestLaunchExampleParses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, opts, enabled, err := settings(noEnv, ra)
+	set, err := settings(noEnv, ra)
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg, opts, enabled := set.cfg, set.twist, set.enabled
 	topic, err := cfg.ResolveTopic(opts.Topic)
 	if !enabled || !opts.Stamped || opts.ZeroStamp || err != nil || topic != "/diff_drive_controller/cmd_vel" {
 		t.Errorf("enabled %v, %+v on %q (%v)", enabled, opts, topic, err)
 	}
 	if *height != 0.62 || xy.String() != "0.45,0" || math.Abs(rpy.v[1]-8*math.Pi/180) > 1e-12 || *watchdog != 200*time.Millisecond {
 		t.Errorf("lidar height %v, xy %s, rpy %s, watchdog %v", *height, xy, rpy, *watchdog)
+	}
+}
+
+// The agent's status goes to /diagnostics once a second by default, in
+// any namespace; 0 turns it off; the flags need --ros2 like the others.
+func TestDiagnosticsFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		period time.Duration
+		topic  string
+		err    string
+	}{
+		{[]string{"--ros2"}, time.Second, "/diagnostics", ""},
+		{[]string{"--ros2", "--ros2-namespace", "/robot1"}, time.Second, "/diagnostics", ""},
+		{[]string{"--ros2", "--diagnostics-period", "0"}, 0, "/diagnostics", ""},
+		{[]string{"--ros2", "--ros-args", "-p", "diagnostics_period:=0.5", "-r", "/diagnostics:=/robot1/diagnostics"}, 500 * time.Millisecond, "/robot1/diagnostics", ""},
+		{[]string{"--ros2", "--diagnostics-period", "5ms"}, 0, "", "--diagnostics-period 5ms: want 10ms to 1h"},
+		{[]string{"--ros2", "--diagnostics-topic", "diag nostics"}, 0, "", "--diagnostics-topic"},
+		{[]string{"--diagnostics-period", "2s"}, 0, "", "--diagnostics-period: only with --ros2"},
+	} {
+		fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		settings := registerROS2Flags(fs)
+		ra, err := rosargs.ParseFlags(fs, tc.args, rosOptions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		set, err := settings(noEnv, ra)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: %v, want an error with %q", tc.args, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", tc.args, err)
+			continue
+		}
+		topic, err := set.cfg.ResolveTopic(set.diag.Topic)
+		if set.diagPeriod != tc.period || err != nil || topic != tc.topic {
+			t.Errorf("%q: period %v, topic %q (%v); want %v, %q", tc.args, set.diagPeriod, topic, err, tc.period, tc.topic)
+		}
+	}
+}
+
+// The agent's levels are diagnostic_msgs' values, which diagnosticsSink
+// passes on as they are.
+func TestStatusLevelsAreDiagnosticLevels(t *testing.T) {
+	for a, r := range map[agent.StatusLevel]ros2.DiagnosticLevel{
+		agent.StatusOK: ros2.DiagnosticOK, agent.StatusWarn: ros2.DiagnosticWarn,
+		agent.StatusError: ros2.DiagnosticError, agent.StatusStale: ros2.DiagnosticStale,
+	} {
+		if uint8(a) != uint8(r) {
+			t.Errorf("agent level %d is ROS level %d", a, r)
+		}
 	}
 }
