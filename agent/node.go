@@ -19,6 +19,7 @@ import (
 	"github.com/zerohop/zerohop/pinned"
 	"github.com/zerohop/zerohop/planner"
 	"github.com/zerohop/zerohop/telemetry"
+	"github.com/zerohop/zerohop/telemetry/status"
 	"github.com/zerohop/zerohop/voxel"
 )
 
@@ -83,13 +84,17 @@ type NodeConfig struct {
 	// mode); 0: the defaults (64 × 1800).
 	Beams, AzimuthSteps int
 	Sink                CmdSink // default: a LogSink
-	// Status, if set, receives the node's status every StatusPeriod
-	// (default DefaultStatusPeriod), its parts named "StatusName: part"
-	// (default "zerohop_agent"), and a last one, every part STALE, when the
-	// node stops.
-	Status       StatusSink
+	// Status, if set, receives the node's status (diagnose): "starting
+	// up" at once, then every StatusPeriod (default status.DefaultPeriod),
+	// and every part STALE when the node stops. StatusNode is the node's
+	// fully qualified ROS name (default "/zerohop_agent"), the statuses'
+	// hardware_id and, without its leading '/', their names' start.
+	// StatusStamp, if set, gives their header stamp for a time (the zero
+	// time under a simulator's clock).
+	Status       status.Sink
 	StatusPeriod time.Duration
-	StatusName   string
+	StatusNode   string
+	StatusStamp  func(time.Time) time.Time
 	Log          *zap.Logger
 }
 
@@ -114,14 +119,26 @@ const (
 // endpoint, frame source) and runs it until ctx is done. Any configuration
 // or start-up error is returned before anything is served: no half-started
 // service.
-func RunNode(ctx context.Context, cfg NodeConfig) error {
+func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 	log := cfg.Log
 	if log == nil {
 		log = zap.NewNop()
 	}
-	cfg, err := resolveNodeConfig(cfg)
+	cfg, err = resolveNodeConfig(cfg)
 	if err != nil {
 		return err
+	}
+	statusStarted := false
+	if cfg.Status != nil {
+		// Loading a model, a JIT compile or a TensorRT engine build can take
+		// minutes: say so at once, and say it if the start fails.
+		label := statusLabel(cfg.StatusNode)
+		publishOnce(cfg, log, status.Named(label, cfg.StatusNode, statusParts, status.OK, "starting up"))
+		defer func() {
+			if !statusStarted && err != nil {
+				publishOnce(cfg, log, status.Named(label, cfg.StatusNode, statusParts, status.Error, "failed to start: "+err.Error()))
+			}
+		}()
 	}
 	if cfg.Duration > 0 {
 		var cancel context.CancelFunc
@@ -497,9 +514,10 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	log.Info("latency endpoint", zap.String("url", "http://"+ln.Addr().String()+"/"))
 	goRun(func() error { return web.ServeListener(ctx, ln) })
 	if cfg.Status != nil {
-		goRun(func() error {
-			return statusLoop(ctx, cfg.Status, cfg.StatusPeriod, cfg.StatusName, wd.Timeout(), rec, pipe.Health, log)
-		})
+		loop := statusLoop(cfg, wd.Timeout(), rec, pipe.Health)
+		loop.Log = log
+		statusStarted = true // the loop says the rest, STALE at the end
+		goRun(func() error { return loop.Run(ctx) })
 	}
 
 	err = pipe.Run(ctx)
@@ -529,11 +547,11 @@ func resolveNodeConfig(cfg NodeConfig) (NodeConfig, error) {
 	if cfg.Leaf == 0 {
 		cfg.Leaf = 0.2
 	}
-	if cfg.StatusName == "" {
-		cfg.StatusName = "zerohop_agent"
+	if cfg.StatusNode == "" {
+		cfg.StatusNode = "/zerohop_agent"
 	}
 	if cfg.StatusPeriod == 0 {
-		cfg.StatusPeriod = DefaultStatusPeriod
+		cfg.StatusPeriod = status.DefaultPeriod
 	}
 	if _, _, err := gpuModes(cfg); err != nil {
 		return cfg, err
@@ -566,7 +584,7 @@ func resolveNodeConfig(cfg NodeConfig) (NodeConfig, error) {
 	case cfg.PrepThreads < 0:
 		return cfg, fmt.Errorf("--prep-threads %d: want 0 (one per core, at most %d) or more", cfg.PrepThreads, infer.DefaultPreprocessParallelism)
 	case cfg.StatusPeriod < 0 || (cfg.StatusPeriod > 0 && cfg.StatusPeriod < 10*time.Millisecond) || cfg.StatusPeriod > time.Hour:
-		return cfg, fmt.Errorf("--diagnostics-period %v: want 10ms to 1h (0: off)", cfg.StatusPeriod)
+		return cfg, fmt.Errorf("--diagnostics-period %v: want 10ms to 1h", cfg.StatusPeriod)
 	case cfg.Watchdog < 0 || (cfg.Watchdog > 0 && cfg.Watchdog < time.Millisecond) || cfg.Watchdog > time.Hour:
 		return cfg, fmt.Errorf("--watchdog %v: want 1ms to 1h (0: the default, %v)", cfg.Watchdog, planner.DefaultWatchdogTimeout)
 	case cfg.Transport != "" && cfg.Transport != "unix" && cfg.Transport != "copy":

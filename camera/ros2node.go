@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/zerohop/zerohop/handles/transport"
 	"github.com/zerohop/zerohop/ros2"
+	"github.com/zerohop/zerohop/telemetry/status"
 )
 
 // ROS2NodeConfig is what a camera process fed by ROS 2 drivers adds to
@@ -40,6 +43,14 @@ type ROS2NodeConfig struct {
 	// Intensity: see ROS2SourceConfig.Intensity (--ros2-intensity-field,
 	// --ros2-intensity-scale); the zero value reads "intensity" as is.
 	Intensity ROS2Intensity
+	// DiagnosticsPeriod, if not 0, publishes each driver topic's status
+	// (topicStatus) as diagnostic_msgs/DiagnosticArray on
+	// DiagnosticsTopic (default /diagnostics) this often, and every part
+	// STALE when the node stops; ZeroStamp leaves their stamp {0, 0} (a
+	// simulator's clock).
+	DiagnosticsPeriod time.Duration
+	DiagnosticsTopic  string
+	ZeroStamp         bool
 }
 
 // RunROS2Node runs a camera process whose frames come from ROS 2 topics:
@@ -173,6 +184,21 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 	if err := reg.Register(src.Collector()); err != nil {
 		return errors.Join(fmt.Errorf("camera: ros2 metrics: %w", err), src.Close(), stopServing())
 	}
+	if rc.DiagnosticsPeriod > 0 {
+		diag, err := p.NewDiagnosticsWriter(ros2.DiagnosticsOptions{Topic: rc.DiagnosticsTopic})
+		if err != nil {
+			return errors.Join(fmt.Errorf("camera: diagnostics: %w", err), src.Close(), stopServing())
+		}
+		defer diag.Close() // after the loop's last publish, before the participant
+		loop := topicStatusLoop(rc, src, cam, inputs[0].resolved, inputs[1].resolved)
+		loop.Sink, loop.Log = diag, log
+		loopDone := make(chan struct{})
+		go func() {
+			defer close(loopDone)
+			loop.Run(ctx)
+		}()
+		defer func() { cancel(); <-loopDone }()
+	}
 	log.Info("camera serving ROS 2 topics", zap.String("socket", srv.Path()),
 		zap.String("points_topic", inputs[0].resolved), zap.String("image_topic", inputs[1].resolved))
 	<-ctx.Done()
@@ -188,4 +214,46 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 		}
 	}
 	return errors.Join(srcErr, serveErr)
+}
+
+// topicStatusLoop is the camera's status loop: a status per driver topic
+// it subscribes (points, image) every rc.DiagnosticsPeriod, STALE when it
+// stops. Sink and Log are the caller's to set.
+func topicStatusLoop(rc ROS2NodeConfig, src *ROS2Source, cam *Camera, pointsTopic, imageTopic string) status.Loop {
+	fullName := rc.DDS.FullNodeName()
+	var states []topicState
+	var topics []int
+	for _, t := range []struct {
+		topic int
+		st    topicState
+	}{
+		{TopicPoints, topicState{part: "points", topic: pointsTopic, maxFlag: "--ros2-max-points"}},
+		{TopicImage, topicState{part: "image", topic: imageTopic, maxFlag: "--ros2-max-image-bytes"}},
+	} {
+		if cam.Pool(t.topic) != nil {
+			states, topics = append(states, t.st), append(topics, t.topic)
+		}
+	}
+	parts := make([]string, len(states))
+	for i, st := range states {
+		parts[i] = st.part
+	}
+	loop := status.Loop{
+		Period: rc.DiagnosticsPeriod,
+		Collect: func(_ time.Time, elapsed time.Duration) []status.Status {
+			out := make([]status.Status, len(states))
+			for i := range states {
+				st := &states[i]
+				st.now, st.publishers, st.elapsed = src.Stats(topics[i]), src.Publishers(topics[i]), elapsed
+				out[i] = topicStatus(fullName, *st)
+				st.prev = st.now
+			}
+			return out
+		},
+		Stopped: status.Named(strings.TrimPrefix(fullName, "/"), fullName, parts, status.Stale, "the node stopped"),
+	}
+	if rc.ZeroStamp {
+		loop.Stamp = func(time.Time) time.Time { return time.Time{} }
+	}
+	return loop
 }

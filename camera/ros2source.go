@@ -186,6 +186,7 @@ type ROS2Source struct {
 	log     *zap.Logger
 	subs    []*ros2.Subscription
 	points  *ros2.Subscription // also in subs; nil if not subscribed
+	image   *ros2.Subscription // also in subs; nil if not subscribed
 	streams [2]ros2Stream
 	mirrors [2]*mirrorWorker // nil where cfg.Mirrors has none
 	// closeMirrors stops the workers once.
@@ -333,7 +334,7 @@ func NewROS2Source(p *ros2.Participant, cam *Camera, pub Publisher, cfg ROS2Sour
 			s.Close()
 			return nil, fmt.Errorf("camera: ros2 image topic %q: %w", cfg.ImageTopic, err)
 		}
-		s.subs = append(s.subs, sub)
+		s.subs, s.image = append(s.subs, sub), sub
 	}
 	return s, nil
 }
@@ -370,6 +371,19 @@ func (s *ROS2Source) Stats(topic int) ROS2Stats {
 		Exhausted: st.exhausted.Load(), Unsupported: st.unsupported.Load() + skipped, TooLarge: st.tooLarge.Load(),
 		Failed: st.failed.Load(), FrameIDs: st.frameIDs.Load(), Mirrored: st.mirrored.Load(),
 	}
+}
+
+// Publishers returns how many ROS publishers (drivers) the topic's
+// subscription is matched with now; 0 when it has none.
+func (s *ROS2Source) Publishers(topic int) int {
+	sub := s.points
+	if topic == TopicImage {
+		sub = s.image
+	}
+	if sub == nil {
+		return 0
+	}
+	return sub.Matched()
 }
 
 // OnImage ingests one image; it is the image subscription's callback.

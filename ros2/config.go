@@ -98,6 +98,10 @@ func (c Config) node() (namespace, name string) {
 	return rosargs.Node(c.Remaps, namespace, name)
 }
 
+// FullNodeName is the node's fully qualified name, "/robot1/zerohop_camera"
+// (defaults and the __node and __ns rules applied).
+func (c Config) FullNodeName() string { return rosargs.FullName(c.node()) }
+
 // preIron reports whether c.Distro is Humble or older, whose rcl and rmw
 // differ from Iron's on: 24-byte GIDs, no discovery range.
 func (c Config) preIron() bool {

@@ -6,7 +6,14 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/zerohop/zerohop/telemetry/status"
 )
+
+// The writer is what the nodes' status loops publish to.
+var _ status.Sink = (*DiagnosticsWriter)(nil)
 
 // DiagnosticsWriter publishes diagnostic_msgs/DiagnosticArray, by default
 // on /diagnostics, where diagnostic_aggregator, rqt_robot_monitor and
@@ -38,11 +45,11 @@ func (p *Participant) NewDiagnosticsWriter(opts DiagnosticsOptions) (*Diagnostic
 	return w, nil
 }
 
-// Publish writes one DiagnosticArray with header.stamp stamp ({0, 0} for
-// the zero time) and the statuses in order. A NUL byte in a string, which
-// the wire format cannot carry, becomes '?'. At most MaxDiagnosticStatuses
-// statuses and MaxDiagnosticValues values in all.
-func (w *DiagnosticsWriter) Publish(stamp time.Time, statuses []DiagnosticStatus) error {
+// PublishStatus writes one DiagnosticArray with header.stamp stamp ({0, 0}
+// for the zero time) and the statuses in order. A NUL byte in a string,
+// which the wire format cannot carry, becomes '?'. At most
+// MaxDiagnosticStatuses statuses and MaxDiagnosticValues values in all.
+func (w *DiagnosticsWriter) PublishStatus(stamp time.Time, statuses []status.Status) error {
 	if len(statuses) > MaxDiagnosticStatuses {
 		return fmt.Errorf("ros2: %d diagnostic statuses, at most %d", len(statuses), MaxDiagnosticStatuses)
 	}
@@ -102,5 +109,22 @@ func (w *DiagnosticsWriter) str(s string) uint32 {
 // Matched returns how many subscribers are matched now.
 func (w *DiagnosticsWriter) Matched() int { return int(w.ep.matched.Load()) }
 
-// Close deletes the publisher.
-func (w *DiagnosticsWriter) Close() error { return w.ep.close() }
+// Close deletes the publisher, first waiting (up to diagnosticsAckWait)
+// for matched subscribers to acknowledge what was sent: a node's last
+// array, every part STALE, must not be lost to a lossy link.
+func (w *DiagnosticsWriter) Close() error {
+	ep := w.ep
+	ep.mu.Lock()
+	closed := ep.closed
+	ep.mu.Unlock()
+	if !closed && ep.matched.Load() > 0 {
+		if rc := waitForAcks(ep.e, diagnosticsAckWait); rc == rcTimeout {
+			ep.p.log.Info("ros2: the last diagnostics were not acknowledged in time", zapTopic(ep), zap.Duration("waited", diagnosticsAckWait))
+		}
+	}
+	return ep.close()
+}
+
+// diagnosticsAckWait bounds Close's wait: shutdown must not hang on a
+// monitor that went away.
+const diagnosticsAckWait = 200 * time.Millisecond

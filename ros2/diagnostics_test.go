@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/zap/zaptest"
+
+	"github.com/zerohop/zerohop/telemetry/status"
 )
 
 // A stand-in for diagnostic_aggregator reads what the writer publishes on
@@ -26,7 +28,7 @@ func TestDiagnosticsReachAROSSubscriber(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub := startPeer(t, cfg, "sub", "diagnostics", "rt/diagnostics", "reliable", "1")
+	sub := startPeer(t, cfg, "sub", "diagnostics", "rt/diagnostics", "reliable", "2")
 	sub.expect("MATCHED")
 	waitFor(t, "the diagnostics writer to match", func() bool { return w.Matched() == 1 })
 	pub := fields(sub.expect("PUBLICATION"))
@@ -34,32 +36,40 @@ func TestDiagnosticsReachAROSSubscriber(t *testing.T) {
 		pub["userdata"] != "typehash="+hashDiagnostics+";" {
 		t.Errorf("PUBLICATION %v", pub)
 	}
-	statuses := []DiagnosticStatus{
-		{Level: DiagnosticError, Name: "zerohop_agent: cmd_vel", Message: "no fresh frame within 200ms (cmd_vel zeroed for 3.2s)",
-			HardwareID: "robot1", Values: []KeyValue{{"watchdog", "200ms"}, {"e2e p99", "7.2 ms"}, {"", ""}}},
-		{Level: DiagnosticOK, Name: "zerohop_agent: latency"},
-		{Level: DiagnosticWarn, Name: "ünïcode \x00 nul", Message: "", Values: []KeyValue{{"k", "v"}}},
+	first := []status.Status{
+		{Level: status.Error, Name: "zerohop_agent: cmd_vel", Message: "no fresh frame within 200ms (cmd_vel zeroed for 3.2s)",
+			HardwareID: "/robot1/zerohop_agent", Values: []status.KeyValue{{Key: "watchdog", Value: "200ms"}, {Key: "e2e p99", Value: "7.2 ms"}, {Key: "", Value: ""}}},
+		{Level: status.OK, Name: "zerohop_agent: latency"},
+		{Level: status.Warn, Name: "ünïcode \x00 nul", Message: "", Values: []status.KeyValue{{Key: "k", Value: "v"}}},
 	}
+	// The second array is shorter, its strings too: what the reused
+	// buffers held before must not show.
+	second := []status.Status{{Level: status.Stale, Name: "a: b", Message: "stopped", Values: []status.KeyValue{{Key: "x", Value: "1"}}}}
 	stamp := time.Unix(1700000000, 123456789)
-	for i := 0; i < 2; i++ { // the second write reuses the buffers
-		if err := w.Publish(stamp, statuses); err != nil {
+	for _, st := range [][]status.Status{first, second} {
+		if err := w.PublishStatus(stamp, st); err != nil {
 			t.Fatal(err)
 		}
 	}
-	got := fields(sub.expect("SAMPLE"))
-	if got["sec"] != "1700000000" || got["nanosec"] != "123456789" || got["n"] != "3" {
-		t.Fatalf("SAMPLE %v", got)
-	}
 	hx := func(s string) string { return hex.EncodeToString([]byte(strings.ReplaceAll(s, "\x00", "?"))) }
-	for i, s := range statuses {
-		want := fmt.Sprintf("%d,%s,%s,%s,%d", s.Level, hx(s.Name), hx(s.Message), hx(s.HardwareID), len(s.Values))
-		if got[fmt.Sprintf("s%d", i)] != want {
-			t.Errorf("status %d: %s, want %s", i, got[fmt.Sprintf("s%d", i)], want)
+	for n, statuses := range [][]status.Status{first, second} {
+		got := fields(sub.expect("SAMPLE"))
+		if got["sec"] != "1700000000" || got["nanosec"] != "123456789" || got["n"] != fmt.Sprint(len(statuses)) {
+			t.Fatalf("SAMPLE %d: %v", n, got)
 		}
-		for k, kv := range s.Values {
-			if g, want := got[fmt.Sprintf("s%dv%d", i, k)], hx(kv.Key)+","+hx(kv.Value); g != want {
-				t.Errorf("status %d value %d: %s, want %s", i, k, g, want)
+		for i, s := range statuses {
+			want := fmt.Sprintf("%d,%s,%s,%s,%d", s.Level, hx(s.Name), hx(s.Message), hx(s.HardwareID), len(s.Values))
+			if got[fmt.Sprintf("s%d", i)] != want {
+				t.Errorf("sample %d status %d: %s, want %s", n, i, got[fmt.Sprintf("s%d", i)], want)
 			}
+			for k, kv := range s.Values {
+				if g, want := got[fmt.Sprintf("s%dv%d", i, k)], hx(kv.Key)+","+hx(kv.Value); g != want {
+					t.Errorf("sample %d status %d value %d: %s, want %s", n, i, k, g, want)
+				}
+			}
+		}
+		if _, extra := got[fmt.Sprintf("s%d", len(statuses))]; extra {
+			t.Errorf("sample %d: more statuses than published: %v", n, got)
 		}
 	}
 }
@@ -74,22 +84,22 @@ func TestDiagnosticsLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Publish(time.Now(), make([]DiagnosticStatus, MaxDiagnosticStatuses+1)); err == nil || !strings.Contains(err.Error(), "at most 32") {
+	if err := w.PublishStatus(time.Now(), make([]status.Status, MaxDiagnosticStatuses+1)); err == nil || !strings.Contains(err.Error(), "at most 32") {
 		t.Errorf("33 statuses: %v", err)
 	}
-	if err := w.Publish(time.Now(), []DiagnosticStatus{{Values: make([]KeyValue, MaxDiagnosticValues+1)}}); err == nil || !strings.Contains(err.Error(), "at most 512") {
+	if err := w.PublishStatus(time.Now(), []status.Status{{Values: make([]status.KeyValue, MaxDiagnosticValues+1)}}); err == nil || !strings.Contains(err.Error(), "at most 512") {
 		t.Errorf("513 values: %v", err)
 	}
-	full := make([]DiagnosticStatus, MaxDiagnosticStatuses)
-	full[0].Values = make([]KeyValue, MaxDiagnosticValues)
-	if err := w.Publish(time.Now(), full); err != nil {
+	full := make([]status.Status, MaxDiagnosticStatuses)
+	full[0].Values = make([]status.KeyValue, MaxDiagnosticValues)
+	if err := w.PublishStatus(time.Now(), full); err != nil {
 		t.Errorf("the limits themselves: %v", err)
 	}
-	if err := w.Publish(time.Now(), nil); err != nil {
+	if err := w.PublishStatus(time.Now(), nil); err != nil {
 		t.Errorf("no status: %v", err)
 	}
 	w.Close()
-	if err := w.Publish(time.Now(), nil); err != ErrClosed {
+	if err := w.PublishStatus(time.Now(), nil); err != ErrClosed {
 		t.Errorf("after Close: %v", err)
 	}
 }
@@ -106,9 +116,9 @@ func TestDiagnosticsPublishAllocatesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	statuses := []DiagnosticStatus{{Level: DiagnosticWarn, Name: "a: b", Message: "m", Values: []KeyValue{{"k", "v"}, {"k2", "v2"}}}}
+	statuses := []status.Status{{Level: status.Warn, Name: "a: b", Message: "m", Values: []status.KeyValue{{Key: "k", Value: "v"}, {Key: "k2", Value: "v2"}}}}
 	now := time.Now()
-	if n := testing.AllocsPerRun(100, func() { err = w.Publish(now, statuses) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { err = w.PublishStatus(now, statuses) }); n != 0 {
 		t.Errorf("%v allocations per publish, want 0", n)
 	}
 	if err != nil {

@@ -16,6 +16,8 @@
 //     cmd_vel, RELIABLE, VOLATILE, KEEP_LAST 10; implements the agent's
 //     CmdSink. It never publishes NaN or Inf.
 //   - HandleWriter: publishes zerohop_msgs/SlotHandle.
+//   - DiagnosticsWriter: publishes diagnostic_msgs/DiagnosticArray on
+//     /diagnostics (a status.Sink), a node's health for ROS tools.
 //   - MirrorWriter: republishes camera frames as full sensor_msgs/Image or
 //     PointCloud2 (BEST_EFFORT, or RELIABLE KEEP_LAST 1 for rviz2's
 //     defaults) without ever waiting for a subscriber.

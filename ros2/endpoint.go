@@ -236,29 +236,6 @@ type TwistOptions struct {
 	QoS       QoS // default DefaultQoS()
 }
 
-// DiagnosticLevel is diagnostic_msgs/DiagnosticStatus's level.
-type DiagnosticLevel uint8
-
-// The levels of diagnostic_msgs/DiagnosticStatus.
-const (
-	DiagnosticOK    DiagnosticLevel = 0
-	DiagnosticWarn  DiagnosticLevel = 1
-	DiagnosticError DiagnosticLevel = 2
-	DiagnosticStale DiagnosticLevel = 3
-)
-
-// KeyValue is diagnostic_msgs/KeyValue.
-type KeyValue struct{ Key, Value string }
-
-// DiagnosticStatus is diagnostic_msgs/DiagnosticStatus: one component's
-// state. diagnostic_aggregator groups statuses by Name, conventionally
-// "node: part".
-type DiagnosticStatus struct {
-	Level                     DiagnosticLevel
-	Name, Message, HardwareID string
-	Values                    []KeyValue
-}
-
 // Limits of one DiagnosticArray (zh_write_diagnostics' stack arrays).
 const (
 	MaxDiagnosticStatuses = 32

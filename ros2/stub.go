@@ -9,6 +9,7 @@ import (
 
 	"github.com/zerohop/zerohop/handles"
 	"github.com/zerohop/zerohop/planner"
+	"github.com/zerohop/zerohop/telemetry/status"
 )
 
 // This build has no ROS 2 support: every constructor returns ErrNotBuilt
@@ -56,9 +57,9 @@ func (*HandleWriter) Close() error                  { return nil }
 // ros2-tagged build).
 type DiagnosticsWriter struct{}
 
-func (*DiagnosticsWriter) Publish(time.Time, []DiagnosticStatus) error { return ErrNotBuilt }
-func (*DiagnosticsWriter) Matched() int                                { return 0 }
-func (*DiagnosticsWriter) Close() error                                { return nil }
+func (*DiagnosticsWriter) PublishStatus(time.Time, []status.Status) error { return ErrNotBuilt }
+func (*DiagnosticsWriter) Matched() int                                   { return 0 }
+func (*DiagnosticsWriter) Close() error                                   { return nil }
 
 // Subscription receives a sensor topic (see the ros2-tagged build).
 type Subscription struct{}

@@ -2,6 +2,7 @@ package ros2
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -144,6 +145,48 @@ func TestGeneratedCodeIsFresh(t *testing.T) {
 			if !bytes.Equal(fresh, committed) {
 				t.Errorf("%s%s is stale: run make ros2-gen (ros2/idl/gen.sh)", name, ext)
 			}
+		}
+	}
+}
+
+// The diagnostic_msgs IDL that idlc compiles declares the fields the type
+// hash is computed from, in order, with the same wire types.
+func TestDiagnosticsIDLMatchesMsg(t *testing.T) {
+	r := registry(t)
+	idl, err := os.ReadFile("idl/diagnostic_msgs.idl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	member := regexp.MustCompile(`(?m)^\s+([\w:<>]+)\s+(\w+);`)
+	idlType := func(f typehash.Field) string {
+		switch {
+		case f.ID == typehash.String:
+			return "string"
+		case f.ID == typehash.Byte:
+			return "octet"
+		case f.Nested == "std_msgs/msg/Header":
+			return "std_msgs::msg::dds_::Header_"
+		case f.Sequence:
+			return "sequence<" + strings.TrimPrefix(f.Nested, "diagnostic_msgs/msg/") + "_>"
+		}
+		return fmt.Sprintf("type %d", f.ID)
+	}
+	for _, name := range []string{"KeyValue", "DiagnosticStatus", "DiagnosticArray"} {
+		start := bytes.Index(idl, []byte("struct "+name+"_ {"))
+		if start < 0 {
+			t.Fatalf("no struct %s_ in the IDL", name)
+		}
+		body := idl[start:]
+		body = body[:bytes.Index(body, []byte("};"))]
+		var got, want []string
+		for _, m := range member.FindAllSubmatch(body, -1) {
+			got = append(got, string(m[1])+" "+string(m[2]))
+		}
+		for _, f := range r["diagnostic_msgs/msg/"+name].Fields {
+			want = append(want, idlType(f)+" "+f.Name)
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s: IDL members:\n%s\n.msg fields:\n%s", name, strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/zerohop/zerohop/logging"
 	"github.com/zerohop/zerohop/ros2/rosargs"
 	"github.com/zerohop/zerohop/telemetry"
+	"github.com/zerohop/zerohop/telemetry/status"
 )
 
 func main() {
@@ -32,7 +33,8 @@ func main() {
 }
 
 // rosOptions says which flags hold what --ros-args changes.
-var rosOptions = rosargs.Options{NodeName: "zerohop_agent", NodeNameFlag: "ros2-node-name", NamespaceFlag: "ros2-namespace", LogLevelFlag: "log-level"}
+var rosOptions = rosargs.Options{NodeName: "zerohop_agent", NodeNameFlag: "ros2-node-name", NamespaceFlag: "ros2-namespace", LogLevelFlag: "log-level",
+	Aliases: map[string]string{"diagnostic_updater.period": "diagnostics-period"}}
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
@@ -139,19 +141,21 @@ Flags:
 	}
 	defer out.close()
 	cfg.Sink = out.sink // nil: the log sink
-	cfg.Status, cfg.StatusPeriod, cfg.StatusName = out.status, out.statusPeriod, out.statusName
+	cfg.Status, cfg.StatusPeriod, cfg.StatusNode, cfg.StatusStamp = out.status, out.statusPeriod, out.statusNode, out.statusStamp
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return agent.RunNodeBounded(ctx, cfg, shutdownGrace)
 }
 
 // ros2Out is what the ROS 2 flags open: the cmd_vel sink and the status
-// sink (nil: the log sink, no status), and how to close them.
+// sink (nil: the log sink, no status) with the agent's status settings,
+// and how to close them.
 type ros2Out struct {
 	sink         agent.CmdSink
-	status       agent.StatusSink
+	status       status.Sink
 	statusPeriod time.Duration
-	statusName   string
+	statusNode   string
+	statusStamp  func(time.Time) time.Time
 	close        func()
 }
 

@@ -14,13 +14,11 @@ import (
 	"github.com/zerohop/zerohop/agent"
 	"github.com/zerohop/zerohop/ros2"
 	"github.com/zerohop/zerohop/ros2/rosargs"
+	"github.com/zerohop/zerohop/telemetry/status"
 )
 
-// The sinks must keep satisfying the agent's interfaces.
-var (
-	_ agent.CmdSink    = (*ros2.TwistSink)(nil)
-	_ agent.StatusSink = (*diagnosticsSink)(nil)
-)
+// The sink must keep satisfying the agent's interface.
+var _ agent.CmdSink = (*ros2.TwistSink)(nil)
 
 // ros2Flags registers the ROS 2 output flags. With --ros2 the agent
 // publishes cmd_vel as geometry_msgs/Twist (or TwistStamped) and its
@@ -59,8 +57,13 @@ func ros2Flags(fs *flag.FlagSet) func(*zap.Logger, *rosargs.Args) (ros2Out, erro
 				p.Close()
 				return ros2Out{}, err
 			}
-			_, name := rosargs.Node(set.cfg.Remaps, set.cfg.Namespace, set.cfg.NodeName)
-			out.status, out.statusPeriod, out.statusName = &diagnosticsSink{w: diag}, set.diagPeriod, name
+			out.status, out.statusPeriod = diag, set.diagPeriod
+			out.statusNode = rosargs.FullName(rosargs.Node(set.cfg.Remaps, set.cfg.Namespace, set.cfg.NodeName))
+			if set.simTime {
+				// The simulation's clock is not this machine's: no stamp
+				// (aggregators time statuses by arrival).
+				out.statusStamp = func(time.Time) time.Time { return time.Time{} }
+			}
 		}
 		// The agent publishes zero (and its last status) before it
 		// returns; closing the sink waits (up to 1 s) for subscribers to
@@ -82,24 +85,6 @@ func ros2Flags(fs *flag.FlagSet) func(*zap.Logger, *rosargs.Args) (ros2Out, erro
 	}
 }
 
-// diagnosticsSink publishes the agent's status as diagnostic_msgs.
-type diagnosticsSink struct {
-	w   *ros2.DiagnosticsWriter
-	buf []ros2.DiagnosticStatus // reused: only the status goroutine calls
-}
-
-func (d *diagnosticsSink) PublishStatus(stamp time.Time, statuses []agent.Status) error {
-	d.buf = d.buf[:0]
-	for _, s := range statuses {
-		st := ros2.DiagnosticStatus{Level: ros2.DiagnosticLevel(s.Level), Name: s.Name, Message: s.Message}
-		for _, kv := range s.Values {
-			st.Values = append(st.Values, ros2.KeyValue{Key: kv.Key, Value: kv.Value})
-		}
-		d.buf = append(d.buf, st)
-	}
-	return d.w.Publish(stamp, d.buf)
-}
-
 // ros2Settings is what the ROS 2 flags say: the participant, the cmd_vel
 // publisher, the diagnostics publisher (diagPeriod 0: none); enabled is
 // --ros2.
@@ -108,6 +93,7 @@ type ros2Settings struct {
 	twist      ros2.TwistOptions
 	diag       ros2.DiagnosticsOptions
 	diagPeriod time.Duration
+	simTime    bool // --use-sim-time
 	enabled    bool
 }
 
@@ -126,7 +112,7 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 		domain  = fs.Int("ros-domain", -1, fmt.Sprintf("DDS domain id 0..%d, overriding ROS_DOMAIN_ID (--ros2; -1: from the environment, default 0)", ros2.MaxDomainID))
 		node    = fs.String("ros2-node-name", "zerohop_agent", "ROS node name in ros2 node list / rqt_graph (--ros2; --ros-args -r __node:=NAME wins over it)")
 		ns      = fs.String("ros2-namespace", "/", "ROS namespace of that node, e.g. /robot1; relative topic names resolve against it (--ros2; --ros-args -r __ns:=/NS wins over it)")
-		diagPer = fs.Duration("diagnostics-period", agent.DefaultStatusPeriod, "publish the agent's status as diagnostic_msgs/DiagnosticArray this often (--ros2; 0: never), for diagnostic_aggregator, rqt_robot_monitor and Foxglove: cmd_vel (ERROR while commands are zeroed, with why), frames (rate; WARN on drops), latency (each stage's p50/p99/max; WARN when the end-to-end p99 passes half --watchdog), lidar (WARN while the ground check disagrees with the mounting flags), compute (CPU or GPU); every part STALE when the agent stops")
+		diagPer = fs.Duration("diagnostics-period", status.DefaultPeriod, "publish the agent's status as diagnostic_msgs/DiagnosticArray this often (--ros2; 0: never), for diagnostic_aggregator, rqt_robot_monitor and Foxglove: cmd_vel (ERROR while commands are zeroed, with why), frames (rate; WARN when over 5% are dropped), latency (each stage's p50/p99/max; WARN when the end-to-end p99 plus the time between frames passes 80% of --watchdog), lidar (WARN while the ground check disagrees with the mounting flags), compute (CPU or GPU); starting up at once, every part STALE when the agent stops. The ROS parameter diagnostic_updater.period sets it too")
 		diagTop = fs.String("diagnostics-topic", "/diagnostics", "topic of the agent's status (--ros2, --diagnostics-period)")
 		simTime = fs.Bool("use-sim-time", false, "the ROS graph runs on a simulator's /clock (use_sim_time, which launch files set as a parameter): with --twist-stamped, commands are stamped {0,0} as with --twist-stamp zero, since this machine's clock lies in the simulation's future; the Twist of plain cmd_vel has no stamp")
 	)
@@ -193,7 +179,7 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 		if _, err := cfg.ResolveTopic(diag.Topic); err != nil {
 			return fail(fmt.Errorf("--diagnostics-topic: %w", err))
 		}
-		return ros2Settings{cfg: cfg, twist: opts, diag: diag, diagPeriod: *diagPer, enabled: true}, nil
+		return ros2Settings{cfg: cfg, twist: opts, diag: diag, diagPeriod: *diagPer, simTime: *simTime, enabled: true}, nil
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/zerohop/zerohop/agent"
 	"github.com/zerohop/zerohop/ros2"
 	"github.com/zerohop/zerohop/ros2/rosargs"
 )
@@ -194,6 +193,8 @@ func TestDiagnosticsFlags(t *testing.T) {
 		{[]string{"--ros2", "--ros2-namespace", "/robot1"}, time.Second, "/diagnostics", ""},
 		{[]string{"--ros2", "--diagnostics-period", "0"}, 0, "/diagnostics", ""},
 		{[]string{"--ros2", "--ros-args", "-p", "diagnostics_period:=0.5", "-r", "/diagnostics:=/robot1/diagnostics"}, 500 * time.Millisecond, "/robot1/diagnostics", ""},
+		// diagnostic_updater's own parameter, as bring-up files set it.
+		{[]string{"--ros2", "--ros-args", "-p", "diagnostic_updater.period:=2.0"}, 2 * time.Second, "/diagnostics", ""},
 		{[]string{"--ros2", "--diagnostics-period", "5ms"}, 0, "", "--diagnostics-period 5ms: want 10ms to 1h"},
 		{[]string{"--ros2", "--diagnostics-topic", "diag nostics"}, 0, "", "--diagnostics-topic"},
 		{[]string{"--diagnostics-period", "2s"}, 0, "", "--diagnostics-period: only with --ros2"},
@@ -219,19 +220,6 @@ func TestDiagnosticsFlags(t *testing.T) {
 		topic, err := set.cfg.ResolveTopic(set.diag.Topic)
 		if set.diagPeriod != tc.period || err != nil || topic != tc.topic {
 			t.Errorf("%q: period %v, topic %q (%v); want %v, %q", tc.args, set.diagPeriod, topic, err, tc.period, tc.topic)
-		}
-	}
-}
-
-// The agent's levels are diagnostic_msgs' values, which diagnosticsSink
-// passes on as they are.
-func TestStatusLevelsAreDiagnosticLevels(t *testing.T) {
-	for a, r := range map[agent.StatusLevel]ros2.DiagnosticLevel{
-		agent.StatusOK: ros2.DiagnosticOK, agent.StatusWarn: ros2.DiagnosticWarn,
-		agent.StatusError: ros2.DiagnosticError, agent.StatusStale: ros2.DiagnosticStale,
-	} {
-		if uint8(a) != uint8(r) {
-			t.Errorf("agent level %d is ROS level %d", a, r)
 		}
 	}
 }

@@ -28,7 +28,8 @@ func main() {
 }
 
 // rosOptions says which flags hold what --ros-args changes.
-var rosOptions = rosargs.Options{NodeName: "zerohop_camera", NodeNameFlag: "ros2-node-name", NamespaceFlag: "ros2-namespace", LogLevelFlag: "log-level"}
+var rosOptions = rosargs.Options{NodeName: "zerohop_camera", NodeNameFlag: "ros2-node-name", NamespaceFlag: "ros2-namespace", LogLevelFlag: "log-level",
+	Aliases: map[string]string{"diagnostic_updater.period": "ros2-diagnostics-period"}}
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("camera", flag.ContinueOnError)

@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/zerohop/zerohop/camera"
 	"github.com/zerohop/zerohop/ros2"
 	"github.com/zerohop/zerohop/ros2/rosargs"
+	"github.com/zerohop/zerohop/telemetry/status"
 )
 
 // ros2Flags registers the ROS 2 source flags. The returned function runs
@@ -70,6 +72,8 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 		stamp      = fs.String("ros2-stamp", "header", `--source ros2: a frame's capture time: "header" (the message's header.stamp; the driver's clock must be this machine's, within the agent's --watchdog) or "receipt" (this machine's clock when the message arrives: for a simulator's use_sim_time stamps or a driver clock that is not synchronised; time before arrival goes uncounted)`)
 		iField     = fs.String("ros2-intensity-field", camera.DefaultIntensityField, `--source ros2: the PointCloud2 field whose value (any numeric type, converted to float32) becomes each point's intensity, e.g. reflectivity for Livox or an Ouster's native profile; not x, y or z. "" = none: intensity 0 for every point, without the warning a cloud lacking the field gets`)
 		iScale     = fs.Float64("ros2-intensity-scale", 1, `--source ros2: multiply each intensity by this, a finite number > 0, to bring the driver's scale to the one the model was trained on (Velodyne sends 0-255, Ouster up to thousands, KITTI 0-1). The synthetic scene's intensities lie in 0-1 (ground 0.2 to obstacles 0.85), as KITTI's do: for a 0-255 driver give 0.00392157 (1/255). The shipped reference model ignores intensity (its BEV's intensity channel is unused). A scale other than 1 turns off the single-copy path for clouds already packed XYZI float32`)
+		diagPer    = fs.Duration("ros2-diagnostics-period", status.DefaultPeriod, "--source ros2: publish each driver topic's status as diagnostic_msgs/DiagnosticArray this often (0: never), for diagnostic_aggregator, rqt_robot_monitor and Foxglove: WARN while no publisher is matched (topic name, ROS_DOMAIN_ID, QoS), when no message came in the period, or when over 5% were dropped (saying why: too large, no free slot, unsupported); every part STALE when the camera stops. The ROS parameter diagnostic_updater.period sets it too")
+		diagTop    = fs.String("ros2-diagnostics-topic", "/diagnostics", "--source ros2: topic of the camera's status (--ros2-diagnostics-period)")
 		domain     = fs.Int("ros-domain", -1, fmt.Sprintf("--source ros2: DDS domain id 0..%d, overriding ROS_DOMAIN_ID (-1: from the environment, default 0)", ros2.MaxDomainID))
 	)
 	return func(lookup func(string) (string, bool), ra *rosargs.Args) (camera.ROS2NodeConfig, error) {
@@ -109,6 +113,12 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 		if *stamp != "header" && *stamp != "receipt" {
 			return camera.ROS2NodeConfig{}, fmt.Errorf(`--ros2-stamp %q: want "header" or "receipt"`, *stamp)
 		}
+		if *diagPer < 0 || (*diagPer > 0 && *diagPer < 10*time.Millisecond) || *diagPer > time.Hour {
+			return camera.ROS2NodeConfig{}, fmt.Errorf("--ros2-diagnostics-period %v: want 10ms to 1h (0: off)", *diagPer)
+		}
+		if _, err := dds.ResolveTopic(*diagTop); err != nil {
+			return camera.ROS2NodeConfig{}, fmt.Errorf("--ros2-diagnostics-topic: %w", err)
+		}
 		receipt := *stamp == "receipt"
 		if *simTime {
 			stampGiven := false
@@ -131,6 +141,7 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 			MaxPoints: *maxPoints, MaxImageBytes: *maxImage, HandlesTopic: *handlesTop,
 			ImageMirrorTopic: *imgMirror, PointsMirrorTopic: *ptsMirror, MirrorReliability: rel,
 			StampOnReceipt: receipt, Intensity: intensity,
+			DiagnosticsPeriod: *diagPer, DiagnosticsTopic: *diagTop, ZeroStamp: *simTime,
 		}, nil
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/zerohop/zerohop/camera"
 	"github.com/zerohop/zerohop/internal/sockdir"
@@ -326,5 +327,34 @@ func TestLaunchExampleParses(t *testing.T) {
 	if *source != "ros2" || *rate != 10 || rc.PointsTopic != "/velodyne_points" || rc.ImageTopic != "/camera/color/image_raw" ||
 		rc.Intensity.Scale != 0.00392157 || rc.StampOnReceipt {
 		t.Errorf("source %q, rate %v, %+v", *source, *rate, rc)
+	}
+}
+
+// Each driver topic's status goes to /diagnostics once a second by
+// default; diagnostic_updater's own parameter sets the period too, and
+// use_sim_time leaves the stamps {0, 0}.
+func TestDiagnosticsFlags(t *testing.T) {
+	for _, c := range []struct {
+		args   []string
+		period time.Duration
+		zero   bool
+		err    string
+	}{
+		{nil, time.Second, false, ""},
+		{[]string{"--ros2-diagnostics-period", "0"}, 0, false, ""},
+		{[]string{"--ros-args", "-p", "diagnostic_updater.period:=2.0", "-p", "use_sim_time:=true"}, 2 * time.Second, true, ""},
+		{[]string{"--ros2-diagnostics-period", "5ms"}, 0, false, "--ros2-diagnostics-period 5ms: want 10ms to 1h"},
+		{[]string{"--ros2-diagnostics-topic", "/diag/"}, 0, false, "--ros2-diagnostics-topic"},
+	} {
+		rc, err := parseROS2FlagsErr(c.args)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%q: %v, want an error with %q", c.args, err, c.err)
+			}
+			continue
+		}
+		if err != nil || rc.DiagnosticsPeriod != c.period || rc.DiagnosticsTopic != "/diagnostics" || rc.ZeroStamp != c.zero {
+			t.Errorf("%q: period %v, topic %q, zero stamp %v (%v); want %v, /diagnostics, %v", c.args, rc.DiagnosticsPeriod, rc.DiagnosticsTopic, rc.ZeroStamp, err, c.period, c.zero)
+		}
 	}
 }

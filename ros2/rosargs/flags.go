@@ -25,6 +25,9 @@ type Options struct {
 	NodeNameFlag, NamespaceFlag string
 	// LogLevelFlag names the flag --log-level sets ("log-level").
 	LogLevelFlag string
+	// Aliases maps ROS parameter names the ecosystem uses to flags of
+	// other names ("diagnostic_updater.period": "diagnostics-period").
+	Aliases map[string]string
 }
 
 // ParseFlags parses args into fs as fs.Parse does, after taking out the
@@ -59,7 +62,7 @@ func ParseFlags(fs *flag.FlagSet, args []string, opt Options) (*Args, error) {
 	ns, name = Node(a.Remaps, ns, name)
 	byParam := map[string]bool{}
 	for _, p := range a.Params(FullName(ns, name)) {
-		f := lookupParam(fs, p.Name)
+		f := lookupParam(fs, p.Name, opt.Aliases)
 		if f == nil {
 			return nil, fmt.Errorf("parameter %s (%s): %s has no such setting; its parameters are its flags, written with '_' or '-' (lidar_height for --lidar-height; see --help)", p.Name, p.Source, FullName(ns, name))
 		}
@@ -88,7 +91,10 @@ func ParseFlags(fs *flag.FlagSet, args []string, opt Options) (*Args, error) {
 }
 
 // lookupParam finds the flag a parameter name stands for.
-func lookupParam(fs *flag.FlagSet, name string) *flag.Flag {
+func lookupParam(fs *flag.FlagSet, name string, aliases map[string]string) *flag.Flag {
+	if alias, ok := aliases[name]; ok {
+		return fs.Lookup(alias)
+	}
 	if f := fs.Lookup(name); f != nil {
 		return f
 	}

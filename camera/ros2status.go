@@ -1,0 +1,82 @@
+package camera
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/zerohop/zerohop/telemetry/status"
+)
+
+// topicState is what topicStatus reads of one driver topic: its resolved
+// name, the publishers matched now, and the source's counters now and a
+// period ago (zero at the first).
+type topicState struct {
+	part, topic, maxFlag string // "points", "/velodyne_points", "--ros2-max-points"
+	publishers           int
+	now, prev            ROS2Stats
+	elapsed              time.Duration
+}
+
+// dropWarnRatio is the share of a period's messages dropped that makes a
+// topic's status WARN.
+const dropWarnRatio = 0.05
+
+// topicStatus is one driver topic's status, named "NODE: part" after the
+// camera's fully qualified ROS name:
+//
+//   - WARN while no publisher is matched (the topic name, the domain or
+//     the QoS is off, or the driver is down);
+//   - WARN when no message came in the period;
+//   - WARN when more than 5 % of the period's messages were dropped,
+//     saying why and what to change;
+//   - else OK with the rate.
+func topicStatus(fullName string, st topicState) status.Status {
+	kv := func(k string, v uint64) status.KeyValue {
+		return status.KeyValue{Key: k, Value: strconv.FormatUint(v, 10)}
+	}
+	received := st.now.Received - st.prev.Received
+	rate := 0.0
+	if secs := st.elapsed.Seconds(); secs > 0 {
+		rate = float64(received) / secs
+	}
+	out := status.Status{Level: status.OK, Name: strings.TrimPrefix(fullName, "/") + ": " + st.part, HardwareID: fullName,
+		Message: fmt.Sprintf("%.1f Hz from %s", rate, st.topic),
+		Values: []status.KeyValue{
+			{Key: "topic", Value: st.topic},
+			{Key: "publishers", Value: strconv.Itoa(st.publishers)},
+			{Key: "rate Hz", Value: strconv.FormatFloat(rate, 'f', 1, 64)},
+			kv("received", st.now.Received), kv("published", st.now.Published), kv("delivered", st.now.Delivered),
+			kv("exhausted", st.now.Exhausted), kv("unsupported", st.now.Unsupported), kv("too large", st.now.TooLarge),
+			kv("failed", st.now.Failed), kv("mirrored", st.now.Mirrored),
+		}}
+	period := st.elapsed.Round(time.Millisecond)
+	type reason struct {
+		n    uint64
+		what string
+	}
+	reasons := []reason{
+		{st.now.TooLarge - st.prev.TooLarge, "larger than a slot (raise " + st.maxFlag + ")"},
+		{st.now.Exhausted - st.prev.Exhausted, "no free slot (the subscribers hold them all: more --slots, or fewer held)"},
+		{st.now.Unsupported - st.prev.Unsupported, "unsupported encoding or point layout (see the log)"},
+		{st.now.Failed - st.prev.Failed, "publishing failed (see the log)"},
+	}
+	var dropped uint64
+	var why []string
+	for _, r := range reasons {
+		if r.n > 0 {
+			dropped += r.n
+			why = append(why, fmt.Sprintf("%d %s", r.n, r.what))
+		}
+	}
+	switch {
+	case st.publishers == 0:
+		out.Level, out.Message = status.Warn, fmt.Sprintf("no publisher on %s: check the topic name, ROS_DOMAIN_ID and that the driver runs", st.topic)
+	case received == 0:
+		out.Level, out.Message = status.Warn, fmt.Sprintf("no message on %s in the last %v (%d publishers matched)", st.topic, period, st.publishers)
+	case float64(dropped) > dropWarnRatio*float64(received):
+		out.Level, out.Message = status.Warn, fmt.Sprintf("%d of %d messages on %s dropped in the last %v: %s", dropped, received, st.topic, period, strings.Join(why, ", "))
+	}
+	return out
+}
