@@ -17,17 +17,25 @@ import (
 // A stand-in for diagnostic_aggregator reads what the writer publishes on
 // rt/diagnostics: the type and hash rmw announces, the stamp, and every
 // status and value as given (a NUL, which the wire cannot carry, as '?').
-func TestDiagnosticsReachAROSSubscriber(t *testing.T) {
-	cfg := loopbackConfig(t)
+// newDiagnosticsWriter is a participant with cfg, closed at cleanup, and
+// its diagnostics writer on topic ("": the default).
+func newDiagnosticsWriter(t *testing.T, cfg Config, topic string) *DiagnosticsWriter {
+	t.Helper()
 	p, err := NewParticipant(cfg, zaptest.NewLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
-	w, err := p.NewDiagnosticsWriter(DiagnosticsOptions{})
+	t.Cleanup(func() { p.Close() })
+	w, err := p.NewDiagnosticsWriter(DiagnosticsOptions{Topic: topic})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return w
+}
+
+func TestDiagnosticsReachAROSSubscriber(t *testing.T) {
+	cfg := loopbackConfig(t)
+	w := newDiagnosticsWriter(t, cfg, "")
 	sub := startPeer(t, cfg, "sub", "diagnostics", "rt/diagnostics", "reliable", "2")
 	sub.expect("MATCHED")
 	waitFor(t, "the diagnostics writer to match", func() bool { return w.Matched() == 1 })
@@ -75,15 +83,7 @@ func TestDiagnosticsReachAROSSubscriber(t *testing.T) {
 }
 
 func TestDiagnosticsLimits(t *testing.T) {
-	p, err := NewParticipant(loopbackConfig(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	w, err := p.NewDiagnosticsWriter(DiagnosticsOptions{Topic: "diag"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := newDiagnosticsWriter(t, loopbackConfig(t), "diag")
 	if err := w.PublishStatus(time.Now(), make([]status.Status, MaxDiagnosticStatuses+1)); err == nil || !strings.Contains(err.Error(), "at most 32") {
 		t.Errorf("33 statuses: %v", err)
 	}
@@ -107,15 +107,8 @@ func TestDiagnosticsLimits(t *testing.T) {
 // Once its buffers have grown, a publish allocates nothing, so a status
 // publisher costs the pipeline no garbage.
 func TestDiagnosticsPublishAllocatesNothing(t *testing.T) {
-	p, err := NewParticipant(loopbackConfig(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	w, err := p.NewDiagnosticsWriter(DiagnosticsOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := newDiagnosticsWriter(t, loopbackConfig(t), "")
+	var err error
 	statuses := []status.Status{{Level: status.Warn, Name: "a: b", Message: "m", Values: []status.KeyValue{{Key: "k", Value: "v"}, {Key: "k2", Value: "v2"}}}}
 	now := time.Now()
 	if n := testing.AllocsPerRun(100, func() { err = w.PublishStatus(now, statuses) }); n != 0 {
