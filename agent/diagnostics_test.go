@@ -206,3 +206,27 @@ func TestStatusPeriodChecked(t *testing.T) {
 		t.Errorf("10ms: %v", err)
 	}
 }
+
+// BenchmarkStatusCollect is what the agent's status costs each period: a
+// /latency snapshot of a recorder holding a minute of 30 Hz frames, and
+// diagnose. Once a second, off the frame path.
+func BenchmarkStatusCollect(b *testing.B) {
+	rec, err := telemetry.New(telemetry.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range 1800 {
+		for s := telemetry.StageHandoff; s <= telemetry.StageE2E; s++ {
+			rec.Record(s, time.Duration(1000+i%700)*time.Microsecond)
+		}
+		rec.Inc(telemetry.FramesProcessed)
+	}
+	loop := statusLoop(NodeConfig{StatusNode: "/robot1/zerohop_agent", StatusPeriod: time.Second}, 200*time.Millisecond, rec,
+		func(time.Time) error { return nil })
+	b.ReportAllocs()
+	for b.Loop() {
+		if st := loop.Collect(time.Now(), time.Second); len(st) != 5 {
+			b.Fatal(len(st))
+		}
+	}
+}

@@ -39,9 +39,10 @@ type ReplayConfig struct {
 //
 //   - point clouds: KITTI .bin (float32 x, y, z, intensity records, exactly
 //     the slot layout, read straight into dst) and PCD v0.7 with DATA ascii
-//     or binary (fields x, y, z required, intensity or i optional → 0, any
-//     order, extra fields skipped, types I/U/F of any size converted to
-//     float32). Points with a non-finite x, y or z are dropped.
+//     or binary (fields x, y, z required; intensity or i, else reflectivity
+//     as Livox and Ouster tools save it, optional → 0; any order, extra
+//     fields skipped, types I/U/F of any size converted to float32, values
+//     as they are). Points with a non-finite x, y or z are dropped.
 //   - images: PNG and JPEG, written as rgb8, or mono8 for grey files (see
 //     ReplayConfig.Encoding). Alpha is composited over black.
 //

@@ -289,10 +289,11 @@ func (h *Header) DataSize() int64 {
 type XYZI struct{ X, Y, Z, I int }
 
 // FindXYZI locates the x, y, z and intensity fields. x, y and z are required;
-// intensity is the field named "intensity" or "i" and optional. Each must have
-// COUNT 1.
+// intensity is the field named "intensity" or "i", else "reflectivity" (what
+// Livox and Ouster tools save), and optional. Each must have COUNT 1.
 func (h *Header) FindXYZI() (XYZI, error) {
 	l := XYZI{-1, -1, -1, -1}
+	reflectivity := -1
 	for i, f := range h.Fields {
 		var slot *int
 		switch f.Name {
@@ -307,6 +308,11 @@ func (h *Header) FindXYZI() (XYZI, error) {
 				return l, fmt.Errorf("fields %q and %q both look like intensity", h.Fields[l.I].Name, f.Name)
 			}
 			slot = &l.I
+		case "reflectivity":
+			if f.Count != 1 { // not needed unless nothing else is intensity
+				continue
+			}
+			slot = &reflectivity
 		default:
 			continue
 		}
@@ -314,6 +320,9 @@ func (h *Header) FindXYZI() (XYZI, error) {
 			return l, fmt.Errorf("field %q has COUNT %d, want 1", f.Name, f.Count)
 		}
 		*slot = i
+	}
+	if l.I < 0 {
+		l.I = reflectivity
 	}
 	var missing []string
 	for _, m := range []struct {

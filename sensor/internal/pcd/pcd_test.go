@@ -132,6 +132,10 @@ func TestFindXYZI(t *testing.T) {
 		{"normal_x rgb", "1 1", XYZI{}, "missing field x, y, z (FIELDS are normal_x rgb)"},
 		{"x y z", "1 2 1", XYZI{}, `field "y" has COUNT 2`},
 		{"x y z i intensity", "1 1 1 1 1", XYZI{}, "both look like intensity"},
+		// Livox and Ouster tools save reflectivity; intensity wins where both are.
+		{"x y z reflectivity tag line", "1 1 1 1 1 1", XYZI{0, 1, 2, 3}, ""},
+		{"x y z reflectivity intensity", "1 1 1 1 1", XYZI{0, 1, 2, 4}, ""},
+		{"x y z intensity reflectivity", "1 1 1 1 2", XYZI{0, 1, 2, 3}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.fields, func(t *testing.T) {
