@@ -190,7 +190,7 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 			return errors.Join(fmt.Errorf("camera: diagnostics: %w", err), src.Close(), stopServing())
 		}
 		defer diag.Close() // after the loop's last publish, before the participant
-		loop := topicStatusLoop(rc, src, cam, inputs[0].resolved, inputs[1].resolved)
+		loop := topicStatusLoop(rc, src, cam, srv, inputs[0].resolved, inputs[1].resolved)
 		loop.Sink, loop.Log = diag, log
 		loopDone := make(chan struct{})
 		go func() {
@@ -217,9 +217,10 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 }
 
 // topicStatusLoop is the camera's status loop: a status per driver topic
-// it subscribes (points, image) every rc.DiagnosticsPeriod, STALE when it
-// stops. Sink and Log are the caller's to set.
-func topicStatusLoop(rc ROS2NodeConfig, src *ROS2Source, cam *Camera, pointsTopic, imageTopic string) status.Loop {
+// it subscribes (points, image) and one of its subscribers every
+// rc.DiagnosticsPeriod, STALE when it stops. Sink and Log are the
+// caller's to set.
+func topicStatusLoop(rc ROS2NodeConfig, src *ROS2Source, cam *Camera, srv *transport.Server, pointsTopic, imageTopic string) status.Loop {
 	fullName := rc.DDS.FullNodeName()
 	var states []topicState
 	var topics []int
@@ -234,20 +235,27 @@ func topicStatusLoop(rc ROS2NodeConfig, src *ROS2Source, cam *Camera, pointsTopi
 			states, topics = append(states, t.st), append(topics, t.topic)
 		}
 	}
-	parts := make([]string, len(states))
+	parts := make([]string, len(states), len(states)+1)
 	for i, st := range states {
 		parts[i] = st.part
 	}
+	parts = append(parts, "subscribers")
+	subs := subscribersState{socket: srv.Path()}
 	loop := status.Loop{
 		Period: rc.DiagnosticsPeriod,
 		Collect: func(_ time.Time, elapsed time.Duration) []status.Status {
-			out := make([]status.Status, len(states))
+			out := make([]status.Status, len(states), len(states)+1)
+			subs.delivered = 0
 			for i := range states {
 				st := &states[i]
 				st.now, st.publishers, st.elapsed = src.Stats(topics[i]), src.Publishers(topics[i]), elapsed
 				out[i] = topicStatus(fullName, *st)
+				subs.delivered += st.now.Delivered - st.prev.Delivered
 				st.prev = st.now
 			}
+			subs.now, subs.elapsed = srv.Stats(), elapsed
+			out = append(out, subscribersStatus(fullName, subs))
+			subs.prev = subs.now
 			return out
 		},
 		Stopped: status.Named(strings.TrimPrefix(fullName, "/"), fullName, parts, status.Stale, "the node stopped"),

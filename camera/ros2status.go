@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zerohop/zerohop/handles/transport"
 	"github.com/zerohop/zerohop/telemetry/status"
 )
 
@@ -77,6 +78,45 @@ func topicStatus(fullName string, st topicState) status.Status {
 		out.Level, out.Message = status.Warn, fmt.Sprintf("no message on %s in the last %v (%d publishers matched)", st.topic, period, st.publishers)
 	case float64(dropped) > dropWarnRatio*float64(received):
 		out.Level, out.Message = status.Warn, fmt.Sprintf("%d of %d messages on %s dropped in the last %v: %s", dropped, received, st.topic, period, strings.Join(why, ", "))
+	}
+	return out
+}
+
+// subscribersState is what subscribersStatus reads: the socket, the
+// server's counters now and a period ago, and the handles delivered to
+// subscribers in the period (summed over topics).
+type subscribersState struct {
+	socket    string
+	now, prev transport.ServerStats
+	delivered uint64
+	elapsed   time.Duration
+}
+
+// subscribersStatus is the status of the camera's zerohop subscribers
+// (the agent), "NODE: subscribers": WARN while none is connected (the
+// frames go nowhere), or when more than 5 % of the period's handles could
+// not be sent (a subscriber too slow to drain its socket); else OK.
+func subscribersStatus(fullName string, st subscribersState) status.Status {
+	kv := func(k string, v uint64) status.KeyValue {
+		return status.KeyValue{Key: k, Value: strconv.FormatUint(v, 10)}
+	}
+	out := status.Status{Level: status.OK, Name: strings.TrimPrefix(fullName, "/") + ": subscribers", HardwareID: fullName,
+		Message: fmt.Sprintf("%d connected on %s", st.now.Connected, st.socket),
+		Values: []status.KeyValue{
+			{Key: "socket", Value: st.socket}, {Key: "connected", Value: strconv.Itoa(st.now.Connected)},
+			kv("accepted", st.now.Accepted), kv("refused", st.now.Refused), kv("disconnected", st.now.Disconnected),
+			kv("send drops", st.now.SendDrops),
+		}}
+	drops, refused := st.now.SendDrops-st.prev.SendDrops, st.now.Refused-st.prev.Refused
+	switch {
+	case st.now.Connected == 0 && refused > 0:
+		out.Level, out.Message = status.Warn, fmt.Sprintf("no subscriber connected on %s: %d refused in the last %v (see the camera's log: a uid, gid or topic the camera does not serve)",
+			st.socket, refused, st.elapsed.Round(time.Millisecond))
+	case st.now.Connected == 0:
+		out.Level, out.Message = status.Warn, fmt.Sprintf("no subscriber connected on %s: the frames go nowhere (is the agent running, with --socket %s?)", st.socket, st.socket)
+	case float64(drops) > dropWarnRatio*float64(st.delivered+drops):
+		out.Level, out.Message = status.Warn, fmt.Sprintf("%d of %d handles could not be sent in the last %v: a subscriber does not drain its socket (see the log)",
+			drops, st.delivered+drops, st.elapsed.Round(time.Millisecond))
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zerohop/zerohop/handles/transport"
 	"github.com/zerohop/zerohop/telemetry/status"
 )
 
@@ -45,6 +46,38 @@ func TestTopicStatus(t *testing.T) {
 			}
 			if values["topic"] != "/velodyne_points" || values["publishers"] != "1" && tc.name != "no publisher" {
 				t.Errorf("values %v", values)
+			}
+		})
+	}
+}
+
+func TestSubscribersStatus(t *testing.T) {
+	prev := transport.ServerStats{Accepted: 1, Connected: 1, SendDrops: 2}
+	for _, tc := range []struct {
+		name   string
+		change func(*subscribersState)
+		level  status.Level
+		msg    string
+	}{
+		{"the agent connected", func(*subscribersState) {}, status.OK, "1 connected on /run/zerohop/camera.sock"},
+		{"nobody connected", func(s *subscribersState) { s.now.Connected = 0 }, status.Warn,
+			"no subscriber connected on /run/zerohop/camera.sock: the frames go nowhere (is the agent running, with --socket /run/zerohop/camera.sock?)"},
+		{"an agent refused", func(s *subscribersState) { s.now.Connected, s.now.Refused = 0, 2 }, status.Warn,
+			"no subscriber connected on /run/zerohop/camera.sock: 2 refused in the last 1s (see the camera's log"},
+		{"handles not sent", func(s *subscribersState) { s.now.SendDrops = 6 }, status.Warn,
+			"4 of 24 handles could not be sent in the last 1s"},
+		// One in 21 is under 5 %.
+		{"a handle not sent now and then", func(s *subscribersState) { s.now.SendDrops = 3 }, status.OK, "1 connected"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := subscribersState{socket: "/run/zerohop/camera.sock", now: prev, prev: prev, delivered: 20, elapsed: time.Second}
+			tc.change(&st)
+			got := subscribersStatus("/robot1/zerohop_camera", st)
+			if got.Name != "robot1/zerohop_camera: subscribers" || got.HardwareID != "/robot1/zerohop_camera" {
+				t.Errorf("name %q, hardware_id %q", got.Name, got.HardwareID)
+			}
+			if got.Level != tc.level || !strings.Contains(got.Message, tc.msg) {
+				t.Errorf("level %d %q, want level %d with %q", got.Level, got.Message, tc.level, tc.msg)
 			}
 		})
 	}
