@@ -27,11 +27,6 @@ var statusParts = []string{statusCmdVel, statusFrames, statusLatency, statusLida
 // statuses' names: without the leading '/' ("robot1/zerohop_agent: frames").
 func statusLabel(fullName string) string { return strings.TrimPrefix(fullName, "/") }
 
-// dropWarnRatio is the share of a period's frames dropped that makes the
-// frames status WARN: an unpaired cloud now and then (pairing tolerance)
-// is normal and must not make a monitor flap.
-const dropWarnRatio = 0.05
-
 // lateWarnRatio is how close the oldest a command's frame can get (the
 // end-to-end p99 plus the time between frames) may come to the watchdog
 // period before the latency status warns: past the period, cmd_vel is
@@ -108,7 +103,7 @@ func diagnose(fullName string, st nodeState) []status.Status {
 	switch {
 	case processed == 0:
 		frames.Level, frames.Message = status.Warn, fmt.Sprintf("no frame processed in the last %v", st.elapsed.Round(time.Millisecond))
-	case dropped > dropWarnRatio*(processed+dropped):
+	case dropped > status.DropWarnRatio*(processed+dropped):
 		frames.Level, frames.Message = status.Warn, fmt.Sprintf("%s of %s frames dropped in the last %v (%.1f Hz processed)",
 			count(dropped), count(processed+dropped), st.elapsed.Round(time.Millisecond), rate)
 	}

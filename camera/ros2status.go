@@ -20,10 +20,6 @@ type topicState struct {
 	elapsed              time.Duration
 }
 
-// dropWarnRatio is the share of a period's messages dropped that makes a
-// topic's status WARN.
-const dropWarnRatio = 0.05
-
 // topicStatus is one driver topic's status, named "NODE: part" after the
 // camera's fully qualified ROS name:
 //
@@ -76,7 +72,7 @@ func topicStatus(fullName string, st topicState) status.Status {
 		out.Level, out.Message = status.Warn, fmt.Sprintf("no publisher on %s: check the topic name, ROS_DOMAIN_ID and that the driver runs", st.topic)
 	case received == 0:
 		out.Level, out.Message = status.Warn, fmt.Sprintf("no message on %s in the last %v (%d publishers matched)", st.topic, period, st.publishers)
-	case float64(dropped) > dropWarnRatio*float64(received):
+	case float64(dropped) > status.DropWarnRatio*float64(received):
 		out.Level, out.Message = status.Warn, fmt.Sprintf("%d of %d messages on %s dropped in the last %v: %s", dropped, received, st.topic, period, strings.Join(why, ", "))
 	}
 	return out
@@ -114,7 +110,7 @@ func subscribersStatus(fullName string, st subscribersState) status.Status {
 			st.socket, refused, st.elapsed.Round(time.Millisecond))
 	case st.now.Connected == 0:
 		out.Level, out.Message = status.Warn, fmt.Sprintf("no subscriber connected on %s: the frames go nowhere (is the agent running, with --socket %s?)", st.socket, st.socket)
-	case float64(drops) > dropWarnRatio*float64(st.delivered+drops):
+	case float64(drops) > status.DropWarnRatio*float64(st.delivered+drops):
 		out.Level, out.Message = status.Warn, fmt.Sprintf("%d of %d handles could not be sent in the last %v: a subscriber does not drain its socket (see the log)",
 			drops, st.delivered+drops, st.elapsed.Round(time.Millisecond))
 	}

@@ -199,33 +199,20 @@ func (c Config) Validate() error {
 
 // validateNode checks a node's namespace and name (defaults applied).
 func validateNode(ns, name string) error {
-	if !isROSToken(name) || len(name) > 255 {
+	if !rosargs.IsToken(name) || len(name) > 255 {
 		return fmt.Errorf("node name %q: want letters, digits and '_', not starting with a digit, at most 255 bytes", name)
 	}
 	if ns != "/" {
 		tokens := strings.Split(ns, "/")
 		ok := len(ns) <= 255 && tokens[0] == ""
 		for _, tok := range tokens[1:] {
-			ok = ok && isROSToken(tok)
+			ok = ok && rosargs.IsToken(tok)
 		}
 		if !ok {
 			return fmt.Errorf(`namespace %q: want "/" or /a/b with tokens of letters, digits and '_' (not starting with a digit), no trailing '/'`, ns)
 		}
 	}
 	return nil
-}
-
-// isROSToken reports whether s is a valid ROS name token: [A-Za-z_][A-Za-z0-9_]*.
-func isROSToken(s string) bool {
-	if s == "" || (s[0] >= '0' && s[0] <= '9') {
-		return false
-	}
-	for _, r := range s {
-		if !(r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9')) {
-			return false
-		}
-	}
-	return true
 }
 
 // CycloneConfig returns the configuration string the domain is created

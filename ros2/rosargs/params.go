@@ -57,7 +57,7 @@ func parseParamRule(flag, rule string) (paramSection, error) {
 	}
 	key := "/**"
 	if node, param, prefixed := strings.Cut(name, ":"); prefixed {
-		if !isToken(node) {
+		if !IsToken(node) {
 			return paramSection{}, fmt.Errorf("--ros-args %s %q: node name %q before ':': want letters, digits and '_', not starting with a digit", flag, rule, node)
 		}
 		key, name = "/"+node, param
@@ -210,7 +210,7 @@ func checkParamName(name string) error {
 // "*" (one token) or "**" (any number of them).
 func checkNodeKey(key string) error {
 	for _, tok := range strings.Split(key[1:], "/") {
-		if tok != "*" && tok != "**" && !isToken(tok) {
+		if tok != "*" && tok != "**" && !IsToken(tok) {
 			return fmt.Errorf(`want /ns/node of letters, digits and '_', with * for one part or ** for any number ("/**" for every node)`)
 		}
 	}

@@ -194,7 +194,7 @@ func parseRemap(s string) (Remap, error) {
 	var r Remap
 	if i := strings.IndexByte(from, ':'); i >= 0 && !strings.HasPrefix(from[i:], "://") {
 		r.Node, from = from[:i], from[i+1:]
-		if !isToken(r.Node) {
+		if !IsToken(r.Node) {
 			return Remap{}, fmt.Errorf("node name %q before ':': want letters, digits and '_', not starting with a digit", r.Node)
 		}
 	}
@@ -210,7 +210,7 @@ func parseRemap(s string) (Remap, error) {
 		if kind != "" {
 			return Remap{}, fmt.Errorf("%s%s: a node rename has no %s", kind, from, kind)
 		}
-		if !isToken(to) {
+		if !IsToken(to) {
 			return Remap{}, fmt.Errorf("node name %q: want letters, digits and '_', not starting with a digit", to)
 		}
 		r.From, r.To = "__node", to
@@ -250,7 +250,7 @@ func validRuleName(s string) bool {
 		return false
 	}
 	for _, tok := range strings.Split(s, "/") {
-		if !isToken(tok) {
+		if !IsToken(tok) {
 			return false
 		}
 	}
@@ -297,8 +297,8 @@ func FullName(namespace, name string) string {
 	return namespace + "/" + name
 }
 
-// isToken reports whether s is a ROS name token: [A-Za-z_][A-Za-z0-9_]*.
-func isToken(s string) bool {
+// IsToken reports whether s is a ROS name token: [A-Za-z_][A-Za-z0-9_]*.
+func IsToken(s string) bool {
 	if s == "" || (s[0] >= '0' && s[0] <= '9') {
 		return false
 	}
@@ -320,7 +320,7 @@ func validNamespace(s string) bool {
 		return false
 	}
 	for _, tok := range strings.Split(s[1:], "/") {
-		if !isToken(tok) {
+		if !IsToken(tok) {
 			return false
 		}
 	}

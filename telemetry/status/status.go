@@ -48,6 +48,11 @@ type Sink interface {
 // DefaultPeriod is how often statuses go out: diagnostic_updater's 1 Hz.
 const DefaultPeriod = time.Second
 
+// DropWarnRatio is the share of a period's frames or messages dropped
+// that makes a status WARN: a drop now and then (an unpaired cloud, a
+// handle a busy socket refused) is normal and must not make monitors flap.
+const DropWarnRatio = 0.05
+
 // Named returns "node: part" statuses of level, all with message: what a
 // node says of every part before it can say more (starting) and after it
 // stopped (Stale).
