@@ -12,6 +12,7 @@ import (
 
 	"github.com/zerohop/zerohop/handles/transport"
 	"github.com/zerohop/zerohop/ros2"
+	"github.com/zerohop/zerohop/ros2/params"
 	"github.com/zerohop/zerohop/telemetry/status"
 )
 
@@ -51,6 +52,9 @@ type ROS2NodeConfig struct {
 	DiagnosticsPeriod time.Duration
 	DiagnosticsTopic  string
 	ZeroStamp         bool
+	// Parameters, if not nil, are served to `ros2 param` (read-only: the
+	// node reads them at start).
+	Parameters *params.Set
 }
 
 // RunROS2Node runs a camera process whose frames come from ROS 2 topics:
@@ -146,6 +150,13 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 		return errors.Join(err, stopServing())
 	}
 	defer p.Close()
+	if rc.Parameters != nil {
+		ps, err := p.ServeParameters(rc.Parameters)
+		if err != nil {
+			return errors.Join(fmt.Errorf("camera: parameter services: %w", err), stopServing())
+		}
+		defer ps.Close()
+	}
 	scfg := ROS2SourceConfig{PointsTopic: rc.PointsTopic, ImageTopic: rc.ImageTopic, QoS: rc.QoS, StampOnReceipt: rc.StampOnReceipt,
 		Intensity: rc.Intensity, Checksum: cfg.Checksum, Log: log}
 	// Absolute names for the logs (a subscription resolves the same way).

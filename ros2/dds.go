@@ -76,8 +76,22 @@ func cType(t msgType) C.int {
 	case typeDiagnostics:
 		return C.ZH_DIAGNOSTICS
 	}
+	if t.isService() {
+		return C.int(t) // ZH_REQUEST and ZH_REPLY have the same values
+	}
 	return 0
 }
+
+var (
+	_ [C.ZH_REQUEST - typeRequest]byte
+	_ [typeRequest - C.ZH_REQUEST]byte
+	_ [C.ZH_REPLY - typeReply]byte
+	_ [typeReply - C.ZH_REPLY]byte
+	_ [C.ZH_SRV_SET_ATOMICALLY - srvSetAtomically]byte
+	_ [srvSetAtomically - C.ZH_SRV_SET_ATOMICALLY]byte
+	_ [C.ZH_SRV_DESCRIBE - srvDescribe]byte
+	_ [srvDescribe - C.ZH_SRV_DESCRIBE]byte
+)
 
 func cBool(b bool) C.int {
 	if b {
@@ -111,8 +125,9 @@ func readerStatusMask() uint32 { return uint32(C.zh_reader_status_mask()) }
 
 // createEndpoint creates a topic and a writer or reader on it; q must be
 // resolved. maxBlocking (≥ 0) is a RELIABLE writer's max_blocking_time.
-func createEndpoint(pp entity, t msgType, ddsTopic string, writer bool, q QoS, maxBlocking time.Duration, mask uint32) (entity, retcode) {
-	ct, cu := C.CString(ddsTopic), C.CString(t.userData())
+// userData is the endpoint's USER_DATA.
+func createEndpoint(pp entity, t msgType, ddsTopic, userData string, writer bool, q QoS, maxBlocking time.Duration, mask uint32) (entity, retcode) {
+	ct, cu := C.CString(ddsTopic), C.CString(userData)
 	defer C.free(unsafe.Pointer(ct))
 	defer C.free(unsafe.Pointer(cu))
 	e := C.zh_endpoint(C.dds_entity_t(pp), cType(t), ct, cBool(writer), cBool(q.Reliability == BestEffort),
@@ -475,4 +490,132 @@ func takeDiscovered(rd entity) (d discovered, ok bool, rc retcode) {
 	}
 	d.topic, d.typ, d.alive = C.GoString(&topic[0]), C.GoString(&typ[0]), n == 1
 	return d, true, 0
+}
+
+// paramRec is C's zh_param_rec laid out in Go, so that the parameter
+// server fills a reused Go slice of them; the arrays below fail to compile
+// if the layouts differ.
+type paramRec struct {
+	name, stringValue, description, constraints, reason uint32 // offsets into the strings buffer
+	typ, boolValue, readOnly, successful                uint8
+	integerValue                                        int64
+	doubleValue                                         float64
+}
+
+// paramValueRec is C's zh_param_value.
+type paramValueRec struct {
+	typ, boolValue uint8
+	integerValue   int64
+	doubleValue    float64
+}
+
+var (
+	_ [unsafe.Sizeof(C.zh_param_rec{}) - unsafe.Sizeof(paramRec{})]byte
+	_ [unsafe.Sizeof(paramRec{}) - unsafe.Sizeof(C.zh_param_rec{})]byte
+	_ [unsafe.Offsetof(C.zh_param_rec{}.double_value) - unsafe.Offsetof(paramRec{}.doubleValue)]byte
+	_ [unsafe.Offsetof(paramRec{}.doubleValue) - unsafe.Offsetof(C.zh_param_rec{}.double_value)]byte
+	_ [unsafe.Offsetof(C.zh_param_rec{}.successful) - unsafe.Offsetof(paramRec{}.successful)]byte
+	_ [unsafe.Offsetof(paramRec{}.successful) - unsafe.Offsetof(C.zh_param_rec{}.successful)]byte
+	_ [unsafe.Sizeof(C.zh_param_value{}) - unsafe.Sizeof(paramValueRec{})]byte
+	_ [unsafe.Sizeof(paramValueRec{}) - unsafe.Sizeof(C.zh_param_value{})]byte
+	_ [unsafe.Offsetof(C.zh_param_value{}.double_value) - unsafe.Offsetof(paramValueRec{}.doubleValue)]byte
+	_ [unsafe.Offsetof(paramValueRec{}.doubleValue) - unsafe.Offsetof(C.zh_param_value{}.double_value)]byte
+)
+
+// requestBuf is a zh_request in C memory: C stores the loan pointer in
+// it, and the Go heap holds no pointer written by C.
+type requestBuf struct{ p *C.zh_request }
+
+func newRequestBuf() requestBuf {
+	return requestBuf{(*C.zh_request)(C.calloc(1, C.size_t(unsafe.Sizeof(C.zh_request{}))))}
+}
+func (b requestBuf) free() { C.free(unsafe.Pointer(b.p)) }
+
+// request is what takeRequest read of a request's header and sizes.
+type request struct {
+	clientGUID uint64
+	seq        int64
+	writer     uint64 // publication handle of the client's request writer
+	depth      uint64
+	nnames     int
+	bytes      int
+}
+
+// takeRequest takes one request of service s into b: n = 1 (then the
+// loan in b must go back through requestStrings and returnRequest), 0
+// when the reader is empty.
+func takeRequest(rd entity, s paramService, b requestBuf) (req request, n int32, rc retcode) {
+	r := C.zh_take_request(C.dds_entity_t(rd), C.int(s), b.p)
+	if r < 0 {
+		return request{}, 0, retcode(r)
+	}
+	if r == 0 {
+		return request{}, 0, 0
+	}
+	return request{clientGUID: uint64(b.p.client_guid), seq: int64(b.p.sequence_number), writer: uint64(b.p.writer),
+		depth: uint64(b.p.depth), nnames: int(b.p.nnames), bytes: int(b.p.bytes)}, 1, 0
+}
+
+// requestStrings copies the taken request's strings into buf (len ≥
+// request.bytes) and, for the set services, the values into values (len ≥
+// nnames). Go memory without pointers, written during the call only.
+func requestStrings(s paramService, b requestBuf, buf []byte, values []paramValueRec) retcode {
+	var pb *C.char
+	if len(buf) > 0 {
+		pb = (*C.char)(unsafe.Pointer(&buf[0]))
+	}
+	var pv *C.zh_param_value
+	if len(values) > 0 {
+		pv = (*C.zh_param_value)(unsafe.Pointer(&values[0]))
+	}
+	if rc := C.zh_request_strings(C.int(s), b.p, pb, C.uint32_t(len(buf)), pv); rc < 0 {
+		return retcode(rc)
+	}
+	return 0
+}
+
+// returnRequest gives the taken request's loan back.
+func returnRequest(rd entity, b requestBuf) retcode {
+	rc := C.zh_return_loan(C.dds_entity_t(rd), b.p.loan)
+	b.p.loan = nil
+	if rc < 0 {
+		return retcode(rc)
+	}
+	return 0
+}
+
+// writeReply writes service s's reply to (clientGUID, seq) from records
+// and prefix offsets into strings (Go memory without pointers, read
+// during the call only).
+func writeReply(w entity, s paramService, clientGUID uint64, seq int64, strings []byte, recs []paramRec, prefixes []uint32) retcode {
+	var pr *C.zh_param_rec
+	if len(recs) > 0 {
+		pr = (*C.zh_param_rec)(unsafe.Pointer(&recs[0]))
+	}
+	var pp *C.uint32_t
+	if len(prefixes) > 0 {
+		pp = (*C.uint32_t)(unsafe.Pointer(&prefixes[0]))
+	}
+	rc := C.zh_write_reply(C.dds_entity_t(w), C.int(s), C.uint64_t(clientGUID), C.int64_t(seq),
+		(*C.char)(unsafe.Pointer(&strings[0])), pr, C.uint32_t(len(recs)), pp, C.uint32_t(len(prefixes)))
+	if rc < 0 {
+		return retcode(rc)
+	}
+	return 0
+}
+
+// clientReplyMatched: see zh_client_reply_matched (1 yes, 0 not yet, 2 gone).
+func clientReplyMatched(requestReader, replyWriter entity, requestWriter uint64) (int32, retcode) {
+	r := C.zh_client_reply_matched(C.dds_entity_t(requestReader), C.dds_entity_t(replyWriter), C.uint64_t(requestWriter))
+	if r < 0 {
+		return 0, retcode(r)
+	}
+	return int32(r), 0
+}
+
+func attachReader(ws, rd entity) retcode {
+	if rc := C.zh_waitset_attach_reader(C.dds_entity_t(ws), C.dds_entity_t(rd)); rc < 0 {
+		return retcode(rc)
+	}
+	return 0
 }

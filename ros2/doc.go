@@ -21,6 +21,10 @@
 //   - MirrorWriter: republishes camera frames as full sensor_msgs/Image or
 //     PointCloud2 (BEST_EFFORT, or RELIABLE KEEP_LAST 1 for rviz2's
 //     defaults) without ever waiting for a subscriber.
+//   - ParameterServer: rcl_interfaces' parameter services for the node
+//     (~/list_parameters, ~/get_parameters, ...), so that `ros2 param`
+//     lists, gets and describes a params.Set; set requests are answered
+//     with the reason they fail (read-only parameters).
 //   - Subscription: sensor_msgs/Image and PointCloud2 readers (BEST_EFFORT
 //     by default, which matches any publisher) that hand each sample to a
 //     callback as a view of Cyclone's loaned sample, without copying.

@@ -87,7 +87,51 @@ const (
 	// typeParticipantEntitiesInfo is the graph topic's type
 	// (ros_discovery_info); the participant's own writer, not an endpoint.
 	typeParticipantEntitiesInfo msgType = 6
+
+	// A parameter service's request type is typeRequest + its
+	// paramService, its reply type typeReply + it (zh_dds.h's ZH_REQUEST,
+	// ZH_REPLY): rcl_interfaces::srv::dds_::<Srv>_Request_ and _Response_.
+	typeRequest msgType = 16
+	typeReply   msgType = 32
 )
+
+// paramService is one of rcl_interfaces' parameter services (zh_dds.h's
+// zh_param_service).
+type paramService uint8
+
+const (
+	srvDescribe paramService = iota + 1
+	srvGetTypes
+	srvGet
+	srvList
+	srvSet
+	srvSetAtomically
+)
+
+var paramServices = [...]paramService{srvDescribe, srvGetTypes, srvGet, srvList, srvSet, srvSetAtomically}
+
+// isService says whether t is a parameter service's request or reply.
+func (t msgType) isService() bool { return t > typeRequest && t <= typeReply+msgType(srvSetAtomically) }
+
+// name is the service's name under the node ("~/get_parameters") and
+// rcl_interfaces' type name.
+func (s paramService) name() (service, typ string) {
+	switch s {
+	case srvDescribe:
+		return "describe_parameters", "DescribeParameters"
+	case srvGetTypes:
+		return "get_parameter_types", "GetParameterTypes"
+	case srvGet:
+		return "get_parameters", "GetParameters"
+	case srvList:
+		return "list_parameters", "ListParameters"
+	case srvSet:
+		return "set_parameters", "SetParameters"
+	case srvSetAtomically:
+		return "set_parameters_atomically", "SetParametersAtomically"
+	}
+	return "", ""
+}
 
 // Type hashes (REP-2011 RIHS01) of the types above, for endpoint USER_DATA.
 // TestTypeHashes recomputes each one from the type descriptions.
@@ -120,14 +164,27 @@ func (t msgType) rosName() string {
 	case typeParticipantEntitiesInfo:
 		return "rmw_dds_common/msg/ParticipantEntitiesInfo"
 	}
+	if t > typeRequest && t <= typeRequest+msgType(srvSetAtomically) {
+		_, typ := paramService(t - typeRequest).name()
+		return "rcl_interfaces/srv/" + typ + "_Request"
+	}
+	if t > typeReply && t <= typeReply+msgType(srvSetAtomically) {
+		_, typ := paramService(t - typeReply).name()
+		return "rcl_interfaces/srv/" + typ + "_Response"
+	}
 	return "msgType(" + strconv.Itoa(int(t)) + ")"
 }
 
 // ddsName is the DDS type name rmw_cyclonedds registers for the ROS type:
-// "pkg/msg/Name" → "pkg::msg::dds_::Name_".
+// "pkg/msg/Name" → "pkg::msg::dds_::Name_", and so for "/srv/".
 func (t msgType) ddsName() string {
-	pkg, name, _ := strings.Cut(t.rosName(), "/msg/")
-	return pkg + "::msg::dds_::" + name + "_"
+	name := t.rosName()
+	for _, kind := range []string{"msg", "srv"} {
+		if pkg, n, ok := strings.Cut(name, "/"+kind+"/"); ok {
+			return pkg + "::" + kind + "::dds_::" + n + "_"
+		}
+	}
+	return name
 }
 
 func (t msgType) typeHash() string {

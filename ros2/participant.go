@@ -254,16 +254,25 @@ const defaultMaxBlocking = 100 * time.Millisecond
 // owner's C memory when the endpoint closes, or now when newEndpoint
 // fails; it is set before the endpoint becomes visible to
 // Participant.Close, which may close it at once.
-func (p *Participant) newEndpoint(t msgType, name string, writer bool, q QoS, maxBlocking time.Duration, release func()) (_ *endpoint, err error) {
+func (p *Participant) newEndpoint(t msgType, name string, writer bool, q QoS, maxBlocking time.Duration, release func()) (*endpoint, error) {
+	rosTopic, ddsTopic, err := p.cfg.ddsTopicName(name)
+	if err != nil {
+		if release != nil {
+			release()
+		}
+		return nil, err
+	}
+	return p.openEndpoint(t, rosTopic, ddsTopic, t.userData(), writer, q, maxBlocking, release)
+}
+
+// openEndpoint is newEndpoint once the names are resolved: rosTopic for
+// logs, ddsTopic on the wire, userData the endpoint's USER_DATA.
+func (p *Participant) openEndpoint(t msgType, rosTopic, ddsTopic, userData string, writer bool, q QoS, maxBlocking time.Duration, release func()) (_ *endpoint, err error) {
 	defer func() {
 		if err != nil && release != nil {
 			release()
 		}
 	}()
-	rosTopic, ddsTopic, err := p.cfg.ddsTopicName(name)
-	if err != nil {
-		return nil, err
-	}
 	mask := readerStatusMask()
 	if writer {
 		mask = writerStatusMask()
@@ -273,7 +282,7 @@ func (p *Participant) newEndpoint(t msgType, name string, writer bool, q QoS, ma
 	if p.closed {
 		return nil, ErrClosed
 	}
-	e, rc := createEndpoint(p.pp, t, ddsTopic, writer, q, maxBlocking, mask)
+	e, rc := createEndpoint(p.pp, t, ddsTopic, userData, writer, q, maxBlocking, mask)
 	if rc < 0 {
 		return nil, &ddsError{op: fmt.Sprintf("create %s %s on %s (%s)", t.rosName(), sideName(writer), ddsTopic, q), rc: rc}
 	}
@@ -379,7 +388,11 @@ func (ep *endpoint) report() {
 		if st.matchedChange < 0 {
 			msg = "ros2: " + peer + " left"
 		}
-		log.Info(msg, zap.Int32("matched", st.matched), zap.Int32("change", st.matchedChange))
+		level := zap.InfoLevel
+		if ep.typ.isService() {
+			level = zap.DebugLevel // every `ros2 param` call comes and goes
+		}
+		log.Log(level, msg, zap.Int32("matched", st.matched), zap.Int32("change", st.matchedChange))
 	}
 	if st.incompatibleTotal != ep.lastIncompatible {
 		ep.lastIncompatible = st.incompatibleTotal

@@ -34,8 +34,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	peerPath, graphPath = filepath.Join(dir, "peer"), filepath.Join(dir, "graph")
-	if err := buildPeer(peerPath, graphPath); err != nil {
+	peerPath, graphPath, paramClientPath = filepath.Join(dir, "peer"), filepath.Join(dir, "graph"), filepath.Join(dir, "paramclient")
+	if err := buildPeer(peerPath, graphPath, paramClientPath); err != nil {
 		fmt.Fprintln(os.Stderr, "build test peer:", err)
 		os.RemoveAll(dir)
 		os.Exit(1)
@@ -45,7 +45,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func buildPeer(peer, graph string) error {
+func buildPeer(peer, graph, paramClient string) error {
 	flags, err := exec.Command("pkg-config", "--cflags", "--libs", "CycloneDDS").Output()
 	if err != nil {
 		return fmt.Errorf("pkg-config CycloneDDS: %w", err)
@@ -53,6 +53,7 @@ func buildPeer(peer, graph string) error {
 	for _, args := range [][]string{
 		{"-o", peer, "testdata/peer/peer.c", "builtin_interfaces.c", "std_msgs.c", "geometry_msgs.c", "sensor_msgs.c", "zerohop_msgs.c", "diagnostic_msgs.c"},
 		{"-o", graph, "testdata/graph/graph.c", "rmw_dds_common.c", "rmw_dds_common_humble.c"},
+		{"-o", paramClient, "testdata/paramclient/paramclient.c", "rcl_interfaces.c"},
 	} {
 		args = append(append([]string{"-O1", "-Wall", "-I."}, args...), strings.Fields(string(flags))...)
 		cmd := exec.Command("gcc", args...)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/zerohop/zerohop/handles"
 	"github.com/zerohop/zerohop/planner"
+	"github.com/zerohop/zerohop/ros2/params"
 	"github.com/zerohop/zerohop/telemetry/status"
 )
 
@@ -68,3 +69,14 @@ func (*Subscription) Matched() int     { return 0 }
 func (*Subscription) Received() uint64 { return 0 }
 func (*Subscription) Skipped() uint64  { return 0 }
 func (*Subscription) Close() error     { return nil }
+
+// ParameterServer answers ROS 2 parameter services (see the ros2-tagged
+// build).
+type ParameterServer struct{}
+
+// ServeParameters returns ErrNotBuilt.
+func (*Participant) ServeParameters(*params.Set) (*ParameterServer, error) { return nil, ErrNotBuilt }
+
+func (*ParameterServer) Served() uint64  { return 0 }
+func (*ParameterServer) Dropped() uint64 { return 0 }
+func (*ParameterServer) Close() error    { return nil }

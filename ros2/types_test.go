@@ -132,7 +132,7 @@ func TestGeneratedCodeIsFresh(t *testing.T) {
 	if err != nil {
 		t.Fatalf("idl/gen.sh: %v\n%s", err, out)
 	}
-	for _, name := range []string{"builtin_interfaces", "std_msgs", "geometry_msgs", "sensor_msgs", "diagnostic_msgs", "zerohop_msgs", "rmw_dds_common", "rmw_dds_common_humble"} {
+	for _, name := range []string{"builtin_interfaces", "std_msgs", "geometry_msgs", "sensor_msgs", "diagnostic_msgs", "zerohop_msgs", "rmw_dds_common", "rmw_dds_common_humble", "rcl_interfaces"} {
 		for _, ext := range []string{".c", ".h"} {
 			fresh, err := os.ReadFile(filepath.Join(dir, name+ext))
 			if err != nil {

@@ -52,7 +52,7 @@ static const dds_topic_descriptor_t *descriptor(int type)
   case ZH_DIAGNOSTICS:
     return &diagnostic_msgs_msg_dds__DiagnosticArray__desc;
   }
-  return NULL;
+  return zh_service_descriptor(type);
 }
 
 dds_entity_t zh_endpoint(dds_entity_t participant, int type, const char *topic_name,

@@ -21,6 +21,21 @@ enum zh_type {
   ZH_POINTCLOUD2 = 4,   // sensor_msgs::msg::dds_::PointCloud2_
   ZH_SLOT_HANDLE = 5,   // zerohop_msgs::msg::dds_::SlotHandle_
   ZH_DIAGNOSTICS = 7,   // diagnostic_msgs::msg::dds_::DiagnosticArray_ (6: the graph topic's type)
+  // A parameter service's request type is ZH_REQUEST + its zh_param_service,
+  // its reply type ZH_REPLY + it: rcl_interfaces::srv::dds_::<Srv>_Request_
+  // and _Response_.
+  ZH_REQUEST = 16,
+  ZH_REPLY = 32,
+};
+
+// The parameter services of rcl_interfaces/srv, as rclcpp serves them.
+enum zh_param_service {
+  ZH_SRV_DESCRIBE = 1,        // describe_parameters
+  ZH_SRV_GET_TYPES = 2,       // get_parameter_types
+  ZH_SRV_GET = 3,             // get_parameters
+  ZH_SRV_LIST = 4,            // list_parameters
+  ZH_SRV_SET = 5,             // set_parameters
+  ZH_SRV_SET_ATOMICALLY = 6,  // set_parameters_atomically
 };
 
 // zh_participant creates the domain with `config` (Cyclone's config
@@ -97,6 +112,80 @@ typedef struct zh_diag_status {
 // before it returns. Offsets are not checked: the caller builds them.
 dds_return_t zh_write_diagnostics(dds_entity_t writer, int32_t sec, uint32_t nanosec, const char *strings,
                                   const zh_diag_status *statuses, uint32_t n, const uint32_t *values);
+
+// zh_request is one taken service request: rmw_cyclonedds's header
+// (client_guid: the client's request writer instance handle, and the
+// request's sequence number, both echoed in the reply), the request
+// writer's publication handle (for zh_client_reply_matched), and the
+// sizes of what zh_request_strings copies. The loan is the caller's
+// until zh_return_loan.
+typedef struct zh_request {
+  void *loan;
+  uint64_t client_guid;
+  int64_t sequence_number;
+  uint64_t writer;     // dds_instance_handle_t of the request's writer
+  uint64_t depth;      // ListParameters: 0 = recursive
+  uint32_t nnames;     // names (or ListParameters' prefixes, or the parameters of a set)
+  uint32_t bytes;      // what zh_request_strings writes
+} zh_request;
+
+// zh_service_descriptor is the topic descriptor of a ZH_REQUEST or ZH_REPLY
+// type (zh_params.c); NULL for any other.
+const dds_topic_descriptor_t *zh_service_descriptor(int type);
+
+// zh_take_request takes one valid request of service `srv` from `reader`:
+// 1 with *out filled, 0 when the reader holds none, or a negative DDS
+// return code.
+int32_t zh_take_request(dds_entity_t reader, int srv, zh_request *out);
+
+// zh_param_value is a scalar rcl_interfaces ParameterValue (its
+// string_value in the strings buffer).
+typedef struct zh_param_value {
+  uint8_t type;
+  uint8_t bool_value;
+  int64_t integer_value;
+  double double_value;
+} zh_param_value;
+
+// zh_request_strings copies the request's names, each NUL-terminated, into
+// buf (cap ≥ req->bytes): the names, the prefixes of a ListParameters, or,
+// for the two set services, each parameter's name then its string_value,
+// with the rest of each value in values[i] (nnames entries). A NUL inside
+// a string ends it early. DDS_RETCODE_BAD_PARAMETER if cap is too small.
+dds_return_t zh_request_strings(int srv, const zh_request *req, char *buf, uint32_t cap, zh_param_value *values);
+
+// zh_param_rec is one element of a reply, its strings offsets into one
+// buffer of NUL-terminated strings. Which fields count depends on the
+// service: list (name; prefixes apart), get (type and the value fields),
+// get types (type), describe (name, type, description, constraints,
+// read_only), set (successful, reason).
+typedef struct zh_param_rec {
+  uint32_t name, string_value, description, constraints, reason;
+  uint8_t type, bool_value, read_only, successful;
+  int64_t integer_value;
+  double double_value;
+} zh_param_rec;
+
+// zh_write_reply writes the reply of service `srv` to the request
+// (client_guid, sequence_number): n records (exactly 1 for set
+// atomically) and, for list, nprefixes prefix offsets. It reads the
+// arrays during the call only.
+dds_return_t zh_write_reply(dds_entity_t writer, int srv, uint64_t client_guid, int64_t sequence_number,
+                            const char *strings, const zh_param_rec *recs, uint32_t n,
+                            const uint32_t *prefixes, uint32_t nprefixes);
+
+// zh_client_reply_matched says whether the client that sent a request
+// through the writer with publication handle `request_writer` (matched to
+// `request_reader`) can receive the reply on `reply_writer`: 1 when one of
+// the reply writer's matched readers carries the request writer's USER_DATA
+// clientid (or the client gives none: rmw before Humble), 0 not yet, 2 when
+// the request writer is gone, or a negative DDS return code.
+// rmw_cyclonedds's service waits on this before it replies; so do we.
+int32_t zh_client_reply_matched(dds_entity_t request_reader, dds_entity_t reply_writer, uint64_t request_writer);
+
+// zh_waitset_attach_reader attaches to `waitset` a read condition that
+// triggers while `reader` holds any sample (attach argument: the reader).
+dds_return_t zh_waitset_attach_reader(dds_entity_t waitset, dds_entity_t reader);
 
 // zh_guid stores the entity's DDS GUID (participant, reader or writer) in
 // out: 12-byte prefix then 4-byte entity id, as the builtin topics key it.

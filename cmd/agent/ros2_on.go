@@ -13,6 +13,7 @@ import (
 
 	"github.com/zerohop/zerohop/agent"
 	"github.com/zerohop/zerohop/ros2"
+	"github.com/zerohop/zerohop/ros2/params"
 	"github.com/zerohop/zerohop/ros2/rosargs"
 	"github.com/zerohop/zerohop/telemetry/status"
 )
@@ -40,12 +41,23 @@ func ros2Flags(fs *flag.FlagSet) func(*zap.Logger, *rosargs.Args) (ros2Out, erro
 			}
 			return ros2Out{close: func() {}}, nil
 		}
+		// What ros2 param shows: every flag as the agent runs with it.
+		paramSet, err := params.FromFlags(fs, rosOptions.Aliases, rosOptions.NodeNameFlag, rosOptions.NamespaceFlag)
+		if err != nil {
+			return ros2Out{}, err
+		}
 		p, err := ros2.NewParticipant(set.cfg, log)
 		if err != nil {
 			return ros2Out{}, err
 		}
+		paramSrv, err := p.ServeParameters(paramSet)
+		if err != nil {
+			p.Close()
+			return ros2Out{}, err
+		}
 		sink, err := p.NewTwistSink(set.twist)
 		if err != nil {
+			paramSrv.Close()
 			p.Close()
 			return ros2Out{}, err
 		}
@@ -54,6 +66,7 @@ func ros2Flags(fs *flag.FlagSet) func(*zap.Logger, *rosargs.Args) (ros2Out, erro
 		if set.diagPeriod > 0 {
 			if diag, err = p.NewDiagnosticsWriter(set.diag); err != nil {
 				sink.Close()
+				paramSrv.Close()
 				p.Close()
 				return ros2Out{}, err
 			}
@@ -76,6 +89,9 @@ func ros2Flags(fs *flag.FlagSet) func(*zap.Logger, *rosargs.Args) (ros2Out, erro
 				if err := diag.Close(); err != nil {
 					log.Warn("ros2: close diagnostics publisher", zap.Error(err))
 				}
+			}
+			if err := paramSrv.Close(); err != nil {
+				log.Warn("ros2: close parameter services", zap.Error(err))
 			}
 			if err := p.Close(); err != nil {
 				log.Warn("ros2: close participant", zap.Error(err))

@@ -4,8 +4,12 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"io"
 	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -221,5 +225,66 @@ func TestDiagnosticsFlags(t *testing.T) {
 		if set.diagPeriod != tc.period || err != nil || topic != tc.topic {
 			t.Errorf("%q: period %v, topic %q (%v); want %v, %q", tc.args, set.diagPeriod, topic, err, tc.period, tc.topic)
 		}
+	}
+}
+
+// With --ros2 the agent answers ros2 param with its flags as it runs with
+// them, -p values included. The client is ros2/testdata/paramclient, a
+// stand-in for rmw_cyclonedds's service client.
+func TestAgentServesItsFlagsAsParameters(t *testing.T) {
+	// The ONNX Runtime library is in the repository's cache (make ort).
+	cache, err := filepath.Abs("../../.cache")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("ZEROHOP_CACHE") == "" {
+		t.Setenv("ZEROHOP_CACHE", cache)
+	}
+	if _, err := os.Stat(filepath.Join(os.Getenv("ZEROHOP_CACHE"), "ort")); err != nil && os.Getenv("ZEROHOP_REQUIRE_ORT") != "1" {
+		t.Skip("ONNX Runtime library not fetched; run `make ort` (make test requires it)")
+	}
+	dir := t.TempDir()
+	client := filepath.Join(dir, "paramclient")
+	flags, err := exec.Command("pkg-config", "--cflags", "--libs", "CycloneDDS").Output()
+	if err != nil {
+		t.Fatal("pkg-config CycloneDDS:", err)
+	}
+	gcc := exec.Command("gcc", append([]string{"-O1", "-I../../ros2", "-o", client,
+		"../../ros2/testdata/paramclient/paramclient.c", "../../ros2/rcl_interfaces.c"}, strings.Fields(string(flags))...)...)
+	if out, err := gcc.CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	loopback, err := filepath.Abs("../../ros2/testdata/loopback.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	domain := fmt.Sprint(200 + os.Getpid()%30)
+	t.Setenv("CYCLONEDDS_URI", "file://"+loopback)
+	t.Setenv("ROS_DOMAIN_ID", domain)
+	done := make(chan error, 1)
+	go func() {
+		done <- run([]string{"--duration", "4s", "--http", "127.0.0.1:0", "--camera", "synthetic", "--log-level", "error", "--ros2",
+			"--ros-args", "-r", "__ns:=/t", "-p", "watchdog:=0.3", "-p", "lidar_height:=0.62"})
+	}()
+	out, err := exec.Command(client, domain, "/t/zerohop_agent", "get", "watchdog", "ros2", "lidar_height", "ros2_node_name").Output()
+	if err != nil {
+		select {
+		case rerr := <-done:
+			t.Fatalf("paramclient: %v\n%s\nrun: %v", err, out, rerr)
+		case <-time.After(5 * time.Second):
+		}
+		t.Fatalf("paramclient: %v\n%s", err, out)
+	}
+	want := "available\n" +
+		"value\t3\t0\t0\t0.29999999999999999\t\t0\n" + // seconds
+		"value\t1\t1\t0\t0\t\t0\n" +
+		"value\t3\t0\t0\t0.62\t\t0\n" +
+		"value\t0\t0\t0\t0\t\t0\n" + // the node's name is the node, not a parameter
+		"done\n"
+	if string(out) != want {
+		t.Errorf("ros2 param get:\n%s\nwant\n%s", out, want)
+	}
+	if err := <-done; err != nil {
+		t.Fatal("run:", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/zerohop/zerohop/camera"
 	"github.com/zerohop/zerohop/ros2"
+	"github.com/zerohop/zerohop/ros2/params"
 	"github.com/zerohop/zerohop/ros2/rosargs"
 	"github.com/zerohop/zerohop/telemetry/status"
 )
@@ -136,8 +137,14 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 		if err != nil {
 			return camera.ROS2NodeConfig{}, err
 		}
+		// What ros2 param shows: every flag as the node runs with it.
+		paramSet, err := params.FromFlags(fs, rosOptions.Aliases, rosOptions.NodeNameFlag, rosOptions.NamespaceFlag)
+		if err != nil {
+			return camera.ROS2NodeConfig{}, err
+		}
 		return camera.ROS2NodeConfig{
-			DDS: dds, PointsTopic: *points, ImageTopic: *image,
+			Parameters: paramSet,
+			DDS:        dds, PointsTopic: *points, ImageTopic: *image,
 			MaxPoints: *maxPoints, MaxImageBytes: *maxImage, HandlesTopic: *handlesTop,
 			ImageMirrorTopic: *imgMirror, PointsMirrorTopic: *ptsMirror, MirrorReliability: rel,
 			StampOnReceipt: receipt, Intensity: intensity,

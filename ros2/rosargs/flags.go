@@ -134,7 +134,8 @@ func flagValue(f *flag.Flag, v *yaml.Node) (string, error) {
 			if err != nil || math.IsNaN(sec) || math.IsInf(sec, 0) || math.Abs(sec) > math.MaxInt64/1e9 {
 				return "", fmt.Errorf("%q: want a duration in seconds, or with a unit (200ms)", v.Value)
 			}
-			return time.Duration(sec * float64(time.Second)).String(), nil
+			// Rounded: 0.29 s must be 290ms, not 289.999999ms.
+			return time.Duration(math.Round(sec * float64(time.Second))).String(), nil
 		}
 	}
 	return v.Value, nil

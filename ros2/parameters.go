@@ -1,0 +1,342 @@
+//go:build ros2 && cgo
+
+package ros2
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/zerohop/zerohop/ros2/params"
+)
+
+// ParameterServer answers rcl_interfaces' parameter services for the
+// participant's node, as rclcpp's ParameterService does: `ros2 param list,
+// get, describe, dump` (and `set`, which it refuses for read-only
+// parameters, saying how to change them) work on the node. The six
+// services are ~/describe_parameters, ~/get_parameter_types,
+// ~/get_parameters, ~/list_parameters, ~/set_parameters and
+// ~/set_parameters_atomically, each a request reader on
+// "rq/<node>/<service>Request" and a reply writer on
+// "rr/<node>/<service>Reply" with rmw_cyclonedds's request header and
+// USER_DATA "serviceid=…;". One goroutine serves them all.
+type ParameterServer struct {
+	p    *Participant
+	set  *params.Set
+	eps  [len(paramServices)]serviceEndpoints
+	ws   entity
+	req  requestBuf
+	done chan struct{}
+
+	stopping  atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+	served    atomic.Uint64 // replies written
+	dropped   atomic.Uint64 // requests not answered (client gone or never matched)
+
+	// Touched by the goroutine only.
+	names    []byte
+	values   []paramValueRec
+	strs     []byte
+	recs     []paramRec
+	prefixes []uint32
+}
+
+type serviceEndpoints struct {
+	srv        paramService
+	name       string // "/robot1/zerohop_agent/get_parameters"
+	req, reply *endpoint
+}
+
+// ParametersQoS is rmw_qos_profile_parameters: RELIABLE, VOLATILE,
+// KEEP_LAST 1000.
+func ParametersQoS() QoS { return QoS{Reliability: Reliable, Depth: 1000} }
+
+// replyMatchWait bounds how long a reply waits for the client's reply
+// reader to be matched (discovery of a client's reader and writer is not
+// simultaneous). rmw_cyclonedds waits 100 ms and drops the reply; a
+// little more costs nothing here.
+const replyMatchWait = 500 * time.Millisecond
+
+// ServeParameters starts the parameter services for set. Close the server
+// before the participant (Participant.Close closes its endpoints anyway).
+func (p *Participant) ServeParameters(set *params.Set) (*ParameterServer, error) {
+	if set == nil {
+		return nil, fmt.Errorf("ros2: ServeParameters: nil parameter set")
+	}
+	s := &ParameterServer{p: p, set: set, done: make(chan struct{})}
+	fail := func(err error) (*ParameterServer, error) {
+		for _, e := range s.eps {
+			for _, ep := range []*endpoint{e.req, e.reply} {
+				if ep != nil {
+					ep.close()
+				}
+			}
+		}
+		if s.ws != 0 {
+			deleteEntity(s.ws)
+		}
+		return nil, err
+	}
+	ws, rc := createWaitset(p.pp)
+	if rc < 0 {
+		return fail(&ddsError{op: "create parameter services waitset", rc: rc})
+	}
+	s.ws = ws
+	q := ParametersQoS()
+	for i, srv := range paramServices {
+		short, _ := srv.name()
+		name, err := p.cfg.ResolveTopic("~/" + short)
+		if err != nil {
+			return fail(fmt.Errorf("ros2: parameter service %s: %w", short, err))
+		}
+		// The same id on both endpoints tells a client they belong
+		// together (rmw_cyclonedds's check_for_service_reader_writer).
+		ud := "serviceid=" + serviceID(p.gid, i) + ";"
+		e := serviceEndpoints{srv: srv, name: name}
+		if e.req, err = p.openEndpoint(typeRequest+msgType(srv), name, "rq"+name+"Request", ud, false, q, defaultMaxBlocking, nil); err != nil {
+			return fail(err)
+		}
+		s.eps[i] = e
+		if e.reply, err = p.openEndpoint(typeReply+msgType(srv), name, "rr"+name+"Reply", ud, true, q, defaultMaxBlocking, nil); err != nil {
+			return fail(err)
+		}
+		s.eps[i] = e
+		if rc := attachReader(ws, e.req.e); rc < 0 {
+			return fail(&ddsError{op: "attach " + e.req.ddsTopic + " to its waitset", rc: rc})
+		}
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return fail(ErrClosed)
+	}
+	s.req = newRequestBuf()
+	go s.run()
+	p.mu.Unlock()
+	p.log.Info("ros2: serving parameters (ros2 param list/get/describe; set is refused: read at start)",
+		zap.String("node", strings.TrimSuffix(s.eps[0].name, "/describe_parameters")), zap.Int("parameters", set.Len()))
+	return s, nil
+}
+
+// serviceID is the participant's GUID prefix and a counter, as
+// rmw_cyclonedds's get_unique_csid makes one.
+func serviceID(pp guid, i int) string {
+	var b strings.Builder
+	for j := 0; j < 12; j++ {
+		if j > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(strconv.FormatUint(uint64(pp[j]), 16))
+	}
+	for _, c := range []byte{0, 0, 0, byte(i + 1)} {
+		b.WriteString("." + strconv.FormatUint(uint64(c), 16))
+	}
+	return b.String()
+}
+
+// Served counts the replies written; Dropped the requests left unanswered
+// because the client went away or its reply reader never matched.
+func (s *ParameterServer) Served() uint64  { return s.served.Load() }
+func (s *ParameterServer) Dropped() uint64 { return s.dropped.Load() }
+
+// Close stops the goroutine and deletes the endpoints. Idempotent.
+func (s *ParameterServer) Close() error {
+	s.closeOnce.Do(func() {
+		s.stopping.Store(true)
+		if rc := wakeup(s.ws); rc < 0 {
+			deleteEntity(s.ws)
+		}
+		<-s.done
+		deleteEntity(s.ws)
+		s.req.free()
+		var errs []error
+		for _, e := range s.eps {
+			errs = append(errs, e.req.close(), e.reply.close())
+		}
+		for _, err := range errs {
+			if err != nil && s.closeErr == nil {
+				s.closeErr = err
+			}
+		}
+	})
+	return s.closeErr
+}
+
+func (s *ParameterServer) run() {
+	defer close(s.done)
+	log := s.p.log
+	var xs [8]int32
+	for {
+		_, rc := waitWakeups(s.ws, xs[:])
+		if s.stopping.Load() {
+			return
+		}
+		if rc < 0 {
+			log.Error("ros2: parameter services waitset failed; ros2 param no longer gets answers", zap.Stringer("dds", rc))
+			return
+		}
+		for i := range s.eps {
+			for !s.stopping.Load() {
+				ok, err := s.serveOne(&s.eps[i])
+				if err != nil {
+					log.Error("ros2: parameter service failed; it no longer answers", zap.String("service", s.eps[i].name), zap.Error(err))
+					return
+				}
+				if !ok {
+					break
+				}
+			}
+		}
+	}
+}
+
+// serveOne takes and answers one request; false when there was none.
+func (s *ParameterServer) serveOne(e *serviceEndpoints) (bool, error) {
+	req, n, rc := takeRequest(e.req.e, e.srv, s.req)
+	if rc < 0 {
+		return false, &ddsError{op: "take from " + e.req.ddsTopic, rc: rc}
+	}
+	if n == 0 {
+		return false, nil
+	}
+	s.names = grow(s.names, req.bytes)
+	s.values = grow(s.values, req.nnames)
+	rc = requestStrings(e.srv, s.req, s.names, s.values)
+	if r := returnRequest(e.req.e, s.req); rc >= 0 {
+		rc = r
+	}
+	if rc < 0 {
+		return false, &ddsError{op: "read request from " + e.req.ddsTopic, rc: rc}
+	}
+	strs := splitNUL(s.names[:req.bytes])
+	s.answer(e.srv, req, strs)
+
+	// Reply once the client can hear it (see replyMatchWait).
+	deadline := time.Now().Add(replyMatchWait)
+	for {
+		st, rc := clientReplyMatched(e.req.e, e.reply.e, req.writer)
+		if rc < 0 {
+			return false, &ddsError{op: "check the client of " + e.req.ddsTopic, rc: rc}
+		}
+		if st == 1 {
+			break
+		}
+		if st == 2 || time.Now().After(deadline) || s.stopping.Load() {
+			if s.dropped.Add(1) == 1 {
+				s.p.log.Warn("ros2: parameter request left unanswered: the client's reply reader is not matched (client gone, or discovery one-sided); logged once",
+					zap.String("service", e.name))
+			}
+			return true, nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	e.reply.mu.Lock()
+	defer e.reply.mu.Unlock()
+	if e.reply.closed {
+		return false, nil
+	}
+	if rc := writeReply(e.reply.e, e.srv, req.clientGUID, req.seq, s.strs, s.recs, s.prefixes); rc < 0 {
+		return false, &ddsError{op: "write " + e.reply.ddsTopic, rc: rc}
+	}
+	s.served.Add(1)
+	return true, nil
+}
+
+// answer builds the reply records of one request into s.strs, s.recs and
+// s.prefixes. strs are the request's strings (zh_request_strings).
+func (s *ParameterServer) answer(srv paramService, req request, strs []string) {
+	s.strs, s.recs, s.prefixes = append(s.strs[:0], 0), s.recs[:0], s.prefixes[:0]
+	switch srv {
+	case srvList:
+		names, prefixes := s.set.List(strs, req.depth)
+		for _, n := range names {
+			s.recs = append(s.recs, paramRec{name: s.str(n)})
+		}
+		for _, p := range prefixes {
+			s.prefixes = append(s.prefixes, s.str(p))
+		}
+	case srvGet, srvGetTypes, srvDescribe:
+		// Undeclared names answer NOT_SET in their place, as rclpy does
+		// (rclcpp answers nothing at all), so positions stay aligned.
+		for _, name := range strs {
+			p, ok := s.set.Get(name)
+			r := paramRec{name: s.str(name)}
+			if ok {
+				r.typ = uint8(p.Value.Type)
+				r.boolValue = b2u(p.Value.Bool)
+				r.integerValue, r.doubleValue, r.stringValue = p.Value.Integer, p.Value.Double, s.str(p.Value.String)
+				r.description, r.constraints, r.readOnly = s.str(p.Description), s.str(p.Constraints), b2u(p.ReadOnly)
+			}
+			s.recs = append(s.recs, r)
+		}
+	case srvSet, srvSetAtomically:
+		// strs holds name, string_value pairs.
+		var firstFail paramRec
+		failed := false
+		for i := 0; i+1 < len(strs) && i/2 < len(s.values); i += 2 {
+			v := s.values[i/2]
+			ok, reason := s.set.Check(strs[i], params.Value{Type: params.Type(v.typ), Bool: v.boolValue != 0,
+				Integer: v.integerValue, Double: v.doubleValue, String: strs[i+1]})
+			r := paramRec{successful: b2u(ok), reason: s.str(reason)}
+			if !ok && !failed {
+				failed, firstFail = true, r
+			}
+			s.recs = append(s.recs, r)
+		}
+		if srv == srvSetAtomically {
+			// All or nothing: every parameter is read-only, so nothing is
+			// ever set; the first failure says why.
+			r := paramRec{successful: 1}
+			if failed {
+				r = firstFail
+			}
+			s.recs = append(s.recs[:0], r)
+		}
+	}
+}
+
+// str appends v NUL-terminated to s.strs and returns its offset ("" is
+// offset 0). A NUL inside v ends it there on the wire.
+func (s *ParameterServer) str(v string) uint32 {
+	if v == "" {
+		return 0
+	}
+	off := uint32(len(s.strs))
+	s.strs = append(append(s.strs, v...), 0)
+	return off
+}
+
+func b2u(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// splitNUL splits NUL-terminated strings.
+func splitNUL(b []byte) []string {
+	var out []string
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, 0)
+		if i < 0 {
+			i = len(b)
+		}
+		out = append(out, string(b[:i]))
+		b = b[min(i+1, len(b)):]
+	}
+	return out
+}
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}

@@ -1,0 +1,189 @@
+//go:build ros2 && cgo
+
+package ros2
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zerohop/zerohop/ros2/params"
+)
+
+// paramClientPath is testdata/paramclient, a stand-in for a `ros2 param`
+// client as rmw_cyclonedds implements service clients (request header,
+// clientid, waiting for the service), built by TestMain.
+var paramClientPath string
+
+// callParams runs the client against node in cfg's domain and returns its
+// output lines before "done".
+func callParams(t *testing.T, cfg Config, node string, args ...string) []string {
+	t.Helper()
+	return callParamsEnv(t, cfg, nil, node, args...)
+}
+
+// callParamsEnv is callParams with more environment variables.
+func callParamsEnv(t *testing.T, cfg Config, env []string, node string, args ...string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, paramClientPath, append([]string{fmt.Sprint(cfg.Domain), node}, args...)...)
+	cmd.Env = append(append(os.Environ(), "CYCLONEDDS_URI="+cfg.CycloneConfig()), env...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("paramclient %q: %v\n%s", args, err, out)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if len(lines) < 2 || lines[0] != "available" || lines[len(lines)-1] != "done" {
+		t.Fatalf("paramclient %q: output %q", args, lines)
+	}
+	return lines[1 : len(lines)-1]
+}
+
+func testParams(t *testing.T) *params.Set {
+	t.Helper()
+	s, err := params.NewSet([]params.Parameter{
+		{Name: "watchdog", Value: params.Value{Type: params.Double, Double: 0.2}, Description: "stale-frame limit", Constraints: params.ReadAtStart, ReadOnly: true},
+		{Name: "ros2", Value: params.Value{Type: params.Bool, Bool: true}, ReadOnly: true},
+		{Name: "max_points", Value: params.Value{Type: params.Integer, Integer: -131072}, ReadOnly: true},
+		{Name: "camera", Value: params.Value{Type: params.String, String: "synthetic ü"}, ReadOnly: true},
+		{Name: "diagnostic_updater.period", Value: params.Value{Type: params.Double, Double: 1}, ReadOnly: true},
+		{Name: "mode", Value: params.Value{Type: params.String, String: "x"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Each service answers a client that behaves as rmw_cyclonedds's does,
+// for a node in a namespace: the topics, the header echo, the values.
+func TestParameterServicesAnswerARMWClient(t *testing.T) {
+	cfg := loopbackConfig(t)
+	cfg.NodeName, cfg.Namespace = "zerohop_agent", "/robot1"
+	p, err := NewParticipant(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	srv, err := p.ServeParameters(testParams(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	node := "/robot1/zerohop_agent"
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"list", "0"}, []string{"name\tcamera", "name\tdiagnostic_updater.period", "name\tmax_points", "name\tmode", "name\tros2", "name\twatchdog", "prefix\tdiagnostic_updater"}},
+		{[]string{"list", "1", "diagnostic_updater"}, []string{"name\tdiagnostic_updater.period", "prefix\tdiagnostic_updater"}},
+		{[]string{"get", "watchdog", "ros2", "max_points", "camera", "nope"}, []string{
+			"value\t3\t0\t0\t0.20000000000000001\t\t0",
+			"value\t1\t1\t0\t0\t\t0",
+			"value\t2\t0\t-131072\t0\t\t0",
+			"value\t4\t0\t0\t0\tsynthetic ü\t0",
+			"value\t0\t0\t0\t0\t\t0", // not declared: NOT_SET in its place
+		}},
+		{[]string{"types", "camera", "nope", "watchdog"}, []string{"type\t4", "type\t0", "type\t3"}},
+		{[]string{"describe", "watchdog"}, []string{"descriptor\twatchdog\t3\t1\t0\tstale-frame limit\t" + params.ReadAtStart + "\t0\t0"}},
+		{[]string{"set", "watchdog=0.5", "mode=y", "nope=1"}, []string{
+			"result\t0\tparameter 'watchdog' is read-only: this node reads its parameters at start; restart it with --ros-args -p watchdog:=0.5 (or set it in the launch file's parameters)",
+			"result\t1\t",
+			"result\t0\tparameter 'nope' is not declared by this node (ros2 param list shows the ones it has)",
+		}},
+		{[]string{"set_atomically", "mode=y", "camera=file"}, []string{"result\t0\tparameter 'camera' is read-only: this node reads its parameters at start; restart it with --ros-args -p camera:=file (or set it in the launch file's parameters)"}},
+	} {
+		got := callParams(t, cfg, node, tc.args...)
+		if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+			t.Errorf("%q:\n got %q\nwant %q", tc.args, got, tc.want)
+		}
+	}
+	if n := srv.Served(); n != 7 {
+		t.Errorf("Served() = %d after 7 calls", n)
+	}
+	if n := srv.Dropped(); n != 0 {
+		t.Errorf("Dropped() = %d", n)
+	}
+}
+
+// The services' endpoints belong to the node on the ROS graph, so that
+// `ros2 service list` and `ros2 param list` find them under it.
+func TestParameterServicesOnTheGraph(t *testing.T) {
+	cfg := loopbackConfig(t)
+	cfg.NodeName = "cam"
+	p, err := NewParticipant(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	srv, err := p.ServeParameters(testParams(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	var topics []string
+	for _, ep := range p.endpoints {
+		topics = append(topics, fmt.Sprintf("%s %s %v", ep.ddsTopic, ep.typ.ddsName(), ep.writer))
+	}
+	p.mu.Unlock()
+	for _, want := range []string{
+		"rq/cam/get_parametersRequest rcl_interfaces::srv::dds_::GetParameters_Request_ false",
+		"rr/cam/get_parametersReply rcl_interfaces::srv::dds_::GetParameters_Response_ true",
+		"rq/cam/set_parameters_atomicallyRequest rcl_interfaces::srv::dds_::SetParametersAtomically_Request_ false",
+		"rr/cam/describe_parametersReply rcl_interfaces::srv::dds_::DescribeParameters_Response_ true",
+	} {
+		if !strings.Contains(strings.Join(topics, "\n"), want) {
+			t.Errorf("no endpoint %q among\n%s", want, strings.Join(topics, "\n"))
+		}
+	}
+	if len(topics) != 12 {
+		t.Errorf("%d endpoints, want 12", len(topics))
+	}
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Close(); err != nil {
+		t.Fatal("second Close:", err)
+	}
+	p.mu.Lock()
+	left := len(p.endpoints)
+	p.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d endpoints left after Close", left)
+	}
+}
+
+// A client whose reply reader the server cannot match (its clientid
+// differs from its request writer's) gets no reply: the server waits for
+// it as rmw_cyclonedds's does, then counts the request as dropped instead
+// of writing into the void, and keeps serving the next client.
+func TestParameterServicesWaitForTheClientsReplyReader(t *testing.T) {
+	cfg := loopbackConfig(t)
+	cfg.NodeName = "agent"
+	p, err := NewParticipant(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	srv, err := p.ServeParameters(testParams(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if got := callParamsEnv(t, cfg, []string{"PARAMCLIENT_DEAF=1"}, "/agent", "get", "watchdog"); strings.Join(got, "|") != "no reply" {
+		t.Errorf("deaf client got %q", got)
+	}
+	waitFor(t, "the request to be dropped", func() bool { return srv.Dropped() == 1 })
+	if n := srv.Served(); n != 0 {
+		t.Errorf("Served() = %d: a reply no client could match was written", n)
+	}
+	if got := callParams(t, cfg, "/agent", "types", "ros2"); strings.Join(got, "|") != "type\t1" {
+		t.Errorf("next client got %q", got)
+	}
+}

@@ -1,0 +1,237 @@
+// Package params holds a node's ROS 2 parameters as `ros2 param` sees
+// them: names, typed values and descriptors, and the rules by which
+// rclcpp's parameter services list, get and set them. It is pure Go: the
+// ros2 package serves a Set over DDS (Participant.ServeParameters), and
+// FromFlags makes one from a program's flags, the reverse of the
+// parameter-to-flag mapping of package rosargs.
+//
+// zerohop's nodes read their parameters once, at start: every parameter
+// here is read-only, and a set request is refused with a reason that says
+// how to change it (restart with -p NAME:=VALUE). That is the truth about
+// the node, where a setting accepted but not applied would not be.
+package params
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Type is rcl_interfaces/msg/ParameterType.
+type Type uint8
+
+// The parameter types of rcl_interfaces/msg/ParameterType.
+const (
+	NotSet       Type = 0
+	Bool         Type = 1
+	Integer      Type = 2
+	Double       Type = 3
+	String       Type = 4
+	ByteArray    Type = 5
+	BoolArray    Type = 6
+	IntegerArray Type = 7
+	DoubleArray  Type = 8
+	StringArray  Type = 9
+)
+
+func (t Type) String() string {
+	switch t {
+	case NotSet:
+		return "not set"
+	case Bool:
+		return "boolean"
+	case Integer:
+		return "integer"
+	case Double:
+		return "double"
+	case String:
+		return "string"
+	case ByteArray:
+		return "byte array"
+	case BoolArray:
+		return "boolean array"
+	case IntegerArray:
+		return "integer array"
+	case DoubleArray:
+		return "double array"
+	case StringArray:
+		return "string array"
+	}
+	return "Type(" + strconv.Itoa(int(t)) + ")"
+}
+
+// Value is a scalar rcl_interfaces/msg/ParameterValue: the field Type
+// names is the one that holds it. Arrays are not represented: zerohop's
+// lists are comma-separated strings.
+type Value struct {
+	Type    Type
+	Bool    bool
+	Integer int64
+	Double  float64
+	String  string
+}
+
+func (v Value) Format() string {
+	switch v.Type {
+	case Bool:
+		return strconv.FormatBool(v.Bool)
+	case Integer:
+		return strconv.FormatInt(v.Integer, 10)
+	case Double:
+		return strconv.FormatFloat(v.Double, 'g', -1, 64)
+	case String:
+		return strconv.Quote(v.String)
+	}
+	return v.Type.String()
+}
+
+// Parameter is one declared parameter and its descriptor.
+type Parameter struct {
+	Name        string
+	Value       Value
+	Description string
+	Constraints string // additional_constraints: free text for people
+	ReadOnly    bool
+}
+
+// Set is a node's declared parameters, ordered by name (as rclcpp keeps
+// them). It is immutable and safe for concurrent use.
+type Set struct {
+	params []Parameter
+	index  map[string]int
+}
+
+// Separator splits parameter names into prefixes, as rclcpp's
+// list_parameters does ("diagnostic_updater.period" has the prefix
+// "diagnostic_updater").
+const Separator = "."
+
+// NewSet checks the parameters' names (non-empty, unique, valid ROS
+// parameter names) and orders them by name.
+func NewSet(ps []Parameter) (*Set, error) {
+	s := &Set{params: slices.Clone(ps), index: make(map[string]int, len(ps))}
+	slices.SortFunc(s.params, func(a, b Parameter) int { return strings.Compare(a.Name, b.Name) })
+	var errs []error
+	for i, p := range s.params {
+		if err := checkName(p.Name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if _, dup := s.index[p.Name]; dup {
+			errs = append(errs, fmt.Errorf("params: parameter %q declared twice", p.Name))
+			continue
+		}
+		s.index[p.Name] = i
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return s, nil
+}
+
+// checkName accepts what rcl accepts as a parameter name: tokens of
+// letters, digits and '_' joined by '.', not starting with a digit.
+func checkName(name string) error {
+	if name == "" {
+		return errors.New("params: empty parameter name")
+	}
+	for _, tok := range strings.Split(name, Separator) {
+		ok := tok != "" && !(tok[0] >= '0' && tok[0] <= '9')
+		for i := 0; ok && i < len(tok); i++ {
+			c := tok[i]
+			ok = c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		}
+		if !ok {
+			return fmt.Errorf("params: parameter name %q: want letters, digits and '_' in tokens joined by %q", name, Separator)
+		}
+	}
+	return nil
+}
+
+// Len is the number of parameters.
+func (s *Set) Len() int { return len(s.params) }
+
+// All returns the parameters in name order; the slice is the caller's.
+func (s *Set) All() []Parameter { return slices.Clone(s.params) }
+
+// Get returns the parameter of that name.
+func (s *Set) Get(name string) (Parameter, bool) {
+	i, ok := s.index[name]
+	if !ok {
+		return Parameter{}, false
+	}
+	return s.params[i], true
+}
+
+// DepthRecursive is ListParameters' depth for "all levels".
+const DepthRecursive = 0
+
+// List answers rcl_interfaces/srv/ListParameters as rclcpp's
+// NodeParameters::list_parameters does: with no prefixes, every name with
+// fewer than depth separators (all of them for DepthRecursive); with
+// prefixes, the names equal to one, or under one ("prefix.") with fewer
+// than depth separators after it. prefixes are the distinct parents (the
+// name up to its last separator) of the names listed, in first-seen order.
+func (s *Set) List(prefixes []string, depth uint64) (names, parents []string) {
+	below := func(rest string) bool {
+		return depth == DepthRecursive || uint64(strings.Count(rest, Separator)) < depth
+	}
+	for _, p := range s.params {
+		match := len(prefixes) == 0 && below(p.Name)
+		for _, pre := range prefixes {
+			if match {
+				break
+			}
+			if p.Name == pre {
+				match = true
+			} else if rest, ok := strings.CutPrefix(p.Name, pre+Separator); ok {
+				// Separators after the prefix's own one count.
+				match = below(rest)
+			}
+		}
+		if !match {
+			continue
+		}
+		names = append(names, p.Name)
+		if i := strings.LastIndex(p.Name, Separator); i >= 0 && !slices.Contains(parents, p.Name[:i]) {
+			parents = append(parents, p.Name[:i])
+		}
+	}
+	return names, parents
+}
+
+// Check says whether setting name to v would succeed, and why not: the
+// reason a SetParametersResult carries.
+func (s *Set) Check(name string, v Value) (ok bool, reason string) {
+	p, declared := s.Get(name)
+	switch {
+	case !declared:
+		return false, fmt.Sprintf("parameter '%s' is not declared by this node (ros2 param list shows the ones it has)", name)
+	case p.ReadOnly:
+		return false, fmt.Sprintf("parameter '%s' is read-only: this node reads its parameters at start; restart it with --ros-args -p %s:=%s (or set it in the launch file's parameters)",
+			name, name, paramText(v, p.Value.Type))
+	case v.Type != p.Value.Type:
+		return false, fmt.Sprintf("parameter '%s' is of type %s, not %s", name, p.Value.Type, v.Type)
+	}
+	return true, ""
+}
+
+// paramText writes v as a -p rule's YAML value for a parameter of type
+// declared: a string is quoted only where YAML would read another type.
+func paramText(v Value, declared Type) string {
+	if v.Type == String && declared != String {
+		return v.String
+	}
+	if v.Type == String {
+		if _, err := strconv.ParseFloat(v.String, 64); err == nil || v.String == "" || strings.ContainsAny(v.String, " :#'\"") {
+			return strconv.Quote(v.String)
+		}
+		return v.String
+	}
+	if v.Type == NotSet {
+		return "VALUE"
+	}
+	return v.Format()
+}
