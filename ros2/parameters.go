@@ -120,7 +120,7 @@ func (p *Participant) ServeParameters(set *params.Set) (*ParameterServer, error)
 	s.req = newRequestBuf()
 	go s.run()
 	p.mu.Unlock()
-	p.log.Info("ros2: serving parameters (ros2 param list/get/describe; set is refused: read at start)",
+	p.log.Info("ros2: serving parameters (ros2 param list/get/describe/dump/set; most are read at start, and a set of those is refused)",
 		zap.String("node", strings.TrimSuffix(s.eps[0].name, "/describe_parameters")), zap.Int("parameters", set.Len()))
 	return s, nil
 }
@@ -277,28 +277,35 @@ func (s *ParameterServer) answer(srv paramService, req request, strs []string) {
 			s.recs = append(s.recs, r)
 		}
 	case srvSet, srvSetAtomically:
-		// strs holds name, string_value pairs.
-		var firstFail paramRec
-		failed := false
+		// strs holds name, string_value pairs; s.values the rest.
+		var names []string
+		var values []params.Value
 		for i := 0; i+1 < len(strs) && i/2 < len(s.values); i += 2 {
 			v := s.values[i/2]
-			ok, reason := s.set.Check(strs[i], params.Value{Type: params.Type(v.typ), Bool: v.boolValue != 0,
+			names = append(names, strs[i])
+			values = append(values, params.Value{Type: params.Type(v.typ), Bool: v.boolValue != 0,
 				Integer: v.integerValue, Double: v.doubleValue, String: strs[i+1]})
-			r := paramRec{successful: b2u(ok), reason: s.str(reason)}
-			if !ok && !failed {
-				failed, firstFail = true, r
-			}
-			s.recs = append(s.recs, r)
 		}
 		if srv == srvSetAtomically {
-			// All or nothing: every parameter is read-only, so nothing is
-			// ever set; the first failure says why.
-			r := paramRec{successful: 1}
-			if failed {
-				r = firstFail
+			ok, reason := s.set.SetAtomically(names, values)
+			s.recs = append(s.recs, paramRec{successful: b2u(ok), reason: s.str(reason)})
+			for i := range names {
+				s.logSet(ok, names[i], values[i])
 			}
-			s.recs = append(s.recs[:0], r)
+			break
 		}
+		for i, name := range names {
+			ok, reason := s.set.Set(name, values[i])
+			s.recs = append(s.recs, paramRec{successful: b2u(ok), reason: s.str(reason)})
+			s.logSet(ok, name, values[i])
+		}
+	}
+}
+
+// logSet logs a parameter a set request changed.
+func (s *ParameterServer) logSet(ok bool, name string, v params.Value) {
+	if ok {
+		s.p.log.Info("ros2: parameter set (ros2 param set)", zap.String("name", name), zap.String("value", v.Format()))
 	}
 }
 

@@ -4,6 +4,7 @@ package ros2
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -53,7 +54,12 @@ func testParams(t *testing.T) *params.Set {
 		{Name: "max_points", Value: params.Value{Type: params.Integer, Integer: -131072}, ReadOnly: true},
 		{Name: "camera", Value: params.Value{Type: params.String, String: "synthetic ü"}, ReadOnly: true},
 		{Name: "diagnostic_updater.period", Value: params.Value{Type: params.Double, Double: 1}, ReadOnly: true},
-		{Name: "mode", Value: params.Value{Type: params.String, String: "x"}},
+		{Name: "mode", Value: params.Value{Type: params.String, String: "x"}, Constraints: params.TakesEffectAtOnce, Apply: func(v params.Value) error {
+			if v.String == "bad" {
+				return errors.New("not a mode")
+			}
+			return nil
+		}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -97,15 +103,19 @@ func TestParameterServicesAnswerARMWClient(t *testing.T) {
 			"result\t1\t",
 			"result\t0\tparameter 'nope' is not declared by this node (ros2 param list shows the ones it has)",
 		}},
-		{[]string{"set_atomically", "mode=y", "camera=file"}, []string{"result\t0\tparameter 'camera' is read-only: this node reads its parameters at start; restart it with --ros-args -p camera:=file (or set it in the launch file's parameters)"}},
+		{[]string{"set_atomically", "mode=z", "camera=file"}, []string{"result\t0\tparameter 'camera' is read-only: this node reads its parameters at start; restart it with --ros-args -p camera:=file (or set it in the launch file's parameters)"}},
+		{[]string{"set", "mode=bad"}, []string{`result	0	parameter 'mode' = "bad": not a mode`}},
+		// The first set took; the atomic one and the refused one did not.
+		{[]string{"get", "mode"}, []string{"value\t4\t0\t0\t0\ty\t0"}},
+		{[]string{"describe", "mode"}, []string{"descriptor\tmode\t4\t0\t0\t\t" + params.TakesEffectAtOnce + "\t0\t0"}},
 	} {
 		got := callParams(t, cfg, node, tc.args...)
 		if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
 			t.Errorf("%q:\n got %q\nwant %q", tc.args, got, tc.want)
 		}
 	}
-	if n := srv.Served(); n != 7 {
-		t.Errorf("Served() = %d after 7 calls", n)
+	if n := srv.Served(); n != 10 {
+		t.Errorf("Served() = %d after 10 calls", n)
 	}
 	if n := srv.Dropped(); n != 0 {
 		t.Errorf("Dropped() = %d", n)

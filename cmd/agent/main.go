@@ -128,14 +128,14 @@ Flags:
 	if err := agent.CheckNodeConfig(cfg); err != nil {
 		return err
 	}
-	log, err := logging.New(logLevel)
+	log, level, err := logging.New(logLevel)
 	if err != nil {
 		return err
 	}
 	defer log.Sync()
 	cfg.Log = log
 	rosArgs.Log(log)
-	out, err := openROS2(log, rosArgs)
+	out, err := openROS2(log, level, rosArgs)
 	if err != nil {
 		return err
 	}

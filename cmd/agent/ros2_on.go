@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zerohop/zerohop/agent"
+	"github.com/zerohop/zerohop/logging"
 	"github.com/zerohop/zerohop/ros2"
 	"github.com/zerohop/zerohop/ros2/params"
 	"github.com/zerohop/zerohop/ros2/rosargs"
@@ -28,9 +29,9 @@ var _ agent.CmdSink = (*ros2.TwistSink)(nil)
 // (ROS_DOMAIN_ID, ROS_AUTOMATIC_DISCOVERY_RANGE, ROS_LOCALHOST_ONLY,
 // ROS_STATIC_PEERS, CYCLONEDDS_URI; ROS_DISTRO picks the graph
 // announcement's GID width), as node --ros2-node-name.
-func ros2Flags(fs *flag.FlagSet) func(*zap.Logger, *rosargs.Args) (ros2Out, error) {
+func ros2Flags(fs *flag.FlagSet) func(*zap.Logger, zap.AtomicLevel, *rosargs.Args) (ros2Out, error) {
 	settings := registerROS2Flags(fs)
-	return func(log *zap.Logger, ra *rosargs.Args) (ros2Out, error) {
+	return func(log *zap.Logger, level zap.AtomicLevel, ra *rosargs.Args) (ros2Out, error) {
 		set, err := settings(os.LookupEnv, ra)
 		if err != nil {
 			return ros2Out{}, err
@@ -41,8 +42,9 @@ func ros2Flags(fs *flag.FlagSet) func(*zap.Logger, *rosargs.Args) (ros2Out, erro
 			}
 			return ros2Out{close: func() {}}, nil
 		}
-		// What ros2 param shows: every flag as the agent runs with it.
-		paramSet, err := params.FromFlags(fs, rosOptions.Aliases, rosOptions.NodeNameFlag, rosOptions.NamespaceFlag)
+		// What ros2 param shows: every flag as the agent runs with it;
+		// only the log level changes while it runs.
+		paramSet, err := params.FromFlags(fs, paramOptions(level))
 		if err != nil {
 			return ros2Out{}, err
 		}
@@ -205,4 +207,12 @@ func given(fs *flag.FlagSet, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
+}
+
+// paramOptions make the agent's flags its ROS parameters: log_level
+// writable (ros2 param set /zerohop_agent log_level debug), the rest read
+// at start.
+func paramOptions(level zap.AtomicLevel) params.FlagOptions {
+	return params.FlagOptions{Aliases: rosOptions.Aliases, Hide: []string{rosOptions.NodeNameFlag, rosOptions.NamespaceFlag},
+		Writable: map[string]func(params.Value) error{rosOptions.LogLevelFlag: params.StringApply(logging.Setter(level))}}
 }

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zerohop/zerohop/ros2"
+	"github.com/zerohop/zerohop/ros2/params"
 	"github.com/zerohop/zerohop/ros2/rosargs"
 )
 
@@ -50,7 +51,7 @@ func TestROS2FlagsRefused(t *testing.T) {
 		if err := fs.Parse(tc.args); err != nil {
 			t.Fatalf("%q: %v", tc.args, err)
 		}
-		if _, err := start(zap.NewNop(), &rosargs.Args{}); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := start(zap.NewNop(), zap.NewAtomicLevel(), &rosargs.Args{}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want an error with %q", tc.args, err, tc.want)
 		}
 	}
@@ -266,7 +267,10 @@ func TestAgentServesItsFlagsAsParameters(t *testing.T) {
 		done <- run([]string{"--duration", "4s", "--http", "127.0.0.1:0", "--camera", "synthetic", "--log-level", "error", "--ros2",
 			"--ros-args", "-r", "__ns:=/t", "-p", "watchdog:=0.3", "-p", "lidar_height:=0.62"})
 	}()
-	out, err := exec.Command(client, domain, "/t/zerohop_agent", "get", "watchdog", "ros2", "lidar_height", "ros2_node_name").Output()
+	call := func(args ...string) ([]byte, error) {
+		return exec.Command(client, append([]string{domain, "/t/zerohop_agent"}, args...)...).Output()
+	}
+	out, err := call("get", "watchdog", "ros2", "lidar_height", "ros2_node_name")
 	if err != nil {
 		select {
 		case rerr := <-done:
@@ -284,7 +288,40 @@ func TestAgentServesItsFlagsAsParameters(t *testing.T) {
 	if string(out) != want {
 		t.Errorf("ros2 param get:\n%s\nwant\n%s", out, want)
 	}
+	// The log level changes while the agent runs; the watchdog does not.
+	out, err = call("set", "log_level=warn", "watchdog=0.5")
+	if err != nil || !strings.HasPrefix(string(out), "available\nresult\t1\t\nresult\t0\tparameter 'watchdog' is read-only") {
+		t.Errorf("ros2 param set: %v\n%s", err, out)
+	}
+	if out, err = call("get", "log_level"); err != nil || string(out) != "available\nvalue\t4\t0\t0\t0\twarn\t0\ndone\n" {
+		t.Errorf("ros2 param get log_level after the set: %v\n%s", err, out)
+	}
 	if err := <-done; err != nil {
 		t.Fatal("run:", err)
+	}
+}
+
+// log_level is the one parameter set while the agent runs: it changes the
+// logger's level, and a name that is not a level changes nothing.
+func TestLogLevelParameterSetsTheLevel(t *testing.T) {
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	fs.String("log-level", "info", "")
+	fs.String("ros2-node-name", "zerohop_agent", "")
+	fs.Duration("diagnostics-period", time.Second, "")
+	fs.Duration("watchdog", time.Second, "")
+	level := zap.NewAtomicLevelAt(zap.InfoLevel)
+	set, err := params.FromFlags(fs, paramOptions(level))
+	if err != nil {
+		t.Fatal(err)
+	}
+	str := func(s string) params.Value { return params.Value{Type: params.String, String: s} }
+	if ok, reason := set.Set("log_level", str("DEBUG")); !ok || level.Level() != zap.DebugLevel {
+		t.Errorf("set log_level DEBUG: %v %q, level %v", ok, reason, level.Level())
+	}
+	if ok, reason := set.Set("log_level", str("loud")); ok || !strings.Contains(reason, "want debug, info, warn or error") || level.Level() != zap.DebugLevel {
+		t.Errorf("set log_level loud: %v %q, level %v", ok, reason, level.Level())
+	}
+	if ok, _ := set.Set("watchdog", params.Value{Type: params.Double, Double: 1}); ok {
+		t.Error("watchdog was set while running")
 	}
 }

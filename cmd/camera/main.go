@@ -102,7 +102,7 @@ Flags:
 		return fmt.Errorf("--subscribers %d: want 1..%d", cfg.Subscribers, pinned.MaxSubscribers)
 	}
 	cfg.ImageWidth, cfg.ImageHeight, cfg.Slots = w, h, uint32(slots)
-	log, err := logging.New(logLevel)
+	log, level, err := logging.New(logLevel)
 	if err != nil {
 		return err
 	}
@@ -111,7 +111,7 @@ Flags:
 	rosArgs.Log(log)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if handled, err := runROS2(ctx, cfg, rosArgs); handled {
+	if handled, err := runROS2(ctx, cfg, level, rosArgs); handled {
 		return err
 	}
 	return camera.RunNode(ctx, cfg)

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zerohop/zerohop/camera"
+	"github.com/zerohop/zerohop/logging"
 	"github.com/zerohop/zerohop/ros2"
 	"github.com/zerohop/zerohop/ros2/params"
 	"github.com/zerohop/zerohop/ros2/rosargs"
@@ -27,9 +28,9 @@ import (
 // domain and with the discovery settings of the usual ROS environment
 // variables (ROS_DOMAIN_ID, ROS_AUTOMATIC_DISCOVERY_RANGE,
 // ROS_LOCALHOST_ONLY, ROS_STATIC_PEERS, CYCLONEDDS_URI).
-func ros2Flags(fs *flag.FlagSet) func(context.Context, camera.NodeConfig, *rosargs.Args) (handled bool, err error) {
+func ros2Flags(fs *flag.FlagSet) func(context.Context, camera.NodeConfig, zap.AtomicLevel, *rosargs.Args) (handled bool, err error) {
 	nodeConfig := registerROS2Flags(fs)
-	return func(ctx context.Context, cfg camera.NodeConfig, ra *rosargs.Args) (bool, error) {
+	return func(ctx context.Context, cfg camera.NodeConfig, level zap.AtomicLevel, ra *rosargs.Args) (bool, error) {
 		if cfg.Source != "ros2" {
 			if rules := ra.TopicRules(); len(rules) > 0 {
 				cfg.Log.Warn("ROS arguments: remapping rules ignored: the camera joins ROS 2 only with --source ros2 (the parameter source: ros2)", zap.Stringers("rules", rules))
@@ -47,6 +48,11 @@ func ros2Flags(fs *flag.FlagSet) func(context.Context, camera.NodeConfig, *rosar
 		}
 		rc, err := nodeConfig(os.LookupEnv, ra)
 		if err != nil {
+			return true, err
+		}
+		// What ros2 param shows: every flag as the camera runs with it;
+		// only the log level changes while it runs.
+		if rc.Parameters, err = params.FromFlags(fs, paramOptions(level)); err != nil {
 			return true, err
 		}
 		return true, camera.RunROS2Node(ctx, cfg, rc)
@@ -137,14 +143,8 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 		if err != nil {
 			return camera.ROS2NodeConfig{}, err
 		}
-		// What ros2 param shows: every flag as the node runs with it.
-		paramSet, err := params.FromFlags(fs, rosOptions.Aliases, rosOptions.NodeNameFlag, rosOptions.NamespaceFlag)
-		if err != nil {
-			return camera.ROS2NodeConfig{}, err
-		}
 		return camera.ROS2NodeConfig{
-			Parameters: paramSet,
-			DDS:        dds, PointsTopic: *points, ImageTopic: *image,
+			DDS: dds, PointsTopic: *points, ImageTopic: *image,
 			MaxPoints: *maxPoints, MaxImageBytes: *maxImage, HandlesTopic: *handlesTop,
 			ImageMirrorTopic: *imgMirror, PointsMirrorTopic: *ptsMirror, MirrorReliability: rel,
 			StampOnReceipt: receipt, Intensity: intensity,
@@ -162,4 +162,12 @@ func parseMirrorReliability(s string) (ros2.Reliability, error) {
 		return ros2.Reliable, nil
 	}
 	return 0, fmt.Errorf(`--ros2-mirror-reliability %q: want "best-effort" or "reliable"`, s)
+}
+
+// paramOptions make the camera's flags its ROS parameters: log_level
+// writable (ros2 param set /zerohop_camera log_level debug), the rest
+// read at start.
+func paramOptions(level zap.AtomicLevel) params.FlagOptions {
+	return params.FlagOptions{Aliases: rosOptions.Aliases, Hide: []string{rosOptions.NodeNameFlag, rosOptions.NamespaceFlag},
+		Writable: map[string]func(params.Value) error{rosOptions.LogLevelFlag: params.StringApply(logging.Setter(level))}}
 }

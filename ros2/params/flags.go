@@ -8,24 +8,45 @@ import (
 	"time"
 )
 
-// ReadAtStart is the additional_constraints text of FromFlags' parameters.
-const ReadAtStart = "read at start: restart the node to change it"
+// ReadAtStart is the additional_constraints text of FromFlags' read-only
+// parameters; TakesEffectAtOnce that of its writable ones.
+const (
+	ReadAtStart       = "read at start: restart the node to change it"
+	TakesEffectAtOnce = "takes effect at once (ros2 param set)"
+)
 
-// FromFlags declares a read-only parameter for each flag of fs, named as
-// package rosargs maps parameters to flags in reverse: --lidar-height is
-// lidar_height. Each alias (a ROS parameter name the ecosystem uses, e.g.
-// "diagnostic_updater.period" for --diagnostics-period) is declared too,
-// with its flag's value. Flags named in hide are left out (the node's
-// name and namespace flags: ROS tools show those as the node itself).
+// FlagOptions say how FromFlags turns flags into parameters.
+type FlagOptions struct {
+	// Aliases are ROS parameter names the ecosystem uses for flags of
+	// other names ("diagnostic_updater.period": "diagnostics-period");
+	// each is declared too, with its flag's value.
+	Aliases map[string]string
+	// Hide names flags left out: the node's name and namespace flags,
+	// which ROS tools show as the node itself.
+	Hide []string
+	// Writable maps the flags the node can change while it runs to the
+	// function that does it (Parameter.Apply); every other parameter is
+	// read-only.
+	Writable map[string]func(Value) error
+}
+
+// FromFlags declares a parameter for each flag of fs, named as package
+// rosargs maps parameters to flags in reverse: --lidar-height is
+// lidar_height.
 //
 // Types follow the flags' values (flag.Getter): bool is a boolean,
 // integers an integer, float64 a double, a time.Duration a double in
 // seconds (as a -p rule gives it), anything else a string. Call it after
 // the flags are parsed: the values are the ones the node runs with.
-func FromFlags(fs *flag.FlagSet, aliases map[string]string, hide ...string) (*Set, error) {
+func FromFlags(fs *flag.FlagSet, opt FlagOptions) (*Set, error) {
 	hidden := map[string]bool{}
-	for _, h := range hide {
+	for _, h := range opt.Hide {
 		hidden[h] = true
+	}
+	for name := range opt.Writable {
+		if fs.Lookup(name) == nil || hidden[name] {
+			return nil, fmt.Errorf("params: writable flag --%s: no such flag", name)
+		}
 	}
 	var ps []Parameter
 	byFlag := map[string]Parameter{}
@@ -35,15 +56,18 @@ func FromFlags(fs *flag.FlagSet, aliases map[string]string, hide ...string) (*Se
 		}
 		p := Parameter{Name: strings.ReplaceAll(f.Name, "-", "_"), Value: flagValue(f),
 			Description: f.Usage + " (flag --" + f.Name + ")", Constraints: ReadAtStart, ReadOnly: true}
-		if _, ok := f.Value.(flag.Getter); ok {
-			if _, isDur := f.Value.(flag.Getter).Get().(time.Duration); isDur {
+		if g, ok := f.Value.(flag.Getter); ok {
+			if _, isDur := g.Get().(time.Duration); isDur {
 				p.Description += "; in seconds"
 			}
+		}
+		if apply := opt.Writable[f.Name]; apply != nil {
+			p.Apply, p.ReadOnly, p.Constraints = apply, false, TakesEffectAtOnce
 		}
 		ps = append(ps, p)
 		byFlag[f.Name] = p
 	})
-	for alias, name := range aliases {
+	for alias, name := range opt.Aliases {
 		p, ok := byFlag[name]
 		if !ok {
 			if hidden[name] {
@@ -86,4 +110,10 @@ func flagValue(f *flag.Flag) Value {
 		return Value{Type: String, String: v}
 	}
 	return Value{Type: String, String: f.Value.String()}
+}
+
+// StringApply adapts a setter of a string to Parameter.Apply (Set has
+// already checked that the value is a string).
+func StringApply(set func(string) error) func(Value) error {
+	return func(v Value) error { return set(v.String) }
 }

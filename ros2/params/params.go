@@ -5,10 +5,12 @@
 // FromFlags makes one from a program's flags, the reverse of the
 // parameter-to-flag mapping of package rosargs.
 //
-// zerohop's nodes read their parameters once, at start: every parameter
-// here is read-only, and a set request is refused with a reason that says
-// how to change it (restart with -p NAME:=VALUE). That is the truth about
-// the node, where a setting accepted but not applied would not be.
+// zerohop's nodes read most parameters once, at start: those are
+// read-only, and a set request is refused with a reason that says how to
+// change it (restart with -p NAME:=VALUE). That is the truth about the
+// node, where a setting accepted but not applied would not be. A
+// parameter the node can change while it runs (log_level) has an Apply
+// function; a set calls it and, when it succeeds, stores the new value.
 package params
 
 import (
@@ -17,6 +19,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Type is rcl_interfaces/msg/ParameterType.
@@ -94,12 +97,18 @@ type Parameter struct {
 	Description string
 	Constraints string // additional_constraints: free text for people
 	ReadOnly    bool
+	// Apply puts a new value (of the parameter's type) into effect, or
+	// says why it cannot; required unless ReadOnly. Set calls it with the
+	// set's lock held: one at a time.
+	Apply func(Value) error
 }
 
 // Set is a node's declared parameters, ordered by name (as rclcpp keeps
-// them). It is immutable and safe for concurrent use.
+// them). The names and descriptors are fixed; the values of writable
+// parameters change through Set. Safe for concurrent use.
 type Set struct {
-	params []Parameter
+	mu     sync.RWMutex
+	params []Parameter // values under mu
 	index  map[string]int
 }
 
@@ -121,6 +130,10 @@ func NewSet(ps []Parameter) (*Set, error) {
 		}
 		if _, dup := s.index[p.Name]; dup {
 			errs = append(errs, fmt.Errorf("params: parameter %q declared twice", p.Name))
+			continue
+		}
+		if !p.ReadOnly && p.Apply == nil {
+			errs = append(errs, fmt.Errorf("params: parameter %q is writable but has no Apply", p.Name))
 			continue
 		}
 		s.index[p.Name] = i
@@ -154,14 +167,20 @@ func checkName(name string) error {
 func (s *Set) Len() int { return len(s.params) }
 
 // All returns the parameters in name order; the slice is the caller's.
-func (s *Set) All() []Parameter { return slices.Clone(s.params) }
+func (s *Set) All() []Parameter {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return slices.Clone(s.params)
+}
 
-// Get returns the parameter of that name.
+// Get returns the parameter of that name, with its current value.
 func (s *Set) Get(name string) (Parameter, bool) {
 	i, ok := s.index[name]
 	if !ok {
 		return Parameter{}, false
 	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	return s.params[i], true
 }
 
@@ -202,10 +221,69 @@ func (s *Set) List(prefixes []string, depth uint64) (names, parents []string) {
 	return names, parents
 }
 
-// Check says whether setting name to v would succeed, and why not: the
-// reason a SetParametersResult carries.
+// Set sets one parameter, as set_parameters does for each of its list:
+// it checks the name, type and writability (Check), then applies the
+// value and stores it. The reason (for a SetParametersResult) says why it
+// failed.
+func (s *Set) Set(name string, v Value) (ok bool, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.setLocked(name, v)
+}
+
+func (s *Set) setLocked(name string, v Value) (bool, string) {
+	if ok, reason := s.checkLocked(name, v); !ok {
+		return false, reason
+	}
+	p := &s.params[s.index[name]]
+	if err := p.Apply(v); err != nil {
+		return false, fmt.Sprintf("parameter '%s' = %s: %v", name, v.Format(), err)
+	}
+	p.Value = v
+	return true, ""
+}
+
+// SetAtomically sets every (names[i], values[i]) or none, as
+// set_parameters_atomically does: all are checked first, and the first
+// that fails the check fails the whole. An Apply that fails after others
+// succeeded stops there; those before it keep their new values (the
+// reason says so).
+func (s *Set) SetAtomically(names []string, values []Value) (ok bool, reason string) {
+	if len(names) != len(values) {
+		return false, fmt.Sprintf("%d names, %d values", len(names), len(values))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, name := range names {
+		if ok, reason := s.checkLocked(name, values[i]); !ok {
+			return false, reason
+		}
+	}
+	for i, name := range names {
+		if ok, reason := s.setLocked(name, values[i]); !ok {
+			if i > 0 {
+				reason += fmt.Sprintf(" (the %d before it in the request were set)", i)
+			}
+			return false, reason
+		}
+	}
+	return true, ""
+}
+
+// Check says whether setting name to v would pass the checks (declared,
+// writable, same type), and why not.
 func (s *Set) Check(name string, v Value) (ok bool, reason string) {
-	p, declared := s.Get(name)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.checkLocked(name, v)
+}
+
+func (s *Set) checkLocked(name string, v Value) (ok bool, reason string) {
+	i, declared := s.index[name]
+	var p Parameter
+	if declared {
+		p = s.params[i]
+	}
 	switch {
 	case !declared:
 		return false, fmt.Sprintf("parameter '%s' is not declared by this node (ros2 param list shows the ones it has)", name)

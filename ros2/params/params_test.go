@@ -1,6 +1,7 @@
 package params
 
 import (
+	"errors"
 	"flag"
 	"slices"
 	"strings"
@@ -61,15 +62,18 @@ func TestNewSetRefusesBadNames(t *testing.T) {
 			t.Errorf("NewSet(%q): no error", bad)
 		}
 	}
-	if _, err := NewSet([]Parameter{{Name: "lidar_height"}, {Name: "diagnostic_updater.period"}, {Name: "_x9"}}); err != nil {
+	if _, err := NewSet([]Parameter{{Name: "lidar_height", ReadOnly: true}, {Name: "diagnostic_updater.period", ReadOnly: true}, {Name: "_x9", ReadOnly: true}}); err != nil {
 		t.Error(err)
+	}
+	if _, err := NewSet([]Parameter{{Name: "writable_without_apply"}}); err == nil {
+		t.Error("a writable parameter without Apply: no error")
 	}
 }
 
 func TestCheck(t *testing.T) {
 	s, err := NewSet([]Parameter{
 		{Name: "watchdog", Value: Value{Type: Double, Double: 0.2}, ReadOnly: true},
-		{Name: "mode", Value: Value{Type: String, String: "x"}},
+		{Name: "mode", Value: Value{Type: String, String: "x"}, Apply: func(Value) error { return nil }},
 		{Name: "label", Value: Value{Type: String, String: "x"}, ReadOnly: true},
 	})
 	if err != nil {
@@ -109,7 +113,9 @@ func TestFromFlags(t *testing.T) {
 	if err := fs.Parse([]string{"--max-points", "9", "--diagnostics-period", "250ms", "--ros2"}); err != nil {
 		t.Fatal(err)
 	}
-	s, err := FromFlags(fs, map[string]string{"diagnostic_updater.period": "diagnostics-period"}, "ros2-node-name")
+	var applied []Value
+	s, err := FromFlags(fs, FlagOptions{Aliases: map[string]string{"diagnostic_updater.period": "diagnostics-period"}, Hide: []string{"ros2-node-name"},
+		Writable: map[string]func(Value) error{"camera": func(v Value) error { applied = append(applied, v); return nil }}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,14 +134,68 @@ func TestFromFlags(t *testing.T) {
 		if p.Value != want[p.Name] {
 			t.Errorf("%s = %+v, want %+v", p.Name, p.Value, want[p.Name])
 		}
-		if !p.ReadOnly || p.Constraints != ReadAtStart || !strings.Contains(p.Description, "(flag --") {
+		writable := p.Name == "camera"
+		if p.ReadOnly == writable || (p.Constraints == ReadAtStart) == writable || (p.Apply != nil) != writable || !strings.Contains(p.Description, "(flag --") {
 			t.Errorf("%s: descriptor %+v", p.Name, p)
 		}
 	}
 	if !slices.IsSorted(got) || len(got) != len(want) {
 		t.Errorf("parameters %q: want the %d of %v, sorted (the node name flag hidden)", got, len(want), want)
 	}
-	if _, err := FromFlags(fs, map[string]string{"x.y": "no-such-flag"}); err == nil {
+	if ok, reason := s.Set("camera", Value{Type: String, String: "replay:x"}); !ok || len(applied) != 1 || applied[0].String != "replay:x" {
+		t.Errorf("Set(camera) = %v %q, applied %+v", ok, reason, applied)
+	}
+	if p, _ := s.Get("camera"); p.Value.String != "replay:x" {
+		t.Errorf("camera after Set: %+v", p.Value)
+	}
+	if _, err := FromFlags(fs, FlagOptions{Aliases: map[string]string{"x.y": "no-such-flag"}}); err == nil {
 		t.Error("an alias of no flag: no error")
+	}
+	if _, err := FromFlags(fs, FlagOptions{Writable: map[string]func(Value) error{"nope": nil}}); err == nil {
+		t.Error("a writable flag that does not exist: no error")
+	}
+}
+
+// Set applies and stores; SetAtomically checks every parameter before it
+// applies any, and a failing Apply leaves the value as it was.
+func TestSet(t *testing.T) {
+	var log []string
+	apply := func(name string) func(Value) error {
+		return func(v Value) error {
+			if v.String == "bad" {
+				return errors.New("refused")
+			}
+			log = append(log, name+"="+v.String)
+			return nil
+		}
+	}
+	s, err := NewSet([]Parameter{
+		{Name: "a", Value: Value{Type: String, String: "0"}, Apply: apply("a")},
+		{Name: "b", Value: Value{Type: String, String: "0"}, Apply: apply("b")},
+		{Name: "ro", Value: Value{Type: String, String: "0"}, ReadOnly: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	str := func(s string) Value { return Value{Type: String, String: s} }
+	value := func(name string) string { p, _ := s.Get(name); return p.Value.String }
+	if ok, reason := s.Set("a", str("bad")); ok || !strings.Contains(reason, `parameter 'a' = "bad": refused`) || value("a") != "0" {
+		t.Errorf("Set(a, bad) = %v %q; a = %q", ok, reason, value("a"))
+	}
+	if ok, _ := s.Set("a", str("1")); !ok || value("a") != "1" {
+		t.Errorf("Set(a, 1) = %v; a = %q", ok, value("a"))
+	}
+	// A read-only one in the request: nothing is applied.
+	if ok, reason := s.SetAtomically([]string{"a", "ro"}, []Value{str("2"), str("2")}); ok || !strings.Contains(reason, "'ro' is read-only") || value("a") != "1" {
+		t.Errorf("SetAtomically(a, ro) = %v %q; a = %q", ok, reason, value("a"))
+	}
+	if ok, _ := s.SetAtomically([]string{"a", "b"}, []Value{str("3"), str("3")}); !ok || value("a") != "3" || value("b") != "3" {
+		t.Errorf("SetAtomically(a, b): a = %q, b = %q", value("a"), value("b"))
+	}
+	if ok, reason := s.SetAtomically([]string{"a", "b"}, []Value{str("4"), str("bad")}); ok || !strings.Contains(reason, "the 1 before it in the request were set") || value("b") != "3" {
+		t.Errorf("SetAtomically(a, b=bad) = %v %q; b = %q", ok, reason, value("b"))
+	}
+	if got := strings.Join(log, " "); got != "a=1 a=3 b=3 a=4" {
+		t.Errorf("applied %q", got)
 	}
 }

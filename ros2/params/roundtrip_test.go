@@ -88,7 +88,7 @@ func TestDumpIsAParamsFileTheNodeReads(t *testing.T) {
 		if _, err := rosargs.ParseFlags(orig, args, opts); err != nil {
 			t.Fatal(err)
 		}
-		set, err := params.FromFlags(orig, opts.Aliases, opts.NodeNameFlag)
+		set, err := params.FromFlags(orig, params.FlagOptions{Aliases: opts.Aliases, Hide: []string{opts.NodeNameFlag}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +114,7 @@ func TestDumpIsAParamsFileTheNodeReads(t *testing.T) {
 	// A uint64 beyond int64 is a string parameter, not a wrapped integer.
 	fs := newFlags()
 	fs.Set("seed", strconv.FormatUint(math.MaxUint64, 10))
-	set, _ := params.FromFlags(fs, nil)
+	set, _ := params.FromFlags(fs, params.FlagOptions{})
 	if p, _ := set.Get("seed"); p.Value.Type != params.String {
 		t.Errorf("seed %d: %+v", uint64(math.MaxUint64), p.Value)
 	}
