@@ -4,6 +4,7 @@ package ros2
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -39,6 +40,7 @@ type ParameterServer struct {
 	closeErr  error
 	served    atomic.Uint64 // replies written
 	dropped   atomic.Uint64 // requests not answered (client gone or never matched)
+	dropLog   throttle      // goroutine only
 
 	// Touched by the goroutine only.
 	names    []byte
@@ -60,15 +62,22 @@ func ParametersQoS() QoS { return QoS{Reliability: Reliable, Depth: 1000} }
 
 // replyMatchWait bounds how long a reply waits for the client's reply
 // reader to be matched (discovery of a client's reader and writer is not
-// simultaneous). rmw_cyclonedds waits 100 ms and drops the reply; a
-// little more costs nothing here.
-const replyMatchWait = 500 * time.Millisecond
+// simultaneous): 100 ms, as rmw_cyclonedds's rmw_send_response waits
+// before it drops the reply. Requests are answered one at a time, so a
+// longer wait would hold up every other client behind a deaf one.
+const replyMatchWait = 100 * time.Millisecond
 
-// ServeParameters starts the parameter services for set. Close the server
-// before the participant (Participant.Close closes its endpoints anyway).
+// ServeParameters starts the parameter services for set. Participant.Close
+// closes the server first if it is still open.
 func (p *Participant) ServeParameters(set *params.Set) (*ParameterServer, error) {
 	if set == nil {
 		return nil, fmt.Errorf("ros2: ServeParameters: nil parameter set")
+	}
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
 	}
 	s := &ParameterServer{p: p, set: set, done: make(chan struct{})}
 	fail := func(err error) (*ParameterServer, error) {
@@ -112,12 +121,16 @@ func (p *Participant) ServeParameters(set *params.Set) (*ParameterServer, error)
 			return fail(&ddsError{op: "attach " + e.req.ddsTopic + " to its waitset", rc: rc})
 		}
 	}
+	if s.req = newRequestBuf(); s.req.p == nil {
+		return fail(errors.New("ros2: parameter services: out of C memory"))
+	}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
+		s.req.free()
 		return fail(ErrClosed)
 	}
-	s.req = newRequestBuf()
+	p.servers[s] = struct{}{}
 	go s.run()
 	p.mu.Unlock()
 	p.log.Info("ros2: serving parameters (ros2 param list/get/describe/dump/set; most are read at start, and a set of those is refused)",
@@ -165,6 +178,9 @@ func (s *ParameterServer) Close() error {
 				s.closeErr = err
 			}
 		}
+		s.p.mu.Lock()
+		delete(s.p.servers, s)
+		s.p.mu.Unlock()
 	})
 	return s.closeErr
 }
@@ -186,7 +202,9 @@ func (s *ParameterServer) run() {
 			for !s.stopping.Load() {
 				ok, err := s.serveOne(&s.eps[i])
 				if err != nil {
-					log.Error("ros2: parameter service failed; it no longer answers", zap.String("service", s.eps[i].name), zap.Error(err))
+					// A take that fails will fail again (its read condition
+					// stays triggered): stop rather than spin.
+					log.Error("ros2: parameter service failed; ros2 param no longer gets answers", zap.String("service", s.eps[i].name), zap.Error(err))
 					return
 				}
 				if !ok {
@@ -197,14 +215,38 @@ func (s *ParameterServer) run() {
 	}
 }
 
-// serveOne takes and answers one request; false when there was none.
+// serveOne takes and answers one request; false when there was none. Only
+// a failed take is an error; a request that cannot be answered is counted
+// (Dropped) and logged, and the next one is served.
 func (s *ParameterServer) serveOne(e *serviceEndpoints) (bool, error) {
+	req, ok, err := s.take(e)
+	if err != nil || !ok {
+		return false, err
+	}
+	if err := s.reply(e, req); err != nil {
+		s.dropped.Add(1)
+		if s.dropLog.allow(time.Now(), lostLogEvery) {
+			s.p.log.Warn("ros2: parameter request left unanswered (logged at most every 10 s)", zap.String("service", e.name),
+				zap.Error(err), zap.Uint64("dropped", s.dropped.Load()))
+		}
+	}
+	return true, nil
+}
+
+// take takes one request and copies what it asks into s.names and
+// s.values; the request's loan is returned before take does.
+func (s *ParameterServer) take(e *serviceEndpoints) (request, bool, error) {
+	e.req.mu.Lock()
+	defer e.req.mu.Unlock()
+	if e.req.closed {
+		return request{}, false, nil
+	}
 	req, n, rc := takeRequest(e.req.e, e.srv, s.req)
 	if rc < 0 {
-		return false, &ddsError{op: "take from " + e.req.ddsTopic, rc: rc}
+		return request{}, false, &ddsError{op: "take from " + e.req.ddsTopic, rc: rc}
 	}
 	if n == 0 {
-		return false, nil
+		return request{}, false, nil
 	}
 	s.names = grow(s.names, req.bytes)
 	s.values = grow(s.values, req.nnames)
@@ -213,40 +255,41 @@ func (s *ParameterServer) serveOne(e *serviceEndpoints) (bool, error) {
 		rc = r
 	}
 	if rc < 0 {
-		return false, &ddsError{op: "read request from " + e.req.ddsTopic, rc: rc}
+		return request{}, false, &ddsError{op: "read request from " + e.req.ddsTopic, rc: rc}
 	}
-	strs := splitNUL(s.names[:req.bytes])
-	s.answer(e.srv, req, strs)
+	return req, true, nil
+}
 
-	// Reply once the client can hear it (see replyMatchWait).
+// reply answers req once the client can hear it (replyMatchWait).
+func (s *ParameterServer) reply(e *serviceEndpoints, req request) error {
+	s.answer(e.srv, req, splitNUL(s.names[:req.bytes]))
 	deadline := time.Now().Add(replyMatchWait)
 	for {
 		st, rc := clientReplyMatched(e.req.e, e.reply.e, req.writer)
-		if rc < 0 {
-			return false, &ddsError{op: "check the client of " + e.req.ddsTopic, rc: rc}
+		switch {
+		case rc < 0:
+			return &ddsError{op: "look for the client's reader of " + e.reply.ddsTopic, rc: rc}
+		case st == 1:
+		case st == 2:
+			return errors.New("the client left before its reply")
+		case time.Now().After(deadline) || s.stopping.Load():
+			return fmt.Errorf("the client's reply reader was not matched within %v (discovery one-sided, or a client that does not listen)", replyMatchWait)
+		default:
+			time.Sleep(10 * time.Millisecond)
+			continue
 		}
-		if st == 1 {
-			break
-		}
-		if st == 2 || time.Now().After(deadline) || s.stopping.Load() {
-			if s.dropped.Add(1) == 1 {
-				s.p.log.Warn("ros2: parameter request left unanswered: the client's reply reader is not matched (client gone, or discovery one-sided); logged once",
-					zap.String("service", e.name))
-			}
-			return true, nil
-		}
-		time.Sleep(10 * time.Millisecond)
+		break
 	}
 	e.reply.mu.Lock()
 	defer e.reply.mu.Unlock()
 	if e.reply.closed {
-		return false, nil
+		return ErrClosed
 	}
 	if rc := writeReply(e.reply.e, e.srv, req.clientGUID, req.seq, s.strs, s.recs, s.prefixes); rc < 0 {
-		return false, &ddsError{op: "write " + e.reply.ddsTopic, rc: rc}
+		return &ddsError{op: "write " + e.reply.ddsTopic, rc: rc}
 	}
 	s.served.Add(1)
-	return true, nil
+	return nil
 }
 
 // answer builds the reply records of one request into s.strs, s.recs and
@@ -263,18 +306,17 @@ func (s *ParameterServer) answer(srv paramService, req request, strs []string) {
 			s.prefixes = append(s.prefixes, s.str(p))
 		}
 	case srvGet, srvGetTypes, srvDescribe:
-		// Undeclared names answer NOT_SET in their place, as rclpy does
-		// (rclcpp answers nothing at all), so positions stay aligned.
+		// A name not declared empties the whole answer, as rclcpp and
+		// rclpy do (ros2 param get then says "Parameter not set").
 		for _, name := range strs {
 			p, ok := s.set.Get(name)
-			r := paramRec{name: s.str(name)}
-			if ok {
-				r.typ = uint8(p.Value.Type)
-				r.boolValue = b2u(p.Value.Bool)
-				r.integerValue, r.doubleValue, r.stringValue = p.Value.Integer, p.Value.Double, s.str(p.Value.String)
-				r.description, r.constraints, r.readOnly = s.str(p.Description), s.str(p.Constraints), b2u(p.ReadOnly)
+			if !ok {
+				s.recs = s.recs[:0]
+				break
 			}
-			s.recs = append(s.recs, r)
+			s.recs = append(s.recs, paramRec{name: s.str(name), typ: uint8(p.Value.Type), boolValue: b2u(p.Value.Bool),
+				integerValue: p.Value.Integer, doubleValue: p.Value.Double, stringValue: s.str(p.Value.String),
+				description: s.str(p.Description), constraints: s.str(p.Constraints), readOnly: b2u(p.ReadOnly)})
 		}
 	case srvSet, srvSetAtomically:
 		// strs holds name, string_value pairs; s.values the rest.

@@ -4,10 +4,12 @@ package ros2
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -89,14 +91,17 @@ func TestParameterServicesAnswerARMWClient(t *testing.T) {
 	}{
 		{[]string{"list", "0"}, []string{"name\tcamera", "name\tdiagnostic_updater.period", "name\tmax_points", "name\tmode", "name\tros2", "name\twatchdog", "prefix\tdiagnostic_updater"}},
 		{[]string{"list", "1", "diagnostic_updater"}, []string{"name\tdiagnostic_updater.period", "prefix\tdiagnostic_updater"}},
-		{[]string{"get", "watchdog", "ros2", "max_points", "camera", "nope"}, []string{
+		{[]string{"get", "watchdog", "ros2", "max_points", "camera"}, []string{
 			"value\t3\t0\t0\t0.20000000000000001\t\t0",
 			"value\t1\t1\t0\t0\t\t0",
 			"value\t2\t0\t-131072\t0\t\t0",
 			"value\t4\t0\t0\t0\tsynthetic ü\t0",
-			"value\t0\t0\t0\t0\t\t0", // not declared: NOT_SET in its place
 		}},
-		{[]string{"types", "camera", "nope", "watchdog"}, []string{"type\t4", "type\t0", "type\t3"}},
+		// A name not declared empties the answer, as in rclcpp and rclpy.
+		{[]string{"get", "watchdog", "nope"}, nil},
+		{[]string{"types", "camera", "watchdog"}, []string{"type\t4", "type\t3"}},
+		{[]string{"types", "camera", "nope"}, nil},
+		{[]string{"describe", "nope"}, nil},
 		{[]string{"describe", "watchdog"}, []string{"descriptor\twatchdog\t3\t1\t0\tstale-frame limit\t" + params.ReadAtStart + "\t0\t0"}},
 		{[]string{"set", "watchdog=0.5", "mode=y", "nope=1"}, []string{
 			"result\t0\tparameter 'watchdog' is read-only: this node reads its parameters at start; restart it with --ros-args -p watchdog:=0.5 (or set it in the launch file's parameters)",
@@ -114,8 +119,8 @@ func TestParameterServicesAnswerARMWClient(t *testing.T) {
 			t.Errorf("%q:\n got %q\nwant %q", tc.args, got, tc.want)
 		}
 	}
-	if n := srv.Served(); n != 10 {
-		t.Errorf("Served() = %d after 10 calls", n)
+	if n := srv.Served(); n != 13 {
+		t.Errorf("Served() = %d after 13 calls", n)
 	}
 	if n := srv.Dropped(); n != 0 {
 		t.Errorf("Dropped() = %d", n)
@@ -195,5 +200,101 @@ func TestParameterServicesWaitForTheClientsReplyReader(t *testing.T) {
 	}
 	if got := callParams(t, cfg, "/agent", "types", "ros2"); strings.Join(got, "|") != "type\t1" {
 		t.Errorf("next client got %q", got)
+	}
+}
+
+// Closing the participant first closes its parameter server first: the
+// goroutine stops before the endpoints it reads go, and the server's own
+// Close afterwards is a no-op.
+func TestParticipantClosesItsParameterServer(t *testing.T) {
+	cfg := loopbackConfig(t)
+	cfg.NodeName = "n"
+	p, err := NewParticipant(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := p.ServeParameters(testParams(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := callParams(t, cfg, "/n", "types", "ros2"); strings.Join(got, "|") != "type\t1" {
+		t.Errorf("got %q", got)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-srv.done:
+	default:
+		t.Fatal("the server's goroutine still runs after Participant.Close")
+	}
+	if err := srv.Close(); err != nil {
+		t.Fatal("server Close after the participant's:", err)
+	}
+	if _, err := p.ServeParameters(testParams(t)); err != ErrClosed {
+		t.Errorf("ServeParameters on a closed participant: %v, want ErrClosed", err)
+	}
+}
+
+// A reply is rmw_cyclonedds's header then the response, byte for byte.
+func TestParameterRepliesOnTheWire(t *testing.T) {
+	cfg := loopbackConfig(t)
+	cfg.NodeName = "wire"
+	p, err := NewParticipant(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	srv, err := p.ServeParameters(testParams(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	for _, tc := range []struct {
+		args []string
+		body func(c *cdr)
+	}{
+		{[]string{"get", "ros2", "camera"}, func(c *cdr) {
+			c.u32(2)
+			for _, v := range []params.Value{{Type: params.Bool, Bool: true}, {Type: params.String, String: "synthetic ü"}} {
+				c.u8(uint8(v.Type))
+				if v.Bool {
+					c.u8(1)
+				} else {
+					c.u8(0)
+				}
+				c.u64(uint64(v.Integer))
+				c.f64(v.Double)
+				c.str(v.String)
+				for range 5 { // the five arrays, empty
+					c.u32(0)
+				}
+			}
+		}},
+		{[]string{"types", "camera", "watchdog"}, func(c *cdr) { c.u32(2); c.u8(4); c.u8(3) }},
+		{[]string{"list", "0", "diagnostic_updater"}, func(c *cdr) {
+			c.u32(1)
+			c.str("diagnostic_updater.period")
+			c.u32(1)
+			c.str("diagnostic_updater")
+		}},
+		{[]string{"set_atomically", "mode=m"}, func(c *cdr) { c.u8(1); c.str("") }},
+	} {
+		lines := callParamsEnv(t, cfg, []string{"PARAMCLIENT_RAW=1"}, "/wire", tc.args...)
+		if len(lines) != 2 || !strings.HasPrefix(lines[0], "guid\t") || !strings.HasPrefix(lines[1], "raw\t") {
+			t.Fatalf("%q: %q", tc.args, lines)
+		}
+		guid, err := strconv.ParseUint(strings.TrimPrefix(lines[0], "guid\t"), 16, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := newCDR()
+		want.u64(guid) // the client's request writer, echoed
+		want.u64(1)    // the request's sequence number
+		tc.body(want)
+		got := strings.TrimPrefix(lines[1], "raw\t")
+		if w := hex.EncodeToString(want.done()); got != w {
+			t.Errorf("%q:\n got %s\nwant %s (rmw_cyclonedds's header, then the response, by hand)", tc.args, got, w)
+		}
 	}
 }

@@ -43,6 +43,7 @@ type Participant struct {
 	closed    bool
 	endpoints map[entity]*endpoint // by DDS handle, for the status goroutine
 	subs      map[*Subscription]struct{}
+	servers   map[*ParameterServer]struct{}
 	// remoteTypes are the (side, topic, type) the graph's other
 	// participants use, at most maxRemoteTypes; warnedTypes those already
 	// logged as not matching one of ours. Both under mu.
@@ -106,6 +107,7 @@ func NewParticipant(cfg Config, log *zap.Logger) (*Participant, error) {
 		seenPubs: seen[0], seenSubs: seen[1],
 		endpoints:   map[entity]*endpoint{},
 		subs:        map[*Subscription]struct{}{},
+		servers:     map[*ParameterServer]struct{}{},
 		remoteTypes: map[remoteType]struct{}{},
 		warnedTypes: map[remoteType]struct{}{},
 		watchDone:   make(chan struct{}),
@@ -158,7 +160,7 @@ func (p *Participant) announceLocked() {
 // Domain returns the DDS domain id.
 func (p *Participant) Domain() uint32 { return p.cfg.Domain }
 
-// Close closes every endpoint and subscription still open, stops the
+// Close closes every parameter server, endpoint and subscription still open, stops the
 // status goroutine and deletes the participant and its domain. RELIABLE
 // writers get up to Cyclone's writer linger duration (1 s) to have their
 // last samples (the final zero cmd_vel) acknowledged. Close is idempotent.
@@ -169,6 +171,10 @@ func (p *Participant) Close() error {
 		return nil
 	}
 	p.closed = true
+	servers := make([]*ParameterServer, 0, len(p.servers))
+	for s := range p.servers {
+		servers = append(servers, s)
+	}
 	subs := make([]*Subscription, 0, len(p.subs))
 	for s := range p.subs {
 		subs = append(subs, s)
@@ -180,6 +186,9 @@ func (p *Participant) Close() error {
 	p.mu.Unlock()
 
 	var errs []error
+	for _, s := range servers { // before their endpoints
+		errs = append(errs, s.Close())
+	}
 	for _, s := range subs {
 		errs = append(errs, s.Close())
 	}

@@ -38,8 +38,37 @@ func newFlags() *flag.FlagSet {
 	return fs
 }
 
+// pyYAMLFloat writes f as PyYAML's represent_float does (ros2 param dump
+// is yaml.dump): Python's repr, with ".0" put before an exponent that has
+// no point ("1e-09" is "1.0e-09"), and .inf, -.inf, .nan.
+func pyYAMLFloat(f float64) string {
+	switch {
+	case math.IsInf(f, 1):
+		return ".inf"
+	case math.IsInf(f, -1):
+		return "-.inf"
+	case math.IsNaN(f):
+		return ".nan"
+	}
+	r := strconv.FormatFloat(f, 'g', -1, 64) // Python's repr for these: shortest round trip
+	if e := strings.IndexByte(r, 'e'); e >= 0 {
+		mant, exp := r[:e], r[e+1:]
+		if !strings.Contains(mant, ".") {
+			mant += ".0"
+		}
+		if len(exp) == 2 && (exp[0] == '+' || exp[0] == '-') { // Python: e-09, e+16
+			exp = exp[:1] + "0" + exp[1:]
+		}
+		return mant + "e" + exp
+	}
+	if !strings.Contains(r, ".") {
+		r += ".0"
+	}
+	return r
+}
+
 // dumpYAML writes the set as `ros2 param dump` does: the node's section,
-// dotted names nested, strings quoted.
+// dotted names nested, PyYAML's floats and quoted strings.
 func dumpYAML(s *params.Set, node string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s:\n  ros__parameters:\n", node)
@@ -61,12 +90,11 @@ func dumpYAML(s *params.Set, node string) string {
 		case params.Integer:
 			v = strconv.FormatInt(p.Value.Integer, 10)
 		case params.Double:
-			v = strconv.FormatFloat(p.Value.Double, 'g', -1, 64)
-			if !strings.ContainsAny(v, ".eIN") {
-				v += ".0"
-			}
+			v = pyYAMLFloat(p.Value.Double)
 		default:
-			v = strconv.Quote(p.Value.String)
+			// PyYAML's single-quoted style ('' for '), which it uses
+			// where a plain scalar would read as something else.
+			v = "'" + strings.ReplaceAll(p.Value.String, "'", "''") + "'"
 		}
 		fmt.Fprintf(&b, "%s%s: %s\n", strings.Repeat("  ", len(parts)+1), parts[len(parts)-1], v)
 	}

@@ -28,6 +28,11 @@
 // Exit status: 0 done, 1 usage or DDS error, 2 service not available
 // (10 s), 3 no reply (10 s).
 //
+// With PARAMCLIENT_RAW=1 it prints the first reply as the bytes that came
+// on the wire (`guid\t<client_guid, 16 hex digits>` then `raw\t<hex>`,
+// the CDR encapsulation header included) instead of decoding it: what
+// tests compare with CDR built by hand.
+//
 // With PARAMCLIENT_DEAF=1 the reply reader carries another clientid than
 // the request writer: a client whose reply reader the server cannot find.
 // It waits 2 s for a reply and, when none comes, prints `no reply` and
@@ -53,6 +58,7 @@
 #include <string.h>
 
 #include "dds/dds.h"
+#include "dds/ddsi/ddsi_serdata.h"
 #include "rcl_interfaces.h"
 
 #define WAIT DDS_SECS(10)
@@ -338,6 +344,39 @@ int main(int argc, char **argv)
   memcpy(&rq, &h, sizeof h); // every request struct starts with the header
   rc = dds_write(wr, &rq);
   if (rc < 0) die("write request", rc);
+
+  const char *raw = getenv("PARAMCLIENT_RAW");
+  if (raw != NULL && !strcmp(raw, "1")) {
+    deadline = dds_time() + WAIT;
+    for (;;) {
+      struct ddsi_serdata *sd = NULL;
+      dds_sample_info_t si;
+      dds_return_t n = dds_takecdr(rd, &sd, 1, &si, 0);
+      if (n < 0) die("takecdr reply", n);
+      if (n == 1 && si.valid_data) {
+        uint32_t size = ddsi_serdata_size(sd);
+        unsigned char *bytes = malloc(size == 0 ? 1 : size);
+        if (bytes == NULL) die("malloc", DDS_RETCODE_OUT_OF_RESOURCES);
+        ddsi_serdata_to_ser(sd, 0, size, bytes);
+        printf("guid\t%016" PRIx64 "\nraw\t", (uint64_t)ih);
+        for (uint32_t i = 0; i < size; i++)
+          printf("%02x", bytes[i]);
+        printf("\ndone\n");
+        fflush(stdout);
+        free(bytes);
+        ddsi_serdata_unref(sd);
+        dds_delete(pp);
+        return 0;
+      }
+      if (n == 1)
+        ddsi_serdata_unref(sd);
+      if (dds_time() >= deadline) {
+        fprintf(stderr, "paramclient: no reply\n");
+        exit(3);
+      }
+      dds_sleepfor(DDS_MSECS(5));
+    }
+  }
 
   // rmw_take_response: take replies, dropping those for other requests.
   dds_entity_t ws = dds_create_waitset(pp);
