@@ -65,8 +65,11 @@ type Config struct {
 	// XML is one more Cyclone XML fragment, applied last.
 	XML string
 	// Enclave goes into the participant's USER_DATA ("enclave=/;");
-	// default "/".
+	// default "/". With Security on it also names the keystore folder
+	// whose certificates the participant uses.
 	Enclave string
+	// Security is SROS2 (ROS_SECURITY_*); off by default.
+	Security Security
 	// NodeName and Namespace are the ROS node this participant shows up
 	// as in `ros2 node list`, `ros2 node info` and rqt_graph (announced on
 	// ros_discovery_info, owning every endpoint of the participant).
@@ -162,6 +165,10 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 	}
 	c.CycloneURI, _ = lookup("CYCLONEDDS_URI")
 	c.Distro = get("ROS_DISTRO")
+	// rcl's rules: security only for exactly "true", enforced only for
+	// exactly "Enforce".
+	c.Security = Security{Enable: get("ROS_SECURITY_ENABLE") == "true", Keystore: get("ROS_SECURITY_KEYSTORE"),
+		Enforce: get("ROS_SECURITY_STRATEGY") == "Enforce", EnclaveOverride: get("ROS_SECURITY_ENCLAVE_OVERRIDE")}
 	return c, nil
 }
 

@@ -23,8 +23,8 @@
 //     defaults) without ever waiting for a subscriber.
 //   - ParameterServer: rcl_interfaces' parameter services for the node
 //     (~/list_parameters, ~/get_parameters, ...), so that `ros2 param`
-//     lists, gets and describes a params.Set; set requests are answered
-//     with the reason they fail (read-only parameters).
+//     lists, gets, describes and dumps a params.Set, and sets its writable
+//     parameters (a read-only one's set fails with the reason).
 //   - Subscription: sensor_msgs/Image and PointCloud2 readers (BEST_EFFORT
 //     by default, which matches any publisher) that hand each sample to a
 //     callback as a view of Cyclone's loaned sample, without copying.
@@ -42,6 +42,11 @@
 // (rmw_dds_common/ParticipantEntitiesInfo; 24-byte GIDs with
 // ROS_DISTRO=humble or older). Discovery follows the ROS environment
 // variables as rmw_cyclonedds of that distro does (Config, ConfigFromEnv).
+//
+// Security: SROS2 as rcl and rmw_cyclonedds set it up (Security, from
+// ROS_SECURITY_*): the enclave's certificates and signed documents from
+// the keystore go into the domain's Cyclone configuration, which loads
+// Cyclone's authentication, access-control and cryptography plugins.
 //
 // Build: the real implementation needs cgo and the build tag ros2
 // (`go build -tags ros2`); without them every constructor fails with

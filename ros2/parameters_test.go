@@ -69,21 +69,30 @@ func testParams(t *testing.T) *params.Set {
 	return s
 }
 
-// Each service answers a client that behaves as rmw_cyclonedds's does,
-// for a node in a namespace: the topics, the header echo, the values.
-func TestParameterServicesAnswerARMWClient(t *testing.T) {
+// serveTestParams is a participant for node (in the root namespace, or in
+// ns), in a fresh loopback domain, serving testParams; both are closed at
+// cleanup.
+func serveTestParams(t *testing.T, ns, node string) (Config, *Participant, *ParameterServer) {
+	t.Helper()
 	cfg := loopbackConfig(t)
-	cfg.NodeName, cfg.Namespace = "zerohop_agent", "/robot1"
+	cfg.NodeName, cfg.Namespace = node, ns
 	p, err := NewParticipant(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
+	t.Cleanup(func() { p.Close() })
 	srv, err := p.ServeParameters(testParams(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Close()
+	t.Cleanup(func() { srv.Close() })
+	return cfg, p, srv
+}
+
+// Each service answers a client that behaves as rmw_cyclonedds's does,
+// for a node in a namespace: the topics, the header echo, the values.
+func TestParameterServicesAnswerARMWClient(t *testing.T) {
+	cfg, _, srv := serveTestParams(t, "/robot1", "zerohop_agent")
 	node := "/robot1/zerohop_agent"
 	for _, tc := range []struct {
 		args []string
@@ -130,17 +139,7 @@ func TestParameterServicesAnswerARMWClient(t *testing.T) {
 // The services' endpoints belong to the node on the ROS graph, so that
 // `ros2 service list` and `ros2 param list` find them under it.
 func TestParameterServicesOnTheGraph(t *testing.T) {
-	cfg := loopbackConfig(t)
-	cfg.NodeName = "cam"
-	p, err := NewParticipant(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	srv, err := p.ServeParameters(testParams(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, p, srv := serveTestParams(t, "", "cam")
 	p.mu.Lock()
 	var topics []string
 	for _, ep := range p.endpoints {
@@ -179,18 +178,7 @@ func TestParameterServicesOnTheGraph(t *testing.T) {
 // it as rmw_cyclonedds's does, then counts the request as dropped instead
 // of writing into the void, and keeps serving the next client.
 func TestParameterServicesWaitForTheClientsReplyReader(t *testing.T) {
-	cfg := loopbackConfig(t)
-	cfg.NodeName = "agent"
-	p, err := NewParticipant(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	srv, err := p.ServeParameters(testParams(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	cfg, _, srv := serveTestParams(t, "", "agent")
 	if got := callParamsEnv(t, cfg, []string{"PARAMCLIENT_DEAF=1"}, "/agent", "get", "watchdog"); strings.Join(got, "|") != "no reply" {
 		t.Errorf("deaf client got %q", got)
 	}
@@ -207,16 +195,7 @@ func TestParameterServicesWaitForTheClientsReplyReader(t *testing.T) {
 // goroutine stops before the endpoints it reads go, and the server's own
 // Close afterwards is a no-op.
 func TestParticipantClosesItsParameterServer(t *testing.T) {
-	cfg := loopbackConfig(t)
-	cfg.NodeName = "n"
-	p, err := NewParticipant(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := p.ServeParameters(testParams(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, p, srv := serveTestParams(t, "", "n")
 	if got := callParams(t, cfg, "/n", "types", "ros2"); strings.Join(got, "|") != "type\t1" {
 		t.Errorf("got %q", got)
 	}
@@ -238,18 +217,7 @@ func TestParticipantClosesItsParameterServer(t *testing.T) {
 
 // A reply is rmw_cyclonedds's header then the response, byte for byte.
 func TestParameterRepliesOnTheWire(t *testing.T) {
-	cfg := loopbackConfig(t)
-	cfg.NodeName = "wire"
-	p, err := NewParticipant(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	srv, err := p.ServeParameters(testParams(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	cfg, _, _ := serveTestParams(t, "", "wire")
 	for _, tc := range []struct {
 		args []string
 		body func(c *cdr)

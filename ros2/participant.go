@@ -64,13 +64,35 @@ func NewParticipant(cfg Config, log *zap.Logger) (*Participant, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	pp, dom, rc := createParticipant(cfg.Domain, cfg.CycloneConfig(), cfg.userData())
+	sec, err := cfg.securityPlan()
+	if err != nil {
+		return nil, err
+	}
+	config := cfg.CycloneConfig()
+	if sec.xml != "" {
+		config = strings.TrimPrefix(config+","+sec.xml, ",")
+	}
+	pp, dom, rc := createParticipant(cfg.Domain, config, cfg.userData())
 	switch {
-	case rc == rcPreconditionNotMet:
+	case rc == rcPreconditionNotMet && sec.xml == "":
 		return nil, fmt.Errorf("%w: domain %d", ErrDomainInUse, cfg.Domain)
+	case rc == rcPreconditionNotMet:
+		return nil, fmt.Errorf("%w: domain %d, or this libddsc was built without DDS Security (enclave %s)", ErrDomainInUse, cfg.Domain, sec.enclave)
+	case rc < 0 && sec.xml != "":
+		// Cyclone says on stderr which file or check failed.
+		return nil, fmt.Errorf("%w: %w: enclave %s (%s): Cyclone DDS refused its certificates, permissions or governance (its log line above says which), or this libddsc has no DDS Security",
+			errSecurity, &ddsError{op: "create participant in domain " + strconv.Itoa(int(cfg.Domain)), rc: rc}, sec.enclave, sec.dir)
 	case rc < 0:
 		return nil, fmt.Errorf("%w (Cyclone configuration %q; run with CYCLONEDDS_URI tracing for details)",
-			&ddsError{op: "create participant in domain " + strconv.Itoa(int(cfg.Domain)), rc: rc}, cfg.CycloneConfig())
+			&ddsError{op: "create participant in domain " + strconv.Itoa(int(cfg.Domain)), rc: rc}, config)
+	}
+	switch {
+	case sec.xml != "":
+		log.Info("ros2: SROS2 security on: authenticated, access-controlled and encrypted as the enclave's governance says",
+			zap.String("enclave", sec.enclave), zap.String("folder", sec.dir))
+	case sec.insecureWhy != "":
+		log.Warn("ros2: ROS_SECURITY_ENABLE=true but this node runs WITHOUT security (ROS_SECURITY_STRATEGY is not Enforce)",
+			zap.String("why", sec.insecureWhy))
 	}
 	fail := func(err error) (*Participant, error) {
 		deleteEntity(pp) // deletes its children too

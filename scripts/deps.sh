@@ -9,6 +9,8 @@ command -v npm >/dev/null || need+=(npm)
 # ROS 2 on the wire: Cyclone DDS (libddsc, headers, pkg-config file; idlc to regenerate types).
 pkg-config --exists CycloneDDS 2>/dev/null || need+=(cyclonedds-dev pkg-config)
 command -v idlc >/dev/null || need+=(cyclonedds-tools)
+# The SROS2 tests make a keystore (certificates, signed documents) with OpenSSL.
+command -v openssl >/dev/null || need+=(openssl)
 # The GPU binding's plumbing tests build a fake libcuda/libnvrtc in C++20.
 command -v g++ >/dev/null || need+=(g++)
 # `deps.sh arm64` (make test-arm64): the Jetson cross build and the core

@@ -270,7 +270,7 @@ func TestAgentServesItsFlagsAsParameters(t *testing.T) {
 	call := func(args ...string) ([]byte, error) {
 		return exec.Command(client, append([]string{domain, "/t/zerohop_agent"}, args...)...).Output()
 	}
-	out, err := call("get", "watchdog", "ros2", "lidar_height", "ros2_node_name")
+	out, err := call("get", "watchdog", "ros2", "lidar_height")
 	if err != nil {
 		select {
 		case rerr := <-done:
@@ -283,10 +283,14 @@ func TestAgentServesItsFlagsAsParameters(t *testing.T) {
 		"value\t3\t0\t0\t0.29999999999999999\t\t0\n" + // seconds
 		"value\t1\t1\t0\t0\t\t0\n" +
 		"value\t3\t0\t0\t0.62\t\t0\n" +
-		"value\t0\t0\t0\t0\t\t0\n" + // the node's name is the node, not a parameter
 		"done\n"
 	if string(out) != want {
 		t.Errorf("ros2 param get:\n%s\nwant\n%s", out, want)
+	}
+	// The node's name is the node, not a parameter: not declared, so the
+	// answer is empty.
+	if out, err = call("get", "ros2_node_name"); err != nil || string(out) != "available\ndone\n" {
+		t.Errorf("ros2 param get ros2_node_name: %v\n%s", err, out)
 	}
 	// The log level changes while the agent runs; the watchdog does not.
 	out, err = call("set", "log_level=warn", "watchdog=0.5")

@@ -95,9 +95,6 @@ func Parse(sections ...[]string) (*Args, error) {
 			return nil, err
 		}
 	}
-	if a.Enclave != "" {
-		a.Notes = append(a.Notes, fmt.Sprintf("--ros-args --enclave %s: the enclave goes into the participant's USER_DATA, but zerohop does not implement SROS2 security (ROS_SECURITY_*): with security enforced on the other nodes, none of them match zerohop's", a.Enclave))
-	}
 	return a, nil
 }
 
