@@ -167,8 +167,17 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 	c.Distro = get("ROS_DISTRO")
 	// rcl's rules: security only for exactly "true", enforced only for
 	// exactly "Enforce".
-	c.Security = Security{Enable: get("ROS_SECURITY_ENABLE") == "true", Keystore: get("ROS_SECURITY_KEYSTORE"),
-		Enforce: get("ROS_SECURITY_STRATEGY") == "Enforce", EnclaveOverride: get("ROS_SECURITY_ENCLAVE_OVERRIDE")}
+	enable, strategy := get("ROS_SECURITY_ENABLE"), get("ROS_SECURITY_STRATEGY")
+	c.Security = Security{Enable: enable == "true", Keystore: get("ROS_SECURITY_KEYSTORE"),
+		Enforce: strategy == "Enforce", EnclaveOverride: get("ROS_SECURITY_ENCLAVE_OVERRIDE")}
+	var notes []string
+	if enable != "" && enable != "true" && enable != "false" {
+		notes = append(notes, fmt.Sprintf("ROS_SECURITY_ENABLE=%q is not \"true\": security is off", enable))
+	}
+	if strategy != "" && strategy != "Enforce" && strategy != "Permissive" {
+		notes = append(notes, fmt.Sprintf("ROS_SECURITY_STRATEGY=%q is not \"Enforce\": security is not enforced", strategy))
+	}
+	c.Security.Note = strings.Join(notes, "; ")
 	return c, nil
 }
 

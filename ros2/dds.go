@@ -100,13 +100,27 @@ func cBool(b bool) C.int {
 	return 0
 }
 
-// createParticipant creates the domain with config and a participant in it.
-func createParticipant(domain uint32, config, userData string) (pp, dom entity, rc retcode) {
+// createParticipant creates the domain with config and a participant in
+// it with those QoS properties (name, value pairs).
+func createParticipant(domain uint32, config, userData string, props [][2]string) (pp, dom entity, rc retcode) {
 	cc, cu := C.CString(config), C.CString(userData)
 	defer C.free(unsafe.Pointer(cc))
 	defer C.free(unsafe.Pointer(cu))
+	// The arrays of C strings live in C memory: Go memory passed to C
+	// must not hold Go pointers, and these hold C ones.
+	n := len(props)
+	size := C.size_t(max(n, 1)) * C.size_t(unsafe.Sizeof((*C.char)(nil)))
+	names, values := (**C.char)(C.malloc(size)), (**C.char)(C.malloc(size))
+	defer C.free(unsafe.Pointer(names))
+	defer C.free(unsafe.Pointer(values))
+	ns, vs := unsafe.Slice(names, max(n, 1)), unsafe.Slice(values, max(n, 1))
+	for i, p := range props {
+		ns[i], vs[i] = C.CString(p[0]), C.CString(p[1])
+		defer C.free(unsafe.Pointer(ns[i]))
+		defer C.free(unsafe.Pointer(vs[i]))
+	}
 	var d C.dds_entity_t
-	p := C.zh_participant(C.uint32_t(domain), cc, cu, &d)
+	p := C.zh_participant(C.uint32_t(domain), cc, cu, names, values, C.int(n), &d)
 	if p < 0 {
 		return 0, 0, retcode(p)
 	}

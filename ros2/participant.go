@@ -69,16 +69,11 @@ func NewParticipant(cfg Config, log *zap.Logger) (*Participant, error) {
 		return nil, err
 	}
 	config := cfg.CycloneConfig()
-	if sec.xml != "" {
-		config = strings.TrimPrefix(config+","+sec.xml, ",")
-	}
-	pp, dom, rc := createParticipant(cfg.Domain, config, cfg.userData())
+	pp, dom, rc := createParticipant(cfg.Domain, config, cfg.userData(), sec.props)
 	switch {
-	case rc == rcPreconditionNotMet && sec.xml == "":
-		return nil, fmt.Errorf("%w: domain %d", ErrDomainInUse, cfg.Domain)
 	case rc == rcPreconditionNotMet:
-		return nil, fmt.Errorf("%w: domain %d, or this libddsc was built without DDS Security (enclave %s)", ErrDomainInUse, cfg.Domain, sec.enclave)
-	case rc < 0 && sec.xml != "":
+		return nil, fmt.Errorf("%w: domain %d", ErrDomainInUse, cfg.Domain)
+	case rc < 0 && sec.props != nil:
 		// Cyclone says on stderr which file or check failed.
 		return nil, fmt.Errorf("%w: %w: enclave %s (%s): Cyclone DDS refused its certificates, permissions or governance (its log line above says which), or this libddsc has no DDS Security",
 			errSecurity, &ddsError{op: "create participant in domain " + strconv.Itoa(int(cfg.Domain)), rc: rc}, sec.enclave, sec.dir)
@@ -86,9 +81,12 @@ func NewParticipant(cfg Config, log *zap.Logger) (*Participant, error) {
 		return nil, fmt.Errorf("%w (Cyclone configuration %q; run with CYCLONEDDS_URI tracing for details)",
 			&ddsError{op: "create participant in domain " + strconv.Itoa(int(cfg.Domain)), rc: rc}, config)
 	}
+	if cfg.Security.Note != "" {
+		log.Warn("ros2: " + cfg.Security.Note + " (rcl takes only ROS_SECURITY_ENABLE=true and ROS_SECURITY_STRATEGY=Enforce)")
+	}
 	switch {
-	case sec.xml != "":
-		log.Info("ros2: SROS2 security on: authenticated, access-controlled and encrypted as the enclave's governance says",
+	case sec.props != nil:
+		log.Info("ros2: SROS2 security on: peers authenticated by the keystore's CA, access controlled, and protected as the enclave's governance says",
 			zap.String("enclave", sec.enclave), zap.String("folder", sec.dir))
 	case sec.insecureWhy != "":
 		log.Warn("ros2: ROS_SECURITY_ENABLE=true but this node runs WITHOUT security (ROS_SECURITY_STRATEGY is not Enforce)",

@@ -6,7 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"unicode"
+
+	"github.com/zerohop/zerohop/ros2/rosargs"
 )
 
 // Security is SROS2, as the ROS_SECURITY_* variables ask for it
@@ -24,24 +25,49 @@ type Security struct {
 	// node's enclave (Config.Enclave, --ros-args -e) in the keystore
 	// lookup.
 	EnclaveOverride string
+	// Note, from ConfigFromEnv, says which ROS_SECURITY_* values rcl
+	// would not take ("1" for "true", "enforce" for "Enforce"), for the
+	// participant to log: they leave security off or unenforced.
+	Note string
 }
 
 // securityFiles are the files of an enclave (rmw_dds_common's
-// get_security_files) and the Cyclone settings they go to.
-var securityFiles = [...]struct{ name, element string }{
-	{"identity_ca.cert.pem", "IdentityCA"},
-	{"cert.pem", "IdentityCertificate"},
-	{"key.pem", "PrivateKey"},
-	{"permissions_ca.cert.pem", "PermissionsCA"},
-	{"governance.p7s", "Governance"},
-	{"permissions.p7s", "Permissions"},
+// get_security_files) and the participant QoS properties rmw_cyclonedds
+// puts them in; optional ones may be missing.
+var securityFiles = [...]struct {
+	name, property string
+	optional       bool
+}{
+	{"identity_ca.cert.pem", "dds.sec.auth.identity_ca", false},
+	{"cert.pem", "dds.sec.auth.identity_certificate", false},
+	{"key.pem", "dds.sec.auth.private_key", false},
+	{"permissions_ca.cert.pem", "dds.sec.access.permissions_ca", false},
+	{"governance.p7s", "dds.sec.access.governance", false},
+	{"permissions.p7s", "dds.sec.access.permissions", false},
+	// A certificate revocation list: peers whose certificates it lists
+	// are refused.
+	{"crl.pem", "org.eclipse.cyclonedds.sec.auth.crl", true},
 }
 
-// securityPlan is what the participant does about security: Cyclone's
-// configuration fragment (empty: none), the enclave and its folder, and,
-// for a permissive start without security, why.
+// securityPlugins are Cyclone's plugins, by name as rmw_cyclonedds loads
+// them (Cyclone finds libdds_security_*.so where it keeps its plugins).
+var securityPlugins = [][2]string{
+	{"dds.sec.auth.library.path", "dds_security_auth"},
+	{"dds.sec.auth.library.init", "init_authentication"},
+	{"dds.sec.auth.library.finalize", "finalize_authentication"},
+	{"dds.sec.crypto.library.path", "dds_security_crypto"},
+	{"dds.sec.crypto.library.init", "init_crypto"},
+	{"dds.sec.crypto.library.finalize", "finalize_crypto"},
+	{"dds.sec.access.library.path", "dds_security_ac"},
+	{"dds.sec.access.library.init", "init_access_control"},
+	{"dds.sec.access.library.finalize", "finalize_access_control"},
+}
+
+// securityPlan is what the participant does about security: the QoS
+// properties (none: no security), the enclave and its folder, and, for a
+// permissive start without security, why.
 type securityPlan struct {
-	xml         string
+	props       [][2]string
 	enclave     string
 	dir         string
 	insecureWhy string
@@ -52,20 +78,21 @@ var errSecurity = errors.New("ros2: SROS2 security")
 
 // securityPlan resolves c.Security as rcl and rmw_cyclonedds do: the
 // enclave (EnclaveOverride, else Config.Enclave, else "/") names the
-// folder <keystore>/enclaves<enclave>, which must hold the six files of
-// securityFiles. Under Enforce anything missing is an error; otherwise the
-// plan is to run without security, with the reason.
+// folder <keystore>/enclaves<enclave>, which must hold the files of
+// securityFiles as regular files (or links to them, as sros2 makes).
+// Under Enforce anything missing is an error; otherwise the plan is to
+// run without security, with the reason.
 func (c Config) securityPlan() (securityPlan, error) {
 	s := c.Security
 	if !s.Enable {
 		return securityPlan{}, nil
 	}
-	enclave := c.Enclave
+	enclave, from := c.Enclave, "--ros-args -e"
 	if s.EnclaveOverride != "" {
-		enclave = s.EnclaveOverride
+		enclave, from = s.EnclaveOverride, "ROS_SECURITY_ENCLAVE_OVERRIDE"
 	}
 	if enclave == "" {
-		enclave = "/"
+		enclave, from = "/", "no --ros-args -e given"
 	}
 	plan := securityPlan{enclave: enclave}
 	fail := func(format string, args ...any) (securityPlan, error) {
@@ -76,16 +103,11 @@ func (c Config) securityPlan() (securityPlan, error) {
 		plan.insecureWhy = why
 		return plan, nil
 	}
-	if !strings.HasPrefix(enclave, "/") || strings.Contains(enclave, "//") || (len(enclave) > 1 && strings.HasSuffix(enclave, "/")) ||
-		strings.ContainsFunc(enclave, func(r rune) bool { return r != '/' && r != '_' && !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
-		return fail("enclave %q: want an absolute name such as /robot1/zerohop_agent (letters, digits, '_' between '/')", enclave)
+	if !rosargs.IsNamespace(enclave) {
+		return fail("enclave %q (%s): want an absolute name such as /robot1/zerohop_agent (tokens of letters, digits and '_', not starting with a digit)", enclave, from)
 	}
 	if s.Keystore == "" {
 		return fail("ROS_SECURITY_ENABLE=true but ROS_SECURITY_KEYSTORE is not set")
-	}
-	if strings.ContainsAny(s.Keystore, ",\x00") {
-		// Cyclone's configuration is a comma-separated list.
-		return fail("ROS_SECURITY_KEYSTORE %q: a path with ',' cannot be given to Cyclone DDS", s.Keystore)
 	}
 	keystore, err := filepath.Abs(s.Keystore)
 	if err != nil {
@@ -93,39 +115,24 @@ func (c Config) securityPlan() (securityPlan, error) {
 	}
 	plan.dir = filepath.Join(keystore, "enclaves", filepath.FromSlash(strings.TrimPrefix(enclave, "/")))
 	if st, err := os.Stat(plan.dir); err != nil || !st.IsDir() {
-		return fail("no folder for enclave %s in keystore %s (%s): make it with `ros2 security create_enclave %s %s`, or name the node's enclave with --ros-args -e",
-			enclave, keystore, plan.dir, keystore, enclave)
+		return fail("no folder for enclave %s (%s) in keystore %s (%s): make it with `ros2 security create_enclave %s %s`",
+			enclave, from, keystore, plan.dir, keystore, enclave)
 	}
-	var b strings.Builder
-	b.WriteString(`<CycloneDDS><Domain id="any"><Security>`)
-	url := map[string]string{}
 	var missing []string
+	var props [][2]string
 	for _, f := range securityFiles {
 		path := filepath.Join(plan.dir, f.name)
-		if _, err := os.Stat(path); err != nil {
-			missing = append(missing, f.name)
+		if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() {
+			if !f.optional {
+				missing = append(missing, f.name)
+			}
 			continue
 		}
-		url[f.element] = "file:" + xmlText(path)
+		props = append(props, [2]string{f.property, "file:" + path})
 	}
 	if len(missing) > 0 {
 		return fail("enclave %s (%s) lacks %s", enclave, plan.dir, strings.Join(missing, ", "))
 	}
-	// The plugins by name, as rmw_cyclonedds loads them: Cyclone finds
-	// libdds_security_*.so where it keeps its own plugins.
-	fmt.Fprintf(&b, `<Authentication><Library initFunction="init_authentication" finalizeFunction="finalize_authentication" path="dds_security_auth"/>`+
-		`<IdentityCA>%s</IdentityCA><IdentityCertificate>%s</IdentityCertificate><PrivateKey>%s</PrivateKey></Authentication>`,
-		url["IdentityCA"], url["IdentityCertificate"], url["PrivateKey"])
-	b.WriteString(`<Cryptographic><Library initFunction="init_crypto" finalizeFunction="finalize_crypto" path="dds_security_crypto"/></Cryptographic>`)
-	fmt.Fprintf(&b, `<AccessControl><Library initFunction="init_access_control" finalizeFunction="finalize_access_control" path="dds_security_ac"/>`+
-		`<PermissionsCA>%s</PermissionsCA><Governance>%s</Governance><Permissions>%s</Permissions></AccessControl>`,
-		url["PermissionsCA"], url["Governance"], url["Permissions"])
-	b.WriteString(`</Security></Domain></CycloneDDS>`)
-	plan.xml = b.String()
+	plan.props = append(props, securityPlugins...)
 	return plan, nil
-}
-
-// xmlText escapes s for XML character data.
-func xmlText(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
 }

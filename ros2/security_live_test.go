@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,6 +34,22 @@ func testKeystore(t *testing.T, enclaves ...string) string {
 	return ks
 }
 
+// peerSecurity is the Cyclone configuration that secures a test peer with
+// the enclave folder dir: the <Security> section of Cyclone's XML, the
+// other way to give what the participant gives as QoS properties.
+func peerSecurity(keystore, enclave string) string {
+	dir := filepath.Join(keystore, "enclaves", filepath.FromSlash(strings.TrimPrefix(enclave, "/")))
+	f := func(name string) string { return "file:" + filepath.Join(dir, name) }
+	return `<CycloneDDS><Domain id="any"><Security>` +
+		`<Authentication><Library initFunction="init_authentication" finalizeFunction="finalize_authentication" path="dds_security_auth"/>` +
+		`<IdentityCA>` + f("identity_ca.cert.pem") + `</IdentityCA><IdentityCertificate>` + f("cert.pem") + `</IdentityCertificate>` +
+		`<PrivateKey>` + f("key.pem") + `</PrivateKey></Authentication>` +
+		`<Cryptographic><Library initFunction="init_crypto" finalizeFunction="finalize_crypto" path="dds_security_crypto"/></Cryptographic>` +
+		`<AccessControl><Library initFunction="init_access_control" finalizeFunction="finalize_access_control" path="dds_security_ac"/>` +
+		`<PermissionsCA>` + f("permissions_ca.cert.pem") + `</PermissionsCA><Governance>` + f("governance.p7s") + `</Governance>` +
+		`<Permissions>` + f("permissions.p7s") + `</Permissions></AccessControl></Security></Domain></CycloneDDS>`
+}
+
 // With SROS2 on, cmd_vel reaches a subscriber whose enclave the same CA
 // signed, encrypted, and a subscriber without security never matches.
 func TestSecureTwistReachesOnlySecurePeers(t *testing.T) {
@@ -42,14 +59,8 @@ func TestSecureTwistReachesOnlySecurePeers(t *testing.T) {
 	cfg.Security = Security{Enable: true, Keystore: ks, Enforce: true}
 	sink := newTwistSink(t, cfg, zaptest.NewLogger(t))
 
-	peerCfg := loopbackConfig(t)
-	peerCfg.Domain = cfg.Domain
-	peerCfg.Enclave, peerCfg.Security = "/peer", cfg.Security
-	plan, err := peerCfg.securityPlan()
-	if err != nil || plan.xml == "" {
-		t.Fatalf("peer's plan: %+v, %v", plan, err)
-	}
-	peerCfg.XML = peerCfg.XML + "," + plan.xml
+	peerCfg := cfg
+	peerCfg.XML = peerCfg.XML + "," + peerSecurity(ks, "/peer")
 	secure := startPeer(t, peerCfg, "sub", "twist", "rt/cmd_vel", "reliable", "2") // stays for a second sample
 	insecure := startPeer(t, cfg, "sub", "twist", "rt/cmd_vel", "reliable", "1")
 
@@ -103,12 +114,7 @@ func TestSecurityRefusesAnotherCA(t *testing.T) {
 	cfg.Security = Security{Enable: true, Keystore: ours, Enforce: true}
 	sink := newTwistSink(t, cfg, zaptest.NewLogger(t))
 	stranger := cfg
-	stranger.Enclave, stranger.Security.Keystore = "/peer", theirs
-	plan, err := stranger.securityPlan()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stranger.XML = stranger.XML + "," + plan.xml
+	stranger.XML = stranger.XML + "," + peerSecurity(theirs, "/peer")
 	startPeer(t, stranger, "sub", "twist", "rt/cmd_vel", "reliable", "1")
 	time.Sleep(2 * time.Second) // far longer than the handshake takes between peers of one CA
 	if n := sink.Matched(); n != 0 {

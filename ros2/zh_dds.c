@@ -14,8 +14,9 @@
 #include "rmw_dds_common.h"
 #include "rmw_dds_common_humble.h"
 
-dds_entity_t zh_participant(uint32_t domain_id, const char *config,
-                            const char *userdata, dds_entity_t *domain_out)
+dds_entity_t zh_participant(uint32_t domain_id, const char *config, const char *userdata,
+                            const char *const *names, const char *const *values, int nprops,
+                            dds_entity_t *domain_out)
 {
   *domain_out = -1;
   // An explicitly created domain takes `config` instead of reading
@@ -26,6 +27,10 @@ dds_entity_t zh_participant(uint32_t domain_id, const char *config,
     return dom;
   dds_qos_t *qos = dds_create_qos();
   dds_qset_userdata(qos, userdata, strlen(userdata));
+  // Properties win over a <Security> section of the configuration, as
+  // for rmw_cyclonedds's participants.
+  for (int i = 0; i < nprops; i++)
+    dds_qset_prop(qos, names[i], values[i]);
   dds_entity_t pp = dds_create_participant(domain_id, qos, NULL);
   dds_delete_qos(qos);
   if (pp < 0) {

@@ -40,12 +40,15 @@ enum zh_param_service {
 
 // zh_participant creates the domain with `config` (Cyclone's config
 // string: file URIs and XML fragments, comma-separated; "" = defaults)
-// and a participant in it whose USER_DATA is `userdata`. It returns the
+// and a participant in it whose USER_DATA is `userdata` and whose QoS
+// carries the nprops properties (names[i], values[i]): DDS Security's
+// dds.sec.* settings, as rmw_cyclonedds sets them. It returns the
 // participant and stores the domain handle in *domain_out; on failure a
 // negative DDS return code, with *domain_out < 0 if no domain was made.
 // DDS_RETCODE_PRECONDITION_NOT_MET: this process already has that domain.
-dds_entity_t zh_participant(uint32_t domain_id, const char *config,
-                            const char *userdata, dds_entity_t *domain_out);
+dds_entity_t zh_participant(uint32_t domain_id, const char *config, const char *userdata,
+                            const char *const *names, const char *const *values, int nprops,
+                            dds_entity_t *domain_out);
 
 // zh_endpoint creates a topic `topic_name` of `type` and a writer
 // (is_writer != 0) or a reader on it. QoS: RELIABLE (max_blocking_time

@@ -150,8 +150,9 @@ func (a *Args) parseSection(ros []string) error {
 			if err != nil {
 				return err
 			}
-			if !strings.HasPrefix(v, "/") {
-				return fmt.Errorf("--ros-args %s %q: want an absolute name such as /robot1", arg, v)
+			if !IsNamespace(v) {
+				// rcl_validate_enclave_name: a namespace's rules.
+				return fmt.Errorf("--ros-args %s %q: want an absolute name such as /robot1/zerohop_agent (tokens of letters, digits and '_', not starting with a digit, at most 255 characters)", arg, v)
 			}
 			a.Enclave = v
 		case "--log-level":
@@ -309,6 +310,11 @@ func IsToken(s string) bool {
 }
 
 // validNamespace reports whether s is "/" or /a/b of tokens.
+// IsNamespace reports whether s is a valid absolute ROS namespace (rcl's
+// rmw_validate_namespace): "/", or '/'-separated IsToken parts, at most
+// 255 characters. Enclave names follow the same rules.
+func IsNamespace(s string) bool { return validNamespace(s) }
+
 func validNamespace(s string) bool {
 	if s == "/" {
 		return true

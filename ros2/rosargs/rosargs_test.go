@@ -116,6 +116,10 @@ func TestParseRefuses(t *testing.T) {
 		{[]string{"--params-file", "testdata/no_ros_parameters.yaml"}, "no_ros_parameters.yaml:2: /**/lidar_height: want ros__parameters under it"},
 		{[]string{"--params-file", "testdata/null_value.yaml"}, "null_value.yaml:3: parameter lidar_height: no value"},
 		{[]string{"-e", "robot1"}, `-e "robot1": want an absolute name`},
+		// rcl_validate_enclave_name: a namespace's rules.
+		{[]string{"-e", "/robot1/2nd"}, `-e "/robot1/2nd": want an absolute name`},
+		{[]string{"--enclave", "/a//b"}, `--enclave "/a//b"`},
+		{[]string{"-e", "/ünï"}, `-e "/ünï"`},
 		{[]string{"--use-sim-time"}, `unknown argument "--use-sim-time"`},
 		{[]string{"__node:=x"}, `unknown argument "__node:=x"`},
 	} {

@@ -44,6 +44,9 @@ cat >"$ks/enclaves/governance.xml" <<'XML'
 </dds>
 XML
 openssl smime -sign -in "$ks/enclaves/governance.xml" -text -out "$ks/enclaves/governance.p7s" -signer "$ca" -inkey "$ca_key"
+# Valid from yesterday for ten years (UTC), whenever the tests run.
+not_before="$(date -u -d '-1 day' +%Y-%m-%dT%H:%M:%S)"
+not_after="$(date -u -d '+10 years' +%Y-%m-%dT%H:%M:%S)"
 for enclave in "$@"; do
   dir="$ks/enclaves${enclave}"
   mkdir -p "$dir"
@@ -52,9 +55,11 @@ for enclave in "$@"; do
   openssl req -new -key "$dir/key.pem" -out "$dir/req.csr" -subj "/CN=${enclave//\//\\/}"
   openssl x509 -req -in "$dir/req.csr" -CA "$ca" -CAkey "$ca_key" -CAcreateserial -CAserial "$ks/private/ca.srl" -days 3650 -out "$dir/cert.pem" 2>/dev/null
   rm -f "$dir/req.csr"
-  cp "$ca" "$dir/identity_ca.cert.pem"
-  cp "$ca" "$dir/permissions_ca.cert.pem"
-  cp "$ks/enclaves/governance.p7s" "$dir/governance.p7s"
+  # Relative links to the shared files, as sros2 makes them.
+  up="$(realpath --relative-to="$dir" "$ks")"
+  ln -sf "$up/public/ca.cert.pem" "$dir/identity_ca.cert.pem"
+  ln -sf "$up/public/ca.cert.pem" "$dir/permissions_ca.cert.pem"
+  ln -sf "$up/enclaves/governance.p7s" "$dir/governance.p7s"
   subject="$(openssl x509 -noout -subject -nameopt RFC2253 -in "$dir/cert.pem")"
   subject="${subject#subject=}"
   cat >"$dir/permissions.xml" <<XML
@@ -63,7 +68,7 @@ for enclave in "$@"; do
   <permissions>
     <grant name="${enclave}">
       <subject_name>${subject}</subject_name>
-      <validity><not_before>2020-01-01T00:00:00</not_before><not_after>2035-01-01T00:00:00</not_after></validity>
+      <validity><not_before>${not_before}</not_before><not_after>${not_after}</not_after></validity>
       <allow_rule>
         <domains><id_range><min>0</min><max>230</max></id_range></domains>
         <publish><topics><topic>*</topic></topics></publish>
