@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/zerohop/zerohop/handles/transport"
 	"github.com/zerohop/zerohop/ros2"
@@ -55,6 +56,10 @@ type ROS2NodeConfig struct {
 	// Parameters, if not nil, are served to `ros2 param` (read-only: the
 	// node reads them at start).
 	Parameters *params.Set
+	// Rosout also publishes the node's log on /rosout (rcl_interfaces/Log)
+	// at LogLevel (nil: the logger's level), for rqt_console.
+	Rosout   bool
+	LogLevel zapcore.LevelEnabler
 }
 
 // RunROS2Node runs a camera process whose frames come from ROS 2 topics:
@@ -107,6 +112,25 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 			}
 		}
 	}
+	// The participant first: with /rosout on, everything after logs
+	// there too.
+	p, err := ros2.NewParticipant(rc.DDS, log)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	if rc.Rosout {
+		rw, err := p.NewRosoutWriter(ros2.RosoutOptions{})
+		if err != nil {
+			return fmt.Errorf("camera: /rosout: %w", err)
+		}
+		defer rw.Close() // before the participant
+		level := rc.LogLevel
+		if level == nil {
+			level = log.Core() // the logger's own level
+		}
+		log = zap.New(zapcore.NewTee(log.Core(), rw.Core(level)))
+	}
 	sizes := PoolSizes{}
 	if rc.PointsTopic != "" {
 		sizes.Points = rc.MaxPoints
@@ -145,11 +169,6 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 	}
 	defer closeListener(metricsLn)
 	defer serveMetrics(ctx, metricsLn, reg, cam, srv, log)()
-	p, err := ros2.NewParticipant(rc.DDS, log)
-	if err != nil {
-		return errors.Join(err, stopServing())
-	}
-	defer p.Close()
 	if rc.Parameters != nil {
 		ps, err := p.ServeParameters(rc.Parameters)
 		if err != nil {

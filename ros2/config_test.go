@@ -335,10 +335,10 @@ func TestQoSResolve(t *testing.T) {
 	cases := []struct {
 		in, def, want QoS
 	}{
-		{QoS{}, DefaultQoS(), QoS{Reliable, 10}},
-		{QoS{}, SensorDataQoS(), QoS{BestEffort, 5}},
-		{QoS{Reliability: BestEffort}, DefaultQoS(), QoS{BestEffort, 10}},
-		{QoS{Depth: 1}, SensorDataQoS(), QoS{BestEffort, 1}},
+		{QoS{}, DefaultQoS(), QoS{Reliability: Reliable, Depth: 10}},
+		{QoS{}, SensorDataQoS(), QoS{Reliability: BestEffort, Depth: 5}},
+		{QoS{Reliability: BestEffort}, DefaultQoS(), QoS{Reliability: BestEffort, Depth: 10}},
+		{QoS{Depth: 1}, SensorDataQoS(), QoS{Reliability: BestEffort, Depth: 1}},
 	}
 	for _, c := range cases {
 		got, err := c.in.resolve(c.def)

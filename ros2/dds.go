@@ -75,6 +75,8 @@ func cType(t msgType) C.int {
 		return C.ZH_SLOT_HANDLE
 	case typeDiagnostics:
 		return C.ZH_DIAGNOSTICS
+	case typeLog:
+		return C.ZH_LOG
 	}
 	if t.isService() {
 		return C.int(t) // ZH_REQUEST and ZH_REPLY have the same values
@@ -144,8 +146,8 @@ func createEndpoint(pp entity, t msgType, ddsTopic, userData string, writer bool
 	ct, cu := C.CString(ddsTopic), C.CString(userData)
 	defer C.free(unsafe.Pointer(ct))
 	defer C.free(unsafe.Pointer(cu))
-	e := C.zh_endpoint(C.dds_entity_t(pp), cType(t), ct, cBool(writer), cBool(q.Reliability == BestEffort),
-		C.int32_t(q.Depth), C.int64_t(maxBlocking.Nanoseconds()), cu, C.uint32_t(mask))
+	e := C.zh_endpoint(C.dds_entity_t(pp), cType(t), ct, cBool(writer), cBool(q.Reliability == BestEffort), cBool(q.transientLocal),
+		C.int32_t(q.Depth), C.int64_t(maxBlocking.Nanoseconds()), C.int64_t(q.lifespan.Nanoseconds()), cu, C.uint32_t(mask))
 	if e < 0 {
 		return 0, retcode(e)
 	}
@@ -629,6 +631,21 @@ func clientReplyMatched(requestReader, replyWriter entity, requestWriter uint64)
 
 func attachReader(ws, rd entity) retcode {
 	if rc := C.zh_waitset_attach_reader(C.dds_entity_t(ws), C.dds_entity_t(rd)); rc < 0 {
+		return retcode(rc)
+	}
+	return 0
+}
+
+// writeLog writes one rcl_interfaces/Log; the strings are copied to C for
+// the call (log lines are rare: no reuse).
+func writeLog(w entity, sec int32, nanosec uint32, level uint8, name, msg, file, function string, line uint32) retcode {
+	cs := [4]*C.char{C.CString(name), C.CString(msg), C.CString(file), C.CString(function)}
+	defer func() {
+		for _, c := range cs {
+			C.free(unsafe.Pointer(c))
+		}
+	}()
+	if rc := C.zh_write_log(C.dds_entity_t(w), C.int32_t(sec), C.uint32_t(nanosec), C.uint8_t(level), cs[0], cs[1], cs[2], cs[3], C.uint32_t(line)); rc < 0 {
 		return retcode(rc)
 	}
 	return 0

@@ -21,6 +21,8 @@
 //   - MirrorWriter: republishes camera frames as full sensor_msgs/Image or
 //     PointCloud2 (BEST_EFFORT, or RELIABLE KEEP_LAST 1 for rviz2's
 //     defaults) without ever waiting for a subscriber.
+//   - RosoutWriter: publishes rcl_interfaces/Log on /rosout; its Core
+//     tees a zap logger there, for rqt_console.
 //   - ParameterServer: rcl_interfaces' parameter services for the node
 //     (~/list_parameters, ~/get_parameters, ...), so that `ros2 param`
 //     lists, gets, describes and dumps a params.Set, and sets its writable

@@ -41,6 +41,11 @@ const maxDepth = 1 << 16
 type QoS struct {
 	Reliability Reliability
 	Depth       int // KEEP_LAST depth; 0 = the endpoint's default
+
+	// For the endpoints that are not VOLATILE (/rosout): kept for late
+	// joiners, each sample for at most lifespan (0: no limit).
+	transientLocal bool
+	lifespan       time.Duration
 }
 
 // DefaultQoS is ROS 2's default profile (rmw_qos_profile_default):
@@ -53,7 +58,15 @@ func DefaultQoS() QoS { return QoS{Reliability: Reliable, Depth: 10} }
 func SensorDataQoS() QoS { return QoS{Reliability: BestEffort, Depth: 5} }
 
 func (q QoS) String() string {
-	return q.Reliability.String() + ", VOLATILE, KEEP_LAST " + strconv.Itoa(q.Depth)
+	durability := ", VOLATILE"
+	if q.transientLocal {
+		durability = ", TRANSIENT_LOCAL"
+	}
+	s := q.Reliability.String() + durability + ", KEEP_LAST " + strconv.Itoa(q.Depth)
+	if q.lifespan > 0 {
+		s += ", lifespan " + q.lifespan.String()
+	}
+	return s
 }
 
 // resolve fills unset fields from def and checks the result.
@@ -84,6 +97,7 @@ const (
 	typePointCloud2  msgType = 4
 	typeSlotHandle   msgType = 5
 	typeDiagnostics  msgType = 7 // diagnostic_msgs/DiagnosticArray
+	typeLog          msgType = 8 // rcl_interfaces/Log (/rosout)
 	// typeParticipantEntitiesInfo is the graph topic's type
 	// (ros_discovery_info); the participant's own writer, not an endpoint.
 	typeParticipantEntitiesInfo msgType = 6
@@ -142,6 +156,7 @@ const (
 	hashPointCloud2  = "RIHS01_9198cabf7da3796ae6fe19c4cb3bdd3525492988c70522628af5daa124bae2b5"
 	hashSlotHandle   = "RIHS01_fcdbb5d1a3f8c59c56b46af9f9e2193002e6998c371cccdfd027d2997c071d07"
 	hashDiagnostics  = "RIHS01_5a8a36efb05fb25070fa0fb3810290c0e6cd4862b54a8fb975a1ee8dc55a333e"
+	hashLog          = "RIHS01_e28ce254ca8abc06abf92773b74602cdbf116ed34fbaf294fb9f81da9f318eac"
 	// rmw_dds_common 3.x (Jazzy), the 16-byte Gid.
 	hashParticipantEntitiesInfo = "RIHS01_91a0593bacdcc50ea9bdcf849a938b128412cc1ea821245c663bcd26f83c295e"
 )
@@ -161,6 +176,8 @@ func (t msgType) rosName() string {
 		return "zerohop_msgs/msg/SlotHandle"
 	case typeDiagnostics:
 		return "diagnostic_msgs/msg/DiagnosticArray"
+	case typeLog:
+		return "rcl_interfaces/msg/Log"
 	case typeParticipantEntitiesInfo:
 		return "rmw_dds_common/msg/ParticipantEntitiesInfo"
 	}
@@ -201,6 +218,8 @@ func (t msgType) typeHash() string {
 		return hashSlotHandle
 	case typeDiagnostics:
 		return hashDiagnostics
+	case typeLog:
+		return hashLog
 	case typeParticipantEntitiesInfo:
 		return hashParticipantEntitiesInfo
 	}
@@ -291,6 +310,19 @@ type TwistOptions struct {
 	// machine's clock lies in the simulation's future.
 	ZeroStamp bool
 	QoS       QoS // default DefaultQoS()
+}
+
+// RosoutOptions configure a RosoutWriter. The zero value publishes on
+// /rosout with rcl's rosout QoS: RELIABLE, TRANSIENT_LOCAL, KEEP_LAST
+// 1000, lifespan 10 s, so that rqt_console started a little later still
+// shows the last lines.
+type RosoutOptions struct {
+	Topic string // default "/rosout"
+}
+
+// RosoutQoS is rcl's QoS for /rosout (rcl_qos_profile_rosout_default).
+func RosoutQoS() QoS {
+	return QoS{Reliability: Reliable, Depth: 1000, transientLocal: true, lifespan: 10 * time.Second}
 }
 
 // Limits of one DiagnosticArray (zh_write_diagnostics' stack arrays).

@@ -41,6 +41,9 @@ type ParameterServer struct {
 	served    atomic.Uint64 // replies written
 	dropped   atomic.Uint64 // requests not answered (client gone or never matched)
 	dropLog   throttle      // goroutine only
+	// deaf are the request writers whose reply reader never matched
+	// within replyMatchWait, and when; goroutine only.
+	deaf map[uint64]time.Time
 
 	// Touched by the goroutine only.
 	names    []byte
@@ -61,11 +64,16 @@ type serviceEndpoints struct {
 func ParametersQoS() QoS { return QoS{Reliability: Reliable, Depth: 1000} }
 
 // replyMatchWait bounds how long a reply waits for the client's reply
-// reader to be matched (discovery of a client's reader and writer is not
-// simultaneous): 100 ms, as rmw_cyclonedds's rmw_send_response waits
-// before it drops the reply. Requests are answered one at a time, so a
-// longer wait would hold up every other client behind a deaf one.
-const replyMatchWait = 100 * time.Millisecond
+// reader to be matched: discovery of a client's reader and writer is not
+// simultaneous, and on a loaded machine the reader can come a good part
+// of a second after the request (rmw_cyclonedds waits 100 ms and then
+// drops the reply). Requests are answered one at a time, so a client
+// that never shows its reader (deaf) costs this once: its later requests
+// are dropped at once while it stays deaf (deafClients).
+const replyMatchWait = time.Second
+
+// maxDeafClients bounds the request writers remembered as deaf.
+const maxDeafClients = 64
 
 // ServeParameters starts the parameter services for set. Participant.Close
 // closes the server first if it is still open.
@@ -260,20 +268,28 @@ func (s *ParameterServer) take(e *serviceEndpoints) (request, bool, error) {
 	return req, true, nil
 }
 
-// reply answers req once the client can hear it (replyMatchWait).
+// reply answers req once the client can hear it (replyMatchWait; at
+// once or never for a client already found deaf).
 func (s *ParameterServer) reply(e *serviceEndpoints, req request) error {
 	s.answer(e.srv, req, splitNUL(s.names[:req.bytes]))
-	deadline := time.Now().Add(replyMatchWait)
+	wait := replyMatchWait
+	if _, deaf := s.deaf[req.writer]; deaf {
+		wait = 0
+	}
+	deadline := time.Now().Add(wait)
 	for {
 		st, rc := clientReplyMatched(e.req.e, e.reply.e, req.writer)
 		switch {
 		case rc < 0:
 			return &ddsError{op: "look for the client's reader of " + e.reply.ddsTopic, rc: rc}
 		case st == 1:
+			delete(s.deaf, req.writer)
 		case st == 2:
+			delete(s.deaf, req.writer)
 			return errors.New("the client left before its reply")
-		case time.Now().After(deadline) || s.stopping.Load():
-			return fmt.Errorf("the client's reply reader was not matched within %v (discovery one-sided, or a client that does not listen)", replyMatchWait)
+		case !time.Now().Before(deadline) || s.stopping.Load():
+			s.markDeaf(req.writer)
+			return fmt.Errorf("the client's reply reader was not matched within %v (discovery one-sided, or a client that does not listen; its next requests are not waited for)", replyMatchWait)
 		default:
 			time.Sleep(10 * time.Millisecond)
 			continue
@@ -290,6 +306,25 @@ func (s *ParameterServer) reply(e *serviceEndpoints, req request) error {
 	}
 	s.served.Add(1)
 	return nil
+}
+
+// markDeaf remembers a request writer whose reply reader did not match,
+// forgetting the oldest past maxDeafClients.
+func (s *ParameterServer) markDeaf(writer uint64) {
+	if s.deaf == nil {
+		s.deaf = map[uint64]time.Time{}
+	}
+	if len(s.deaf) >= maxDeafClients {
+		var oldest uint64
+		var when time.Time
+		for w, t := range s.deaf {
+			if when.IsZero() || t.Before(when) {
+				oldest, when = w, t
+			}
+		}
+		delete(s.deaf, oldest)
+	}
+	s.deaf[writer] = time.Now()
 }
 
 // answer builds the reply records of one request into s.strs, s.recs and

@@ -10,6 +10,37 @@
 *****************************************************************/
 #include "rcl_interfaces.h"
 
+static const uint32_t rcl_interfaces_msg_dds__Log__ops [] =
+{
+  /* Log_ */
+  DDS_OP_ADR | DDS_OP_TYPE_EXT, offsetof (rcl_interfaces_msg_dds__Log_, stamp), (3u << 16u) + 16u /* Time_ */,
+  DDS_OP_ADR | DDS_OP_TYPE_1BY, offsetof (rcl_interfaces_msg_dds__Log_, level),
+  DDS_OP_ADR | DDS_OP_TYPE_STR, offsetof (rcl_interfaces_msg_dds__Log_, name),
+  DDS_OP_ADR | DDS_OP_TYPE_STR, offsetof (rcl_interfaces_msg_dds__Log_, msg),
+  DDS_OP_ADR | DDS_OP_TYPE_STR, offsetof (rcl_interfaces_msg_dds__Log_, file),
+  DDS_OP_ADR | DDS_OP_TYPE_STR, offsetof (rcl_interfaces_msg_dds__Log_, function),
+  DDS_OP_ADR | DDS_OP_TYPE_4BY, offsetof (rcl_interfaces_msg_dds__Log_, line),
+  DDS_OP_RTS,
+
+  /* Time_ */
+  DDS_OP_ADR | DDS_OP_TYPE_4BY | DDS_OP_FLAG_SGN, offsetof (builtin_interfaces_msg_dds__Time_, sec),
+  DDS_OP_ADR | DDS_OP_TYPE_4BY, offsetof (builtin_interfaces_msg_dds__Time_, nanosec),
+  DDS_OP_RTS
+};
+
+const dds_topic_descriptor_t rcl_interfaces_msg_dds__Log__desc =
+{
+  .m_size = sizeof (rcl_interfaces_msg_dds__Log_),
+  .m_align = dds_alignof (rcl_interfaces_msg_dds__Log_),
+  .m_flagset = 0u,
+  .m_nkeys = 0u,
+  .m_typename = "rcl_interfaces::msg::dds_::Log_",
+  .m_keys = NULL,
+  .m_nops = 11,
+  .m_ops = rcl_interfaces_msg_dds__Log__ops,
+  .m_meta = ""
+};
+
 static const uint32_t rcl_interfaces_msg_dds__ParameterValue__ops [] =
 {
   /* ParameterValue_ */

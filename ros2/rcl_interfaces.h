@@ -9,11 +9,32 @@
 #ifndef DDSC_RCL_INTERFACES_H
 #define DDSC_RCL_INTERFACES_H
 
+#include "builtin_interfaces.h"
+
 #include "dds/ddsc/dds_public_impl.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+typedef struct rcl_interfaces_msg_dds__Log_
+{
+  struct builtin_interfaces_msg_dds__Time_ stamp;
+  uint8_t level;
+  char * name;
+  char * msg;
+  char * file;
+  char * function;
+  uint32_t line;
+} rcl_interfaces_msg_dds__Log_;
+
+extern const dds_topic_descriptor_t rcl_interfaces_msg_dds__Log__desc;
+
+#define rcl_interfaces_msg_dds__Log___alloc() \
+((rcl_interfaces_msg_dds__Log_*) dds_alloc (sizeof (rcl_interfaces_msg_dds__Log_)));
+
+#define rcl_interfaces_msg_dds__Log__free(d,o) \
+dds_sample_free ((d), &rcl_interfaces_msg_dds__Log__desc, (o))
 
 #ifndef DDS_SEQUENCE_OCTET_DEFINED
 #define DDS_SEQUENCE_OCTET_DEFINED

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/zerohop/zerohop/handles"
 	"github.com/zerohop/zerohop/planner"
@@ -80,3 +81,18 @@ func (*Participant) ServeParameters(*params.Set) (*ParameterServer, error) { ret
 func (*ParameterServer) Served() uint64  { return 0 }
 func (*ParameterServer) Dropped() uint64 { return 0 }
 func (*ParameterServer) Close() error    { return nil }
+
+// RosoutWriter publishes log lines on /rosout (see the ros2-tagged build).
+type RosoutWriter struct{}
+
+// NewRosoutWriter returns ErrNotBuilt.
+func (*Participant) NewRosoutWriter(RosoutOptions) (*RosoutWriter, error) { return nil, ErrNotBuilt }
+
+func (*RosoutWriter) Publish(time.Time, uint8, string, string, string, string, uint32) error {
+	return ErrNotBuilt
+}
+func (*RosoutWriter) Core(zapcore.LevelEnabler) zapcore.Core { return zapcore.NewNopCore() }
+func (*RosoutWriter) Written() uint64                        { return 0 }
+func (*RosoutWriter) Failed() uint64                         { return 0 }
+func (*RosoutWriter) Matched() int                           { return 0 }
+func (*RosoutWriter) Close() error                           { return nil }

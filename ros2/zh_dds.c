@@ -11,6 +11,7 @@
 #include "sensor_msgs.h"
 #include "zerohop_msgs.h"
 #include "diagnostic_msgs.h"
+#include "rcl_interfaces.h"
 #include "rmw_dds_common.h"
 #include "rmw_dds_common_humble.h"
 
@@ -56,16 +57,19 @@ static const dds_topic_descriptor_t *descriptor(int type)
     return &zerohop_msgs_msg_dds__SlotHandle__desc;
   case ZH_DIAGNOSTICS:
     return &diagnostic_msgs_msg_dds__DiagnosticArray__desc;
+  case ZH_LOG:
+    return &rcl_interfaces_msg_dds__Log__desc;
   }
   return zh_service_descriptor(type);
 }
 
 dds_entity_t zh_endpoint(dds_entity_t participant, int type, const char *topic_name,
-                         int is_writer, int best_effort, int32_t depth, int64_t max_blocking_ns,
+                         int is_writer, int best_effort, int transient_local, int32_t depth,
+                         int64_t max_blocking_ns, int64_t lifespan_ns,
                          const char *userdata, uint32_t status_mask)
 {
   const dds_topic_descriptor_t *desc = descriptor(type);
-  if (desc == NULL || depth < 1 || max_blocking_ns < 0)
+  if (desc == NULL || depth < 1 || max_blocking_ns < 0 || lifespan_ns < 0)
     return DDS_RETCODE_BAD_PARAMETER;
   // The topic is a child of the participant; deleting the endpoint leaves
   // it, deleting the participant removes it. Cyclone returns a new handle
@@ -79,8 +83,10 @@ dds_entity_t zh_endpoint(dds_entity_t participant, int type, const char *topic_n
   // full in-process reader (see mirrorMaxBlocking in mirror.go).
   dds_qset_reliability(qos, best_effort ? DDS_RELIABILITY_BEST_EFFORT : DDS_RELIABILITY_RELIABLE,
                        (dds_duration_t)max_blocking_ns);
-  dds_qset_durability(qos, DDS_DURABILITY_VOLATILE);
+  dds_qset_durability(qos, transient_local ? DDS_DURABILITY_TRANSIENT_LOCAL : DDS_DURABILITY_VOLATILE);
   dds_qset_history(qos, DDS_HISTORY_KEEP_LAST, depth);
+  if (lifespan_ns > 0)
+    dds_qset_lifespan(qos, (dds_duration_t)lifespan_ns);
   dds_qset_userdata(qos, userdata, strlen(userdata));
   dds_entity_t ep;
   if (is_writer) {
@@ -576,4 +582,21 @@ int32_t zh_take_endpoint(dds_entity_t reader, char *topic, size_t ntopic, char *
   int32_t alive = info.instance_state == DDS_IST_ALIVE && info.valid_data ? 1 : 2;
   dds_return_t rc = dds_return_loan(reader, samples, n);
   return rc < 0 ? rc : alive;
+}
+
+dds_return_t zh_write_log(dds_entity_t writer, int32_t sec, uint32_t nanosec, uint8_t level,
+                          const char *name, const char *msg, const char *file, const char *function,
+                          uint32_t line)
+{
+  // The idlc type's strings are char *; dds_write only reads them.
+  rcl_interfaces_msg_dds__Log_ m = {
+      .stamp = {.sec = sec, .nanosec = nanosec},
+      .level = level,
+      .name = (char *)name,
+      .msg = (char *)msg,
+      .file = (char *)file,
+      .function = (char *)function,
+      .line = line,
+  };
+  return dds_write(writer, &m);
 }

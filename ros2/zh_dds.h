@@ -21,6 +21,7 @@ enum zh_type {
   ZH_POINTCLOUD2 = 4,   // sensor_msgs::msg::dds_::PointCloud2_
   ZH_SLOT_HANDLE = 5,   // zerohop_msgs::msg::dds_::SlotHandle_
   ZH_DIAGNOSTICS = 7,   // diagnostic_msgs::msg::dds_::DiagnosticArray_ (6: the graph topic's type)
+  ZH_LOG = 8,           // rcl_interfaces::msg::dds_::Log_ (/rosout)
   // A parameter service's request type is ZH_REQUEST + its zh_param_service,
   // its reply type ZH_REPLY + it: rcl_interfaces::srv::dds_::<Srv>_Request_
   // and _Response_.
@@ -53,12 +54,14 @@ dds_entity_t zh_participant(uint32_t domain_id, const char *config, const char *
 // zh_endpoint creates a topic `topic_name` of `type` and a writer
 // (is_writer != 0) or a reader on it. QoS: RELIABLE (max_blocking_time
 // `max_blocking_ns`, ≥ 0; it matters only for a writer) or
-// BEST_EFFORT, VOLATILE, KEEP_LAST `depth`; writers also autodispose =
-// false and data representation XCDR1 only. `userdata` is the endpoint's
-// USER_DATA ("typehash=RIHS01_...;"). `status_mask` is set on the
-// endpoint before it is returned.
+// BEST_EFFORT, VOLATILE (TRANSIENT_LOCAL if transient_local), KEEP_LAST
+// `depth`, lifespan `lifespan_ns` (0: infinite); writers also autodispose
+// = false and data representation XCDR1 only. `userdata` is the
+// endpoint's USER_DATA ("typehash=RIHS01_...;"). `status_mask` is set on
+// the endpoint before it is returned.
 dds_entity_t zh_endpoint(dds_entity_t participant, int type, const char *topic_name,
-                         int is_writer, int best_effort, int32_t depth, int64_t max_blocking_ns,
+                         int is_writer, int best_effort, int transient_local, int32_t depth,
+                         int64_t max_blocking_ns, int64_t lifespan_ns,
                          const char *userdata, uint32_t status_mask);
 
 // zh_endpoint_delete deletes an endpoint and the topic handle made for it.
@@ -70,6 +73,12 @@ dds_return_t zh_endpoint_delete(dds_entity_t endpoint);
 dds_return_t zh_write_twist(dds_entity_t writer, double linear_x, double angular_z);
 dds_return_t zh_write_twist_stamped(dds_entity_t writer, int32_t sec, uint32_t nanosec,
                                     const char *frame_id, double linear_x, double angular_z);
+
+// zh_write_log writes one rcl_interfaces/Log (strings NUL-terminated,
+// read during the call only).
+dds_return_t zh_write_log(dds_entity_t writer, int32_t sec, uint32_t nanosec, uint8_t level,
+                          const char *name, const char *msg, const char *file, const char *function,
+                          uint32_t line);
 
 // zh_slot_handle is zerohop_msgs/SlotHandle in plain fields; frame_id is
 // NUL-terminated inside the struct, so Go can fill it without allocating.

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/zerohop/zerohop/agent"
 	"github.com/zerohop/zerohop/handles/transport"
 	"github.com/zerohop/zerohop/infer"
@@ -140,6 +142,10 @@ Flags:
 		return err
 	}
 	defer out.close()
+	if out.log != nil { // the same log, on /rosout too
+		log = out.log
+		cfg.Log = log
+	}
 	cfg.Sink = out.sink // nil: the log sink
 	cfg.Status, cfg.StatusPeriod, cfg.StatusNode, cfg.StatusStamp = out.status, out.statusPeriod, out.statusNode, out.statusStamp
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -156,6 +162,7 @@ type ros2Out struct {
 	statusPeriod time.Duration
 	statusNode   string
 	statusStamp  func(time.Time) time.Time
+	log          *zap.Logger // nil: the log as it was
 	close        func()
 }
 

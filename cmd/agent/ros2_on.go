@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/zerohop/zerohop/agent"
 	"github.com/zerohop/zerohop/logging"
@@ -64,11 +65,25 @@ func ros2Flags(fs *flag.FlagSet) func(*zap.Logger, zap.AtomicLevel, *rosargs.Arg
 			return ros2Out{}, err
 		}
 		out := ros2Out{sink: sink}
+		// The log on /rosout too, unless --disable-rosout-logs, as rcl.
+		var rosout *ros2.RosoutWriter
+		if ra == nil || !ra.NoRosout {
+			if rosout, err = p.NewRosoutWriter(ros2.RosoutOptions{}); err != nil {
+				sink.Close()
+				paramSrv.Close()
+				p.Close()
+				return ros2Out{}, err
+			}
+			out.log = zap.New(zapcore.NewTee(log.Core(), rosout.Core(level)))
+		}
 		var diag *ros2.DiagnosticsWriter
 		if set.diagPeriod > 0 {
 			if diag, err = p.NewDiagnosticsWriter(set.diag); err != nil {
 				sink.Close()
 				paramSrv.Close()
+				if rosout != nil {
+					rosout.Close()
+				}
 				p.Close()
 				return ros2Out{}, err
 			}
@@ -94,6 +109,9 @@ func ros2Flags(fs *flag.FlagSet) func(*zap.Logger, zap.AtomicLevel, *rosargs.Arg
 			}
 			if err := paramSrv.Close(); err != nil {
 				log.Warn("ros2: close parameter services", zap.Error(err))
+			}
+			if rosout != nil {
+				rosout.Close() // lines logged after it stay on stderr
 			}
 			if err := p.Close(); err != nil {
 				log.Warn("ros2: close participant", zap.Error(err))

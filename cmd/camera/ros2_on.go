@@ -55,6 +55,7 @@ func ros2Flags(fs *flag.FlagSet) func(context.Context, camera.NodeConfig, zap.At
 		if rc.Parameters, err = params.FromFlags(fs, paramOptions(level)); err != nil {
 			return true, err
 		}
+		rc.Rosout, rc.LogLevel = ra == nil || !ra.NoRosout, level
 		return true, camera.RunROS2Node(ctx, cfg, rc)
 	}
 }

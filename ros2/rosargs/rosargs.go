@@ -9,7 +9,7 @@
 //
 // It follows rcl (rcl/src/rcl/arguments.c) for the syntax and rclcpp for
 // which parameter-file sections apply to a node. What rcl accepts and
-// zerohop has no use for (log files, rosout) is accepted and reported in
+// zerohop has no use for (log files, stdout) is accepted and reported in
 // Args.Notes; anything else is an error, as rclcpp's UnknownROSArgsError
 // is.
 package rosargs
@@ -51,6 +51,9 @@ type Args struct {
 	Remaps []Remap
 	// Enclave is -e/--enclave ("" if not given).
 	Enclave string
+	// NoRosout is --disable-rosout-logs (the last of it and
+	// --enable-rosout-logs wins): the node's log stays off /rosout.
+	NoRosout bool
 	// LogLevels are the --log-level arguments in the order given:
 	// "LEVEL" or "LOGGER:=LEVEL".
 	LogLevels []string
@@ -168,8 +171,10 @@ func (a *Args) parseSection(ros []string) error {
 			}
 			a.Notes = append(a.Notes, fmt.Sprintf("--ros-args %s %s ignored: zerohop logs to stderr only (JSON when it is not a terminal)", arg, v))
 		case "--enable-rosout-logs":
-			a.Notes = append(a.Notes, "--ros-args --enable-rosout-logs ignored: zerohop does not publish /rosout; its log goes to stderr")
-		case "--disable-rosout-logs", "--disable-external-lib-logs", "--enable-external-lib-logs", "--enable-stdout-logs":
+			a.NoRosout = false
+		case "--disable-rosout-logs":
+			a.NoRosout = true
+		case "--disable-external-lib-logs", "--enable-external-lib-logs", "--enable-stdout-logs":
 			// What zerohop does anyway, or a library it does not have.
 		case "--disable-stdout-logs":
 			a.Notes = append(a.Notes, "--ros-args --disable-stdout-logs ignored: zerohop's log goes to stderr (--log-level error keeps it quiet)")

@@ -135,12 +135,22 @@ func TestParseNotes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The enclave is used (SROS2, ros2.Security), so it has no note.
-	if len(a.Notes) != 2 || !strings.Contains(a.Notes[0], "/rosout") || !strings.Contains(a.Notes[1], "--log-file-name x ignored") {
+	// The enclave (SROS2, ros2.Security) and the rosout switches are used,
+	// so they have no note.
+	if len(a.Notes) != 1 || !strings.Contains(a.Notes[0], "--log-file-name x ignored") {
 		t.Errorf("notes %q", a.Notes)
 	}
-	if a.Enclave != "/robot1" {
-		t.Errorf("enclave %q", a.Enclave)
+	if a.Enclave != "/robot1" || !a.NoRosout {
+		t.Errorf("enclave %q, no rosout %v", a.Enclave, a.NoRosout)
+	}
+	// The last rosout switch wins; by default the log goes to /rosout.
+	for _, tc := range []struct {
+		args []string
+		no   bool
+	}{{nil, false}, {[]string{"--disable-rosout-logs"}, true}, {[]string{"--disable-rosout-logs", "--enable-rosout-logs"}, false}} {
+		if a, err := Parse(tc.args); err != nil || a.NoRosout != tc.no {
+			t.Errorf("Parse(%q): no rosout %v, %v", tc.args, a.NoRosout, err)
+		}
 	}
 }
 

@@ -27,6 +27,8 @@ var published = []struct{ name, hash string }{
 	{"diagnostic_msgs/msg/KeyValue", "RIHS01_d68081eaa540288c5440753baecef0c4e16e81a5f78ad68902ded5100413bb42"},
 	{"diagnostic_msgs/msg/DiagnosticStatus", "RIHS01_b0e3e692ea2d54a8af2f4ef1930e81556a2db55216b771f8a7d2724ed47bf0e4"},
 	{"diagnostic_msgs/msg/DiagnosticArray", "RIHS01_5a8a36efb05fb25070fa0fb3810290c0e6cd4862b54a8fb975a1ee8dc55a333e"},
+	// rcl_interfaces (Jazzy): log__description.c's get_type_hash.
+	{"rcl_interfaces/msg/Log", "RIHS01_e28ce254ca8abc06abf92773b74602cdbf116ed34fbaf294fb9f81da9f318eac"},
 	// rmw_dds_common 3.x: the *__get_type_hash constants of its generated
 	// description files.
 	{"rmw_dds_common/msg/Gid", "RIHS01_ab6f21cfbb0a6dbb837161e1110c2051a2850ed9f9c53944d7115d9bcebedf71"},

@@ -43,6 +43,12 @@ func ROS() Registry {
 			nested("header", "std_msgs/msg/Header"),
 			{Name: "status", ID: Nested, Nested: "diagnostic_msgs/msg/DiagnosticStatus", Sequence: true},
 		}},
+		// rcl_interfaces: /rosout (its constants are not part of the hash).
+		{"rcl_interfaces/msg/Log", []Field{
+			nested("stamp", "builtin_interfaces/msg/Time"), {Name: "level", ID: Uint8},
+			{Name: "name", ID: String}, {Name: "msg", ID: String}, {Name: "file", ID: String},
+			{Name: "function", ID: String}, {Name: "line", ID: Uint32},
+		}},
 		// rmw_dds_common 3.x (Jazzy): the graph topic ros_discovery_info.
 		// Gid.msg's char[16] is uint8[16] once rosidl turns it into IDL.
 		{"rmw_dds_common/msg/Gid", []Field{{Name: "data", ID: Uint8, Array: true, Capacity: 16}}},

@@ -36,6 +36,7 @@
 #include "sensor_msgs.h"
 #include "zerohop_msgs.h"
 #include "diagnostic_msgs.h"
+#include "rcl_interfaces.h"
 
 #define WAIT DDS_SECS(20)
 
@@ -69,6 +70,7 @@ static const dds_topic_descriptor_t *desc_of(const char *type)
   if (!strcmp(type, "image")) return &sensor_msgs_msg_dds__Image__desc;
   if (!strcmp(type, "cloud")) return &sensor_msgs_msg_dds__PointCloud2__desc;
   if (!strcmp(type, "diagnostics")) return &diagnostic_msgs_msg_dds__DiagnosticArray__desc;
+  if (!strcmp(type, "log")) return &rcl_interfaces_msg_dds__Log__desc;
   return NULL;
 }
 
@@ -232,7 +234,22 @@ static void print_hex(const char *s)
 
 static void print_sample(const char *type, struct ddsi_serdata *sd)
 {
-  if (!strcmp(type, "diagnostics")) {
+  if (!strcmp(type, "log")) {
+    rcl_interfaces_msg_dds__Log_ m;
+    memset(&m, 0, sizeof m);
+    ddsi_serdata_to_sample(sd, &m, NULL, NULL);
+    printf("SAMPLE sec=%" PRId32 " nanosec=%" PRIu32 " level=%u line=%" PRIu32 " name=", m.stamp.sec, m.stamp.nanosec,
+           m.level, m.line);
+    print_hex(m.name);
+    printf(" msg=");
+    print_hex(m.msg);
+    printf(" file=");
+    print_hex(m.file);
+    printf(" function=");
+    print_hex(m.function);
+    printf("\n");
+    dds_sample_free(&m, &rcl_interfaces_msg_dds__Log__desc, DDS_FREE_CONTENTS);
+  } else if (!strcmp(type, "diagnostics")) {
     diagnostic_msgs_msg_dds__DiagnosticArray_ m;
     memset(&m, 0, sizeof m);
     ddsi_serdata_to_sample(sd, &m, NULL, NULL);
