@@ -15,7 +15,7 @@ func TestRosoutText(t *testing.T) {
 		want   string
 	}{
 		{nil, "cmd_vel zeroed"},
-		{[]zapcore.Field{zap.Duration("stale", 250 * time.Millisecond), zap.Int("frames", 3), zap.Bool("gpu", false)},
+		{[]zapcore.Field{zap.Duration("stale", 250*time.Millisecond), zap.Int("frames", 3), zap.Bool("gpu", false)},
 			"cmd_vel zeroed stale=250ms frames=3 gpu=false"},
 		{[]zapcore.Field{zap.String("topic", "/robot1/cmd_vel"), zap.String("why", "no frame"), zap.String("empty", "")},
 			`cmd_vel zeroed topic=/robot1/cmd_vel why="no frame" empty=""`},
