@@ -112,25 +112,6 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 			}
 		}
 	}
-	// The participant first: with /rosout on, everything after logs
-	// there too.
-	p, err := ros2.NewParticipant(rc.DDS, log)
-	if err != nil {
-		return err
-	}
-	defer p.Close()
-	if rc.Rosout {
-		rw, err := p.NewRosoutWriter(ros2.RosoutOptions{})
-		if err != nil {
-			return fmt.Errorf("camera: /rosout: %w", err)
-		}
-		defer rw.Close() // before the participant
-		level := rc.LogLevel
-		if level == nil {
-			level = log.Core() // the logger's own level
-		}
-		log = zap.New(zapcore.NewTee(log.Core(), rw.Core(level)))
-	}
 	sizes := PoolSizes{}
 	if rc.PointsTopic != "" {
 		sizes.Points = rc.MaxPoints
@@ -169,6 +150,23 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 	}
 	defer closeListener(metricsLn)
 	defer serveMetrics(ctx, metricsLn, reg, cam, srv, log)()
+	p, err := ros2.NewParticipant(rc.DDS, log)
+	if err != nil {
+		return errors.Join(err, stopServing())
+	}
+	defer p.Close()
+	if rc.Rosout { // what is logged from here on goes to /rosout too
+		rw, err := p.NewRosoutWriter(ros2.RosoutOptions{})
+		if err != nil {
+			return errors.Join(fmt.Errorf("camera: /rosout: %w", err), stopServing())
+		}
+		defer rw.Close() // before the participant
+		level := rc.LogLevel
+		if level == nil {
+			level = log.Core() // the logger's own level
+		}
+		log = zap.New(zapcore.NewTee(log.Core(), rw.Core(level)))
+	}
 	if rc.Parameters != nil {
 		ps, err := p.ServeParameters(rc.Parameters)
 		if err != nil {
