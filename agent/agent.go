@@ -48,12 +48,15 @@ type CmdSink interface {
 // Config wires a pipeline together. Every component is owned by the
 // caller, who closes it after Run returns.
 type Config struct {
-	Source    FrameSource
-	Filter    *voxel.Filter
-	BEV       *voxel.BEV
-	Session   *infer.Session
-	Prep      *infer.Preprocessor
-	Planner   *planner.Planner
+	Source  FrameSource
+	Filter  *voxel.Filter
+	BEV     *voxel.BEV
+	Session *infer.Session
+	Prep    *infer.Preprocessor
+	Planner *planner.Planner
+	// Tuning, if set, carries changes to the planner's settings made
+	// while the pipeline runs; each takes effect at the next Plan.
+	Tuning    *PlannerTuning
 	Watchdog  *planner.Watchdog
 	Recorder  *telemetry.Recorder
 	Sink      CmdSink
@@ -524,6 +527,9 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 	}
 	p.reclaimedLogged = false
 	p.stage.Store(int32(telemetry.StagePlan))
+	if c, changed := p.cfg.Tuning.take(); changed {
+		p.retune(*c)
+	}
 	now = time.Now()
 	cmd, err := p.cfg.Planner.Plan(planner.Input{Scores: p.cfg.Session.Scores(), Clearance: p.cfg.Session.Clearance(), Stamp: stamp}, now)
 	rec.RecordSince(telemetry.StagePlan, now)
@@ -534,6 +540,16 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 	rec.Record(telemetry.StageE2E, time.Duration(time.Now().UnixNano()-cloud.Handle.CaptureNs))
 	rec.Inc(telemetry.FramesProcessed)
 	p.planned = true
+}
+
+// retune gives the planner settings changed while the agent runs.
+func (p *Pipeline) retune(c planner.Config) {
+	if err := p.cfg.Planner.Retune(c); err != nil {
+		// PlannerTuning checked them: a bug, not the operator's mistake.
+		p.log.Error("planner settings not taken; the planner keeps its settings", zap.Error(err))
+		return
+	}
+	logPlannerSettings(p.log, "planner settings changed; from this frame on", p.cfg.Planner.Config())
 }
 
 // dropImage releases the held image, if any.

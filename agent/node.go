@@ -64,6 +64,10 @@ type NodeConfig struct {
 	LidarRPY  [3]float64
 	MaxPoints int
 	Watchdog  time.Duration
+	// Planner holds the planner's settings (speed and acceleration
+	// limits, stop and slow distances, …), which may change while the
+	// agent runs; nil: the defaults, fixed.
+	Planner *PlannerTuning
 	// GPU is GPUAuto (default), GPUOn or GPUOff; GPUInput is
 	// GPUInputMapped (default) or GPUInputCopy.
 	GPU, GPUInput string
@@ -252,10 +256,13 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 		return err
 	}
 	defer filter.Close()
-	plan, err := planner.New(planner.Config{SectorHeadingsDeg: mcfg.SectorHeadingsDeg})
+	pc := cfg.Planner.Config()
+	pc.SectorHeadingsDeg = mcfg.SectorHeadingsDeg
+	plan, err := planner.New(pc)
 	if err != nil {
 		return err
 	}
+	logPlannerSettings(log, "planner", pc)
 	if plan.Sectors() != len(sess.Scores()) {
 		return fmt.Errorf("model %s: %d sector scores, the planner has %d sectors", sess.Model(), len(sess.Scores()), plan.Sectors())
 	}
@@ -428,7 +435,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 		sink = &LogSink{Log: log}
 	}
 	pcfg := Config{Source: src, Filter: filter, BEV: bev, Session: sess, Prep: prep, Planner: plan,
-		Watchdog: wd, Recorder: rec, Sink: sink, MaxPoints: cfg.MaxPoints, Log: log}
+		Tuning: cfg.Planner, Watchdog: wd, Recorder: rec, Sink: sink, MaxPoints: cfg.MaxPoints, Log: log}
 	var staging *stagingCounter
 	if gv != nil {
 		staging = &stagingCounter{filter: gv.filter}
@@ -552,6 +559,12 @@ func resolveNodeConfig(cfg NodeConfig) (NodeConfig, error) {
 	}
 	if cfg.StatusPeriod == 0 {
 		cfg.StatusPeriod = status.DefaultPeriod
+	}
+	if cfg.Planner == nil {
+		cfg.Planner = NewPlannerTuning()
+	}
+	if err := cfg.Planner.Check(); err != nil {
+		return cfg, err
 	}
 	if _, _, err := gpuModes(cfg); err != nil {
 		return cfg, err

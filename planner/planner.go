@@ -61,7 +61,7 @@ type Planner struct {
 	headingRad []float64 // per sector, radians, + left
 	limits     Limits
 
-	prev     Twist     // last command returned; always within limits
+	prev     Twist     // last command returned; within the limits of its time
 	last     time.Time // now of the last Plan
 	started  bool      // false after New/Reset: the next dt is cfg.Period
 	decision Decision
@@ -80,6 +80,27 @@ func New(cfg Config) (*Planner, error) {
 	}
 	p.Reset()
 	return p, nil
+}
+
+// Retune replaces the planner's settings from the next Plan on, keeping
+// its sectors (c.SectorHeadingsDeg is ignored: the sectors are the
+// model's outputs and their number cannot change) and its previous
+// command, so the acceleration limits carry on from it. It returns an
+// error wrapping ErrConfig, and changes nothing, if c is not valid.
+//
+// A lowered MaxSpeed or MaxYawRate caps the next command at once, even
+// where that slows it faster than MaxDecel or MaxYawAccel allow: Plan's
+// commands always lie within the current limits, which is what an
+// operator who lowers them relies on. Retune allocates; call it when the
+// settings change, not per frame.
+func (p *Planner) Retune(c Config) error {
+	c.SectorHeadingsDeg = p.cfg.SectorHeadingsDeg
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	p.cfg = c.WithDefaults()
+	p.limits = p.cfg.Limits()
+	return nil
 }
 
 // Config returns the effective configuration (defaults filled in).
@@ -175,7 +196,8 @@ func (p *Planner) Plan(in Input, now time.Time) (Twist, error) {
 		AngularZ: step(p.prev.AngularZ, target.AngularZ, c.MaxYawAccel, c.MaxYawAccel, secs),
 	}
 	// Both inputs of step lie within the limits, so these clamps only guard
-	// against rounding; they never undo an acceleration limit.
+	// against rounding, except after Retune lowered a limit below the
+	// previous command: then they cut it to the new limit.
 	cmd.LinearX = min(max(cmd.LinearX, 0), c.MaxSpeed)
 	cmd.AngularZ = min(max(cmd.AngularZ, -c.MaxYawRate), c.MaxYawRate)
 	if !finite(cmd.LinearX) || !finite(cmd.AngularZ) { // unreachable with a valid Config

@@ -289,3 +289,59 @@ func BenchmarkPlan(b *testing.B) {
 		}
 	}
 }
+
+func TestRetune(t *testing.T) {
+	clear := Input{Scores: scores(0, 0, 0, 0, 1, 0, 0, 0, 0), Clearance: []float32{9, 9, 9, 9, 9, 9, 9, 9, 9}}
+	cruise := func(t *testing.T, p *Planner, now time.Time) Twist {
+		t.Helper()
+		cmd, err := p.Plan(clear, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	t.Run("a lowered speed limit caps the next command", func(t *testing.T) {
+		p := mustNew(t, instant(Config{MaxSpeed: 2}))
+		if got := cruise(t, p, t0); got.LinearX != 2 {
+			t.Fatalf("before: %v m/s, want 2", got.LinearX)
+		}
+		if err := p.Retune(Config{MaxSpeed: 0.5}); err != nil {
+			t.Fatal(err)
+		}
+		got := cruise(t, p, t0.Add(100*time.Millisecond))
+		if got.LinearX != 0.5 || p.Limits().MaxSpeed != 0.5 {
+			t.Fatalf("after: %v m/s, limits %+v; want 0.5", got.LinearX, p.Limits())
+		}
+	})
+	t.Run("a raised limit is reached through the acceleration limit", func(t *testing.T) {
+		p := mustNew(t, instant(Config{MaxSpeed: 0.5}))
+		cruise(t, p, t0)
+		if err := p.Retune(Config{MaxSpeed: 1.5, MaxAccel: 1}); err != nil {
+			t.Fatal(err)
+		}
+		got := cruise(t, p, t0.Add(100*time.Millisecond))
+		if math.Abs(got.LinearX-0.6) > 1e-12 { // 0.5 + 1 m/s² × 0.1 s
+			t.Fatalf("after: %v m/s, want 0.6", got.LinearX)
+		}
+	})
+	t.Run("the sectors stay the model's", func(t *testing.T) {
+		p := mustNew(t, Config{})
+		if err := p.Retune(Config{SectorHeadingsDeg: []float64{0}, MaxSpeed: 0.7}); err != nil {
+			t.Fatal(err)
+		}
+		if p.Sectors() != 9 || len(p.Config().SectorHeadingsDeg) != 9 || p.Config().MaxSpeed != 0.7 {
+			t.Fatalf("after Retune: %d sectors, config %+v", p.Sectors(), p.Config())
+		}
+		cruise(t, p, t0) // nine scores still fit
+	})
+	t.Run("an invalid config changes nothing", func(t *testing.T) {
+		p := mustNew(t, Config{MaxSpeed: 0.7})
+		err := p.Retune(Config{StopDistance: 5, SlowDistance: 4})
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "SlowDistance 4") {
+			t.Fatalf("Retune error %v, want ErrConfig naming SlowDistance 4", err)
+		}
+		if c := p.Config(); c.MaxSpeed != 0.7 || c.StopDistance != DefaultStopDistance {
+			t.Fatalf("config changed by a refused Retune: %+v", c)
+		}
+	})
+}

@@ -39,7 +39,7 @@ func (c *checker) plan(in Input, now time.Time, label string) {
 		c.prev, c.started = Twist{}, false
 		return
 	}
-	if err := cmd.Valid(c.p.Limits()); err != nil {
+	if err := cmd.Valid(c.cfg.Limits()); err != nil {
 		c.t.Fatalf("%s: %v (scores %v, clearance %v)", label, err, in.Scores, in.Clearance)
 	}
 	if cmd.LinearX < 0 {
@@ -57,6 +57,20 @@ func (c *checker) plan(in Input, now time.Time, label string) {
 			label, dt, c.prev, cmd, c.cfg.MaxAccel, c.cfg.MaxDecel, c.cfg.MaxYawAccel)
 	}
 	c.prev, c.last, c.started = cmd, now, true
+}
+
+// retune gives the planner cfg, as an operator would while it runs. The
+// checker caps its previous command to the new limits, as Retune
+// documents: the acceleration limits then hold from the capped command.
+func (c *checker) retune(cfg Config, label string) {
+	c.t.Helper()
+	if err := c.p.Retune(cfg); err != nil {
+		c.t.Fatalf("%s: Retune: %v", label, err)
+	}
+	c.cfg = cfg.WithDefaults()
+	c.cfg.SectorHeadingsDeg = c.p.Config().SectorHeadingsDeg
+	c.prev.LinearX = min(c.prev.LinearX, c.cfg.MaxSpeed)
+	c.prev.AngularZ = min(max(c.prev.AngularZ, -c.cfg.MaxYawRate), c.cfg.MaxYawRate)
 }
 
 // expectedError is the error class Plan must return for in, by the
@@ -174,6 +188,37 @@ func TestRandomSequencesStayWithinLimits(t *testing.T) {
 					c.p.Reset()
 					c.prev, c.started = Twist{}, false
 				}
+			}
+		}
+	}
+}
+
+// TestRandomRetunesStayWithinLimits changes the settings while the
+// planner runs: every command lies within the limits of its time, and the
+// acceleration limits hold from the previous command (capped when a limit
+// was lowered under it).
+func TestRandomRetunesStayWithinLimits(t *testing.T) {
+	for _, seed := range []uint64{5, 6, 77} {
+		r := rand.New(rand.NewPCG(seed, seed^0x5bd1e995))
+		for run := range 10 {
+			cfg := randomConfig(r)
+			c := newChecker(t, cfg)
+			sectors := len(cfg.WithDefaults().SectorHeadingsDeg)
+			now := t0
+			retunes := 0
+			for frame := range 1000 {
+				label := "seed " + itoa(seed) + " run " + itoa(uint64(run)) + " frame " + itoa(uint64(frame))
+				if r.IntN(20) == 0 {
+					next := randomConfig(r)
+					next.SectorHeadingsDeg = []float64{0} // ignored: the sectors stay
+					c.retune(next, label)
+					retunes++
+				}
+				now = now.Add(time.Duration(r.Int64N(int64(150 * time.Millisecond))))
+				c.plan(randomInput(r, sectors, false), now, label)
+			}
+			if retunes == 0 {
+				t.Fatalf("seed %d run %d: no retune drawn", seed, run)
 			}
 		}
 	}

@@ -60,6 +60,12 @@ ROS arguments, as ros2 run and ros2 launch give them: -r FROM:=TO (topics),
 parameter sets the flag of its name: lidar_height sets --lidar-height; a
 number for a duration is seconds), -e /ENCLAVE, --log-level LEVEL.
 
+With --ros2, ros2 param set changes the planner's settings while the agent
+drives (max_speed, max_yaw_rate, max_accel, max_decel, max_yaw_accel,
+stop_distance, slow_distance, turn_in_place, heading_gain, smoothing,
+min_score, tie_band; from the next frame on; a lowered limit caps the next
+command at once) and log_level; the other flags are read at start.
+
 Flags:
 `)
 		fs.PrintDefaults()
@@ -103,7 +109,17 @@ Flags:
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "also serve /debug/pprof/ when --http is an address other machines can reach (without it, pprof is served only on a loopback --http)")
 	fs.DurationVar(&cfg.Duration, "duration", 0, "stop after this long (0: until SIGINT/SIGTERM)")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	openROS2 := ros2Flags(fs)
+	// The planner's limits: flags at start, ROS parameters while it runs.
+	tuning := agent.NewPlannerTuning()
+	for _, s := range agent.PlannerSettings() {
+		v, err := tuning.FlagValue(s.Name)
+		if err != nil {
+			return err
+		}
+		fs.Var(v, s.Flag(), s.Usage)
+	}
+	cfg.Planner = tuning
+	openROS2 := ros2Flags(fs, tuning)
 	rosArgs, err := rosargs.ParseFlags(fs, args, rosOptions)
 	if err != nil {
 		if err == flag.ErrHelp {

@@ -30,7 +30,7 @@ var _ agent.CmdSink = (*ros2.TwistSink)(nil)
 // (ROS_DOMAIN_ID, ROS_AUTOMATIC_DISCOVERY_RANGE, ROS_LOCALHOST_ONLY,
 // ROS_STATIC_PEERS, CYCLONEDDS_URI; ROS_DISTRO picks the graph
 // announcement's GID width), as node --ros2-node-name.
-func ros2Flags(fs *flag.FlagSet) func(*zap.Logger, zap.AtomicLevel, *rosargs.Args) (ros2Out, error) {
+func ros2Flags(fs *flag.FlagSet, tuning *agent.PlannerTuning) func(*zap.Logger, zap.AtomicLevel, *rosargs.Args) (ros2Out, error) {
 	settings := registerROS2Flags(fs)
 	return func(log *zap.Logger, level zap.AtomicLevel, ra *rosargs.Args) (ros2Out, error) {
 		set, err := settings(os.LookupEnv, ra)
@@ -44,8 +44,8 @@ func ros2Flags(fs *flag.FlagSet) func(*zap.Logger, zap.AtomicLevel, *rosargs.Arg
 			return ros2Out{close: func() {}}, nil
 		}
 		// What ros2 param shows: every flag as the agent runs with it;
-		// only the log level changes while it runs.
-		paramSet, err := params.FromFlags(fs, paramOptions(level))
+		// the log level and the planner's settings change while it runs.
+		paramSet, err := params.FromFlags(fs, paramOptions(level, tuning))
 		if err != nil {
 			return ros2Out{}, err
 		}
@@ -227,10 +227,19 @@ func given(fs *flag.FlagSet, name string) bool {
 	return set
 }
 
-// paramOptions make the agent's flags its ROS parameters: log_level
-// writable (ros2 param set /zerohop_agent log_level debug), the rest read
-// at start.
-func paramOptions(level zap.AtomicLevel) params.FlagOptions {
+// paramOptions make the agent's flags its ROS parameters: log_level and
+// the planner's settings writable (ros2 param set /zerohop_agent
+// max_speed 0.5), the rest read at start.
+func paramOptions(level zap.AtomicLevel, tuning *agent.PlannerTuning) params.FlagOptions {
+	writable := map[string]func(params.Value) error{rosOptions.LogLevelFlag: params.StringApply(logging.Setter(level))}
+	for _, s := range agent.PlannerSettings() {
+		name := s.Name
+		if s.Bool {
+			writable[s.Flag()] = func(v params.Value) error { return tuning.SetBool(name, v.Bool) }
+		} else {
+			writable[s.Flag()] = func(v params.Value) error { return tuning.SetNumber(name, v.Double) }
+		}
+	}
 	return params.FlagOptions{Aliases: rosOptions.Aliases, Hide: []string{rosOptions.NodeNameFlag, rosOptions.NamespaceFlag},
-		Writable: map[string]func(params.Value) error{rosOptions.LogLevelFlag: params.StringApply(logging.Setter(level))}}
+		Writable: writable}
 }

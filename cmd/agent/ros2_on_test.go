@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/zerohop/zerohop/agent"
 	"github.com/zerohop/zerohop/ros2"
 	"github.com/zerohop/zerohop/ros2/params"
 	"github.com/zerohop/zerohop/ros2/rosargs"
@@ -25,7 +26,7 @@ import (
 // --ros2-namespace moves it, and the root namespace leaves it on /cmd_vel.
 func TestDefaultCmdVelTopicFollowsTheNamespace(t *testing.T) {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	ros2Flags(fs)
+	ros2Flags(fs, agent.NewPlannerTuning())
 	def := fs.Lookup("cmd-vel-topic").DefValue
 	for ns, want := range map[string]string{"/": "/cmd_vel", "/robot1": "/robot1/cmd_vel"} {
 		if got, err := (ros2.Config{NodeName: "zerohop_agent", Namespace: ns}).ResolveTopic(def); err != nil || got != want {
@@ -47,7 +48,7 @@ func TestROS2FlagsRefused(t *testing.T) {
 	} {
 		fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
-		start := ros2Flags(fs)
+		start := ros2Flags(fs, agent.NewPlannerTuning())
 		if err := fs.Parse(tc.args); err != nil {
 			t.Fatalf("%q: %v", tc.args, err)
 		}
@@ -167,6 +168,14 @@ func TestLaunchExampleParses(t *testing.T) {
 	fs.Var(xy, "lidar-xy", "")
 	fs.Var(rpy, "lidar-rpy", "")
 	watchdog := fs.Duration("watchdog", 0, "")
+	tuning := agent.NewPlannerTuning()
+	for _, s := range agent.PlannerSettings() {
+		v, err := tuning.FlagValue(s.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs.Var(v, s.Flag(), s.Usage)
+	}
 	ra, err := rosargs.ParseFlags(fs, args, rosOptions)
 	if err != nil {
 		t.Fatal(err)
@@ -182,6 +191,9 @@ func TestLaunchExampleParses(t *testing.T) {
 	}
 	if *height != 0.62 || xy.String() != "0.45,0" || math.Abs(rpy.v[1]-8*math.Pi/180) > 1e-12 || *watchdog != 200*time.Millisecond {
 		t.Errorf("lidar height %v, xy %s, rpy %s, watchdog %v", *height, xy, rpy, *watchdog)
+	}
+	if c := tuning.Config(); c.MaxSpeed != 0.5 || c.MaxYawRate != 0.8 || c.StopDistance != 1 || c.SlowDistance != 3.5 || tuning.Check() != nil {
+		t.Errorf("planner settings %+v (%v)", c, tuning.Check())
 	}
 }
 
@@ -292,10 +304,15 @@ func TestAgentServesItsFlagsAsParameters(t *testing.T) {
 	if out, err = call("get", "ros2_node_name"); err != nil || string(out) != "available\ndone\n" {
 		t.Errorf("ros2 param get ros2_node_name: %v\n%s", err, out)
 	}
-	// The log level changes while the agent runs; the watchdog does not.
-	out, err = call("set", "log_level=warn", "watchdog=0.5")
-	if err != nil || !strings.HasPrefix(string(out), "available\nresult\t1\t\nresult\t0\tparameter 'watchdog' is read-only") {
+	// The log level and the planner's limits change while the agent
+	// runs; the watchdog does not.
+	out, err = call("set", "log_level=warn", "watchdog=0.5", "max_speed=double:0.5")
+	if err != nil || !strings.HasPrefix(string(out), "available\nresult\t1\t\nresult\t0\tparameter 'watchdog' is read-only") ||
+		!strings.HasSuffix(string(out), "\nresult\t1\t\ndone\n") {
 		t.Errorf("ros2 param set: %v\n%s", err, out)
+	}
+	if out, err = call("get", "max_speed"); err != nil || string(out) != "available\nvalue\t3\t0\t0\t0.5\t\t0\ndone\n" {
+		t.Errorf("ros2 param get max_speed after the set: %v\n%s", err, out)
 	}
 	if out, err = call("get", "log_level"); err != nil || string(out) != "available\nvalue\t4\t0\t0\t0\twarn\t0\ndone\n" {
 		t.Errorf("ros2 param get log_level after the set: %v\n%s", err, out)
@@ -313,8 +330,16 @@ func TestLogLevelParameterSetsTheLevel(t *testing.T) {
 	fs.String("ros2-node-name", "zerohop_agent", "")
 	fs.Duration("diagnostics-period", time.Second, "")
 	fs.Duration("watchdog", time.Second, "")
+	tuning := agent.NewPlannerTuning()
+	for _, s := range agent.PlannerSettings() {
+		v, err := tuning.FlagValue(s.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs.Var(v, s.Flag(), s.Usage)
+	}
 	level := zap.NewAtomicLevelAt(zap.InfoLevel)
-	set, err := params.FromFlags(fs, paramOptions(level))
+	set, err := params.FromFlags(fs, paramOptions(level, tuning))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,5 +352,56 @@ func TestLogLevelParameterSetsTheLevel(t *testing.T) {
 	}
 	if ok, _ := set.Set("watchdog", params.Value{Type: params.Double, Double: 1}); ok {
 		t.Error("watchdog was set while running")
+	}
+}
+
+// The planner's settings are parameters of their flags' types, set while
+// the agent runs; a value the planner refuses leaves the parameter as it
+// was, with the reason.
+func TestPlannerParametersSetTheTuning(t *testing.T) {
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	fs.String("log-level", "info", "")
+	fs.Duration("diagnostics-period", time.Second, "")
+	tuning := agent.NewPlannerTuning()
+	for _, s := range agent.PlannerSettings() {
+		v, err := tuning.FlagValue(s.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs.Var(v, s.Flag(), s.Usage)
+	}
+	set, err := params.FromFlags(fs, paramOptions(zap.NewAtomicLevel(), tuning))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := set.Get("max_speed"); !ok || p.ReadOnly || p.Value != (params.Value{Type: params.Double, Double: 1}) {
+		t.Fatalf("max_speed: %+v, declared %v; want a writable double 1", p, ok)
+	}
+	if p, ok := set.Get("turn_in_place"); !ok || p.ReadOnly || p.Value != (params.Value{Type: params.Bool}) {
+		t.Fatalf("turn_in_place: %+v, declared %v; want a writable bool false", p, ok)
+	}
+	double := func(v float64) params.Value { return params.Value{Type: params.Double, Double: v} }
+	for _, tc := range []struct {
+		name   string
+		v      params.Value
+		reason string // "": accepted
+	}{
+		{"max_speed", double(0.4), ""},
+		{"turn_in_place", params.Value{Type: params.Bool, Bool: true}, ""},
+		{"max_speed", double(0), "parameter 'max_speed' = 0: 0 m/s: want above 0 up to 50 m/s"},
+		{"max_speed", params.Value{Type: params.Integer, Integer: 1}, "parameter 'max_speed' is of type double, not integer (write 1.0)"},
+		{"stop_distance", double(5), "parameter 'stop_distance' = 5: 5 m: must be below slow_distance (3 m); raise slow_distance first"},
+	} {
+		ok, reason := set.Set(tc.name, tc.v)
+		if ok != (tc.reason == "") || reason != tc.reason {
+			t.Errorf("set %s %s: %v %q, want %q", tc.name, tc.v.Format(), ok, reason, tc.reason)
+		}
+	}
+	c := tuning.Config()
+	if c.MaxSpeed != 0.4 || !c.TurnInPlace || c.StopDistance != 0.8 {
+		t.Errorf("planner settings after the sets: %+v", c)
+	}
+	if p, _ := set.Get("max_speed"); p.Value.Double != 0.4 {
+		t.Errorf("max_speed reads %v after the sets, want 0.4", p.Value.Format())
 	}
 }

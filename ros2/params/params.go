@@ -290,6 +290,10 @@ func (s *Set) checkLocked(name string, v Value) (ok bool, reason string) {
 	case p.ReadOnly:
 		return false, fmt.Sprintf("parameter '%s' is read-only: this node reads its parameters at start; restart it with --ros-args -p %s:=%s (or set it in the launch file's parameters)",
 			name, name, paramText(v, p.Value.Type))
+	case v.Type == Integer && p.Value.Type == Double:
+		// ros2 param set reads 1 as an integer, as YAML does; rclcpp
+		// refuses it for a double too, so say how to write it.
+		return false, fmt.Sprintf("parameter '%s' is of type %s, not %s (write %d.0)", name, p.Value.Type, v.Type, v.Integer)
 	case v.Type != p.Value.Type:
 		return false, fmt.Sprintf("parameter '%s' is of type %s, not %s", name, p.Value.Type, v.Type)
 	}

@@ -75,6 +75,7 @@ func TestCheck(t *testing.T) {
 		{Name: "watchdog", Value: Value{Type: Double, Double: 0.2}, ReadOnly: true},
 		{Name: "mode", Value: Value{Type: String, String: "x"}, Apply: func(Value) error { return nil }},
 		{Name: "label", Value: Value{Type: String, String: "x"}, ReadOnly: true},
+		{Name: "gain", Value: Value{Type: Double, Double: 1.5}, Apply: func(Value) error { return nil }},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -90,6 +91,8 @@ func TestCheck(t *testing.T) {
 		{"nope", Value{Type: Bool, Bool: true}, false, "'nope' is not declared"},
 		{"mode", Value{Type: Integer, Integer: 3}, false, "is of type string, not integer"},
 		{"mode", Value{Type: String, String: "y"}, true, ""},
+		{"gain", Value{Type: Integer, Integer: 2}, false, "'gain' is of type double, not integer (write 2.0)"},
+		{"gain", Value{Type: Double, Double: 2}, true, ""},
 		{"label", Value{Type: String, String: "1.5"}, false, `-p label:="1.5" `},
 		{"label", Value{Type: String, String: "a b"}, false, `-p label:="a b" `},
 		{"label", Value{Type: String, String: "abc"}, false, `-p label:=abc `},

@@ -12,8 +12,10 @@
 //       get NAME...                  GetParameters
 //       types NAME...                GetParameterTypes
 //       describe NAME...             DescribeParameters
-//       set NAME=VALUE...            SetParameters (STRING values)
-//       set_atomically NAME=VALUE... SetParametersAtomically (STRING values)
+//       set NAME=VALUE...            SetParameters
+//       set_atomically NAME=VALUE... SetParametersAtomically
+//     VALUE is a string; bool:V, int:V or double:V give the other types
+//     (`ros2 param set` reads them from YAML: 0.5 is a double, 1 an int).
 //
 // Prints `available` once the service is, then the reply, one line per
 // item with TAB-separated fields, then `done`:
@@ -209,8 +211,21 @@ static dds_sequence_rcl_interfaces_msg_dds__Parameter_ parameters(int n, char **
       usage();
     *eq = '\0';
     p[i].name = args[i];
-    p[i].value.type = 4; // rcl_interfaces/msg/ParameterType PARAMETER_STRING
-    p[i].value.string_value = eq + 1;
+    const char *v = eq + 1;
+    // rcl_interfaces/msg/ParameterType: 1 bool, 2 integer, 3 double, 4 string.
+    if (strncmp(v, "bool:", 5) == 0) {
+      p[i].value.type = 1;
+      p[i].value.bool_value = strcmp(v + 5, "true") == 0;
+    } else if (strncmp(v, "int:", 4) == 0) {
+      p[i].value.type = 2;
+      p[i].value.integer_value = strtoll(v + 4, NULL, 10);
+    } else if (strncmp(v, "double:", 7) == 0) {
+      p[i].value.type = 3;
+      p[i].value.double_value = strtod(v + 7, NULL);
+    } else {
+      p[i].value.type = 4;
+      p[i].value.string_value = eq + 1;
+    }
   }
   return (dds_sequence_rcl_interfaces_msg_dds__Parameter_){
     ._maximum = (uint32_t)n, ._length = (uint32_t)n, ._buffer = p, ._release = false};
