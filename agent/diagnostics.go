@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/zerohop/zerohop/planner"
 	"github.com/zerohop/zerohop/telemetry"
 	"github.com/zerohop/zerohop/telemetry/status"
 )
@@ -42,6 +43,7 @@ type nodeState struct {
 	prev     map[string]float64
 	elapsed  time.Duration
 	watchdog time.Duration
+	planner  planner.Config // the settings now, which ros2 param set changes
 }
 
 // diagnose turns the node's state into its statuses:
@@ -77,6 +79,8 @@ func diagnose(fullName string, st nodeState) []status.Status {
 
 	cmd := status.Status{Level: status.OK, Name: name(statusCmdVel), Message: "commands get through", Values: []status.KeyValue{
 		kv("watchdog", st.watchdog.String()),
+		kv("max speed m/s", strconv.FormatFloat(st.planner.MaxSpeed, 'g', -1, 64)),
+		kv("max yaw rate rad/s", strconv.FormatFloat(st.planner.MaxYawRate, 'g', -1, 64)),
 		kv("stale incidents", count(c["watchdog_stale_incidents_total"])),
 		kv("stage failure incidents", count(c["watchdog_stage_failure_incidents_total"])),
 		kv("non-finite incidents", count(c["watchdog_non_finite_incidents_total"])),
@@ -164,11 +168,16 @@ func diagnose(fullName string, st nodeState) []status.Status {
 // part STALE when ctx ends.
 func statusLoop(cfg NodeConfig, watchdog time.Duration, rec *telemetry.Recorder, health func(time.Time) error) status.Loop {
 	var prev map[string]float64
+	tuning := cfg.Planner
+	if tuning == nil {
+		tuning = NewPlannerTuning()
+	}
 	return status.Loop{
 		Sink: cfg.Status, Period: cfg.StatusPeriod, Stamp: cfg.StatusStamp, Log: cfg.Log,
 		Collect: func(now time.Time, elapsed time.Duration) []status.Status {
 			snap := rec.Snapshot()
-			out := diagnose(cfg.StatusNode, nodeState{health: health(time.Now()), snap: snap, prev: prev, elapsed: elapsed, watchdog: watchdog})
+			out := diagnose(cfg.StatusNode, nodeState{health: health(time.Now()), snap: snap, prev: prev, elapsed: elapsed, watchdog: watchdog,
+				planner: tuning.Config()})
 			prev = snap.Counters
 			return out
 		},

@@ -94,9 +94,13 @@ func TestDiagnose(t *testing.T) {
 
 // The values a robot engineer reads in rqt_robot_monitor.
 func TestDiagnoseValues(t *testing.T) {
-	got := diagnose("/zerohop_agent", nodeState{snap: healthySnapshot(), elapsed: 11 * time.Second, watchdog: 200 * time.Millisecond})
+	tuning := NewPlannerTuning()
+	if err := tuning.SetNumber("max_speed", 0.35); err != nil {
+		t.Fatal(err)
+	}
+	got := diagnose("/zerohop_agent", nodeState{snap: healthySnapshot(), elapsed: 11 * time.Second, watchdog: 200 * time.Millisecond, planner: tuning.Config()})
 	want := map[string]map[string]string{
-		"zerohop_agent: cmd_vel": {"watchdog": "200ms", "stale incidents": "0"},
+		"zerohop_agent: cmd_vel": {"watchdog": "200ms", "stale incidents": "0", "max speed m/s": "0.35", "max yaw rate rad/s": "1"},
 		"zerohop_agent: frames":  {"rate Hz": "30.0", "processed": "330", "dropped": "2", "handoff": "unix"},
 		"zerohop_agent: latency": {"e2e p50/p99/max ms": "4.10 / 7.20 / 26.00", "voxel p50/p99/max ms": "1.60 / 4.10 / 13.00", "window s": "10"},
 		"zerohop_agent: lidar":   {"ground z m": "-0.004", "ground tilt deg": "0.08"},

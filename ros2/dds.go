@@ -77,6 +77,8 @@ func cType(t msgType) C.int {
 		return C.ZH_DIAGNOSTICS
 	case typeLog:
 		return C.ZH_LOG
+	case typeParameterEvent:
+		return C.ZH_PARAMETER_EVENT
 	}
 	if t.isService() {
 		return C.int(t) // ZH_REQUEST and ZH_REPLY have the same values
@@ -614,6 +616,24 @@ func writeReply(w entity, s paramService, clientGUID uint64, seq int64, strings 
 	}
 	rc := C.zh_write_reply(C.dds_entity_t(w), C.int(s), C.uint64_t(clientGUID), C.int64_t(seq),
 		(*C.char)(unsafe.Pointer(&strings[0])), pr, C.uint32_t(len(recs)), pp, C.uint32_t(len(prefixes)))
+	if rc < 0 {
+		return retcode(rc)
+	}
+	return 0
+}
+
+// writeParameterEvent writes a ParameterEvent from node: the first nnew
+// of recs are its new parameters, the rest its changed ones; their strings
+// are offsets into strings (NUL-terminated, offset 0 "").
+func writeParameterEvent(w entity, sec int32, nanosec uint32, node string, strings []byte, recs []paramRec, nnew int) retcode {
+	cn := C.CString(node)
+	defer C.free(unsafe.Pointer(cn))
+	var pr *C.zh_param_rec
+	if len(recs) > 0 {
+		pr = (*C.zh_param_rec)(unsafe.Pointer(&recs[0]))
+	}
+	rc := C.zh_write_parameter_event(C.dds_entity_t(w), C.int32_t(sec), C.uint32_t(nanosec), cn,
+		(*C.char)(unsafe.Pointer(&strings[0])), pr, C.uint32_t(nnew), C.uint32_t(len(recs)-nnew))
 	if rc < 0 {
 		return retcode(rc)
 	}

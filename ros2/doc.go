@@ -26,7 +26,8 @@
 //   - ParameterServer: rcl_interfaces' parameter services for the node
 //     (~/list_parameters, ~/get_parameters, ...), so that `ros2 param`
 //     lists, gets, describes and dumps a params.Set, and sets its writable
-//     parameters (a read-only one's set fails with the reason).
+//     parameters (a read-only one's set fails with the reason); it announces
+//     them on /parameter_events (rcl_interfaces/ParameterEvent).
 //   - Subscription: sensor_msgs/Image and PointCloud2 readers (BEST_EFFORT
 //     by default, which matches any publisher) that hand each sample to a
 //     callback as a view of Cyclone's loaned sample, without copying.

@@ -98,6 +98,8 @@ const (
 	typeSlotHandle   msgType = 5
 	typeDiagnostics  msgType = 7 // diagnostic_msgs/DiagnosticArray
 	typeLog          msgType = 8 // rcl_interfaces/Log (/rosout)
+	// typeParameterEvent is rcl_interfaces/ParameterEvent (/parameter_events).
+	typeParameterEvent msgType = 9
 	// typeParticipantEntitiesInfo is the graph topic's type
 	// (ros_discovery_info); the participant's own writer, not an endpoint.
 	typeParticipantEntitiesInfo msgType = 6
@@ -150,13 +152,14 @@ func (s paramService) name() (service, typ string) {
 // Type hashes (REP-2011 RIHS01) of the types above, for endpoint USER_DATA.
 // TestTypeHashes recomputes each one from the type descriptions.
 const (
-	hashTwist        = "RIHS01_9c45bf16fe0983d80e3cfe750d6835843d265a9a6c46bd2e609fcddde6fb8d2a"
-	hashTwistStamped = "RIHS01_5f0fcd4f81d5d06ad9b4c4c63e3ea51b82d6ae4d0558f1d475229b1121db6f64"
-	hashImage        = "RIHS01_d31d41a9a4c4bc8eae9be757b0beed306564f7526c88ea6a4588fb9582527d47"
-	hashPointCloud2  = "RIHS01_9198cabf7da3796ae6fe19c4cb3bdd3525492988c70522628af5daa124bae2b5"
-	hashSlotHandle   = "RIHS01_fcdbb5d1a3f8c59c56b46af9f9e2193002e6998c371cccdfd027d2997c071d07"
-	hashDiagnostics  = "RIHS01_5a8a36efb05fb25070fa0fb3810290c0e6cd4862b54a8fb975a1ee8dc55a333e"
-	hashLog          = "RIHS01_e28ce254ca8abc06abf92773b74602cdbf116ed34fbaf294fb9f81da9f318eac"
+	hashTwist          = "RIHS01_9c45bf16fe0983d80e3cfe750d6835843d265a9a6c46bd2e609fcddde6fb8d2a"
+	hashTwistStamped   = "RIHS01_5f0fcd4f81d5d06ad9b4c4c63e3ea51b82d6ae4d0558f1d475229b1121db6f64"
+	hashImage          = "RIHS01_d31d41a9a4c4bc8eae9be757b0beed306564f7526c88ea6a4588fb9582527d47"
+	hashPointCloud2    = "RIHS01_9198cabf7da3796ae6fe19c4cb3bdd3525492988c70522628af5daa124bae2b5"
+	hashSlotHandle     = "RIHS01_fcdbb5d1a3f8c59c56b46af9f9e2193002e6998c371cccdfd027d2997c071d07"
+	hashDiagnostics    = "RIHS01_5a8a36efb05fb25070fa0fb3810290c0e6cd4862b54a8fb975a1ee8dc55a333e"
+	hashLog            = "RIHS01_e28ce254ca8abc06abf92773b74602cdbf116ed34fbaf294fb9f81da9f318eac"
+	hashParameterEvent = "RIHS01_043e627780fcad87a22d225bc2a037361dba713fca6a6b9f4b869a5aa0393204"
 	// rmw_dds_common 3.x (Jazzy), the 16-byte Gid.
 	hashParticipantEntitiesInfo = "RIHS01_91a0593bacdcc50ea9bdcf849a938b128412cc1ea821245c663bcd26f83c295e"
 )
@@ -178,6 +181,8 @@ func (t msgType) rosName() string {
 		return "diagnostic_msgs/msg/DiagnosticArray"
 	case typeLog:
 		return "rcl_interfaces/msg/Log"
+	case typeParameterEvent:
+		return "rcl_interfaces/msg/ParameterEvent"
 	case typeParticipantEntitiesInfo:
 		return "rmw_dds_common/msg/ParticipantEntitiesInfo"
 	}
@@ -220,6 +225,8 @@ func (t msgType) typeHash() string {
 		return hashDiagnostics
 	case typeLog:
 		return hashLog
+	case typeParameterEvent:
+		return hashParameterEvent
 	case typeParticipantEntitiesInfo:
 		return hashParticipantEntitiesInfo
 	}

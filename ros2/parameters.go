@@ -26,14 +26,20 @@ import (
 // ~/set_parameters_atomically, each a request reader on
 // "rq/<node>/<service>Request" and a reply writer on
 // "rr/<node>/<service>Reply" with rmw_cyclonedds's request header and
-// USER_DATA "serviceid=…;". One goroutine serves them all.
+// USER_DATA "serviceid=…;". One goroutine serves them all. Declared and
+// changed parameters are announced on /parameter_events, as rclcpp's
+// nodes announce theirs.
 type ParameterServer struct {
 	p    *Participant
 	set  *params.Set
+	node string // the node's fully qualified name
 	eps  [len(paramServices)]serviceEndpoints
-	ws   entity
-	req  requestBuf
-	done chan struct{}
+	// events publishes on /parameter_events, as rclcpp's nodes do: every
+	// parameter as new at start, then each successful set.
+	events *endpoint
+	ws     entity
+	req    requestBuf
+	done   chan struct{}
 
 	stopping  atomic.Bool
 	closeOnce sync.Once
@@ -45,6 +51,9 @@ type ParameterServer struct {
 	// within replyMatchWait, and when; goroutine only.
 	deaf map[uint64]time.Time
 
+	// The event being written, under events.mu.
+	evStrs []byte
+	evRecs []paramRec
 	// Touched by the goroutine only.
 	names    []byte
 	values   []paramValueRec
@@ -62,6 +71,13 @@ type serviceEndpoints struct {
 // ParametersQoS is rmw_qos_profile_parameters: RELIABLE, VOLATILE,
 // KEEP_LAST 1000.
 func ParametersQoS() QoS { return QoS{Reliability: Reliable, Depth: 1000} }
+
+// ParameterEventsQoS is rmw_qos_profile_parameter_events: the same as
+// ParametersQoS.
+func ParameterEventsQoS() QoS { return ParametersQoS() }
+
+// ParameterEventsTopic is where nodes announce their parameters' changes.
+const ParameterEventsTopic = "/parameter_events"
 
 // replyMatchWait bounds how long a reply waits for the client's reply
 // reader to be matched: discovery of a client's reader and writer is not
@@ -96,6 +112,9 @@ func (p *Participant) ServeParameters(set *params.Set) (*ParameterServer, error)
 				}
 			}
 		}
+		if s.events != nil {
+			s.events.close()
+		}
 		if s.ws != 0 {
 			deleteEntity(s.ws)
 		}
@@ -129,8 +148,22 @@ func (p *Participant) ServeParameters(set *params.Set) (*ParameterServer, error)
 			return fail(&ddsError{op: "attach " + e.req.ddsTopic + " to its waitset", rc: rc})
 		}
 	}
+	s.node = strings.TrimSuffix(s.eps[0].name, "/describe_parameters")
+	var err error
+	if s.events, err = p.newEndpoint(typeParameterEvent, ParameterEventsTopic, true, ParameterEventsQoS(), defaultMaxBlocking, nil); err != nil {
+		return fail(err)
+	}
 	if s.req = newRequestBuf(); s.req.p == nil {
 		return fail(errors.New("ros2: parameter services: out of C memory"))
+	}
+	// Every parameter is new, as rclcpp announces each it declares.
+	all := set.All()
+	names := make([]string, len(all))
+	for i, prm := range all {
+		names[i] = prm.Name
+	}
+	if err := s.announce(names, true); err != nil {
+		p.log.Warn("ros2: parameter event not published", zap.Error(err))
 	}
 	p.mu.Lock()
 	if p.closed {
@@ -142,7 +175,7 @@ func (p *Participant) ServeParameters(set *params.Set) (*ParameterServer, error)
 	go s.run()
 	p.mu.Unlock()
 	p.log.Info("ros2: serving parameters (ros2 param list/get/describe/dump/set; most are read at start, and a set of those is refused)",
-		zap.String("node", strings.TrimSuffix(s.eps[0].name, "/describe_parameters")), zap.Int("parameters", set.Len()))
+		zap.String("node", s.node), zap.Int("parameters", set.Len()))
 	return s, nil
 }
 
@@ -177,7 +210,7 @@ func (s *ParameterServer) Close() error {
 		<-s.done
 		deleteEntity(s.ws)
 		s.req.free()
-		var errs []error
+		errs := []error{s.events.close()}
 		for _, e := range s.eps {
 			errs = append(errs, e.req.close(), e.reply.close())
 		}
@@ -363,11 +396,16 @@ func (s *ParameterServer) answer(srv paramService, req request, strs []string) {
 			values = append(values, params.Value{Type: params.Type(v.typ), Bool: v.boolValue != 0,
 				Integer: v.integerValue, Double: v.doubleValue, String: strs[i+1]})
 		}
+		// One event per successful set, as rclcpp publishes them: the
+		// whole request for an atomic set, else each parameter.
 		if srv == srvSetAtomically {
 			ok, reason := s.set.SetAtomically(names, values)
 			s.recs = append(s.recs, paramRec{successful: b2u(ok), reason: s.str(reason)})
 			for i := range names {
 				s.logSet(ok, names[i], values[i])
+			}
+			if ok {
+				s.announceChanged(names)
 			}
 			break
 		}
@@ -375,8 +413,57 @@ func (s *ParameterServer) answer(srv paramService, req request, strs []string) {
 			ok, reason := s.set.Set(name, values[i])
 			s.recs = append(s.recs, paramRec{successful: b2u(ok), reason: s.str(reason)})
 			s.logSet(ok, name, values[i])
+			if ok {
+				s.announceChanged(names[i : i+1])
+			}
 		}
 	}
+}
+
+// announceChanged publishes a ParameterEvent with names changed; a
+// failure is logged, the set stands.
+func (s *ParameterServer) announceChanged(names []string) {
+	if err := s.announce(names, false); err != nil {
+		s.p.log.Warn("ros2: parameter event not published", zap.Strings("names", names), zap.Error(err))
+	}
+}
+
+// announce publishes a ParameterEvent with the named parameters' values
+// as its new (isNew) or changed parameters. The event writer's lock
+// guards the event buffers too.
+func (s *ParameterServer) announce(names []string, isNew bool) error {
+	ep := s.events
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	if ep.closed {
+		return ErrClosed
+	}
+	s.evStrs, s.evRecs = append(s.evStrs[:0], 0), s.evRecs[:0]
+	str := func(v string) uint32 {
+		if v == "" {
+			return 0
+		}
+		off := uint32(len(s.evStrs))
+		s.evStrs = append(append(s.evStrs, v...), 0)
+		return off
+	}
+	for _, name := range names {
+		p, ok := s.set.Get(name)
+		if !ok {
+			continue
+		}
+		s.evRecs = append(s.evRecs, paramRec{name: str(name), typ: uint8(p.Value.Type), boolValue: b2u(p.Value.Bool),
+			integerValue: p.Value.Integer, doubleValue: p.Value.Double, stringValue: str(p.Value.String)})
+	}
+	nnew := 0
+	if isNew {
+		nnew = len(s.evRecs)
+	}
+	sec, nanosec := rosTime(time.Now())
+	if rc := writeParameterEvent(ep.e, sec, nanosec, s.node, s.evStrs, s.evRecs, nnew); rc < 0 {
+		return &ddsError{op: "write " + ep.ddsTopic, rc: rc}
+	}
+	return nil
 }
 
 // logSet logs a parameter a set request changed.

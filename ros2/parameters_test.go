@@ -136,6 +136,55 @@ func TestParameterServicesAnswerARMWClient(t *testing.T) {
 	}
 }
 
+// The node announces its parameters on /parameter_events as rclcpp's
+// nodes do (rqt_reconfigure follows them there): all of them as new at
+// start, then one event per parameter a set_parameters call changed, one
+// for a whole atomic set, none for a refused set.
+func TestParameterEvents(t *testing.T) {
+	cfg, _, srv := serveTestParams(t, "/robot1", "zerohop_agent")
+	sub := startPeer(t, cfg, "sub", "param_event", "rt/parameter_events", "reliable", "3")
+	sub.expect("MATCHED")
+	pub := fields(sub.expect("PUBLICATION"))
+	if pub["type"] != "rcl_interfaces::msg::dds_::ParameterEvent_" || pub["userdata"] != "typehash="+hashParameterEvent+";" {
+		t.Errorf("PUBLICATION %v", pub)
+	}
+	waitFor(t, "the event writer to match", func() bool { return srv.events.matched.Load() == 1 })
+	hx := func(s string) string { return hex.EncodeToString([]byte(s)) }
+	node := hx("/robot1/zerohop_agent")
+	// The start's event went out before the subscriber matched (volatile,
+	// as rclcpp's); the same again, now that it listens.
+	if err := srv.announce([]string{"camera", "mode", "watchdog"}, true); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	callParams(t, cfg, "/robot1/zerohop_agent", "set", "mode=y", "watchdog=0.5") // the second is read-only
+	callParams(t, cfg, "/robot1/zerohop_agent", "set", "mode=bad")               // refused by Apply
+	callParams(t, cfg, "/robot1/zerohop_agent", "set_atomically", "mode=z")
+	for i, want := range []map[string]string{
+		{"node": node, "new": "3", "changed": "0", "deleted": "0",
+			"n0": hx("camera") + ",4,0,0,0," + hx("synthetic ü"), "n1": hx("mode") + ",4,0,0,0," + hx("x"), "n2": hx("watchdog") + ",3,0,0,0.20000000000000001,"},
+		{"node": node, "new": "0", "changed": "1", "c0": hx("mode") + ",4,0,0,0," + hx("y")},
+		{"node": node, "new": "0", "changed": "1", "c0": hx("mode") + ",4,0,0,0," + hx("z")},
+	} {
+		got := fields(sub.expect("SAMPLE"))
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("event %d: %s = %s, want %s (%v)", i, k, got[k], v, got)
+			}
+		}
+		sec, _ := strconv.ParseInt(got["sec"], 10, 64)
+		if d := time.Unix(sec, 0).Sub(before.Truncate(time.Second)); d < -5*time.Second || d > 5*time.Second {
+			t.Errorf("event %d: stamp %s s, sets at %v", i, got["sec"], before)
+		}
+	}
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.announce([]string{"mode"}, false); err != ErrClosed {
+		t.Errorf("announce after Close: %v, want ErrClosed", err)
+	}
+}
+
 // The services' endpoints belong to the node on the ROS graph, so that
 // `ros2 service list` and `ros2 param list` find them under it.
 func TestParameterServicesOnTheGraph(t *testing.T) {
@@ -156,8 +205,11 @@ func TestParameterServicesOnTheGraph(t *testing.T) {
 			t.Errorf("no endpoint %q among\n%s", want, strings.Join(topics, "\n"))
 		}
 	}
-	if len(topics) != 12 {
-		t.Errorf("%d endpoints, want 12", len(topics))
+	if !strings.Contains(strings.Join(topics, "\n"), "rt/parameter_events rcl_interfaces::msg::dds_::ParameterEvent_ true") {
+		t.Errorf("no /parameter_events writer among\n%s", strings.Join(topics, "\n"))
+	}
+	if len(topics) != 13 {
+		t.Errorf("%d endpoints, want 13: six services' two and the event writer", len(topics))
 	}
 	if err := srv.Close(); err != nil {
 		t.Fatal(err)

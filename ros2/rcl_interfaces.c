@@ -104,6 +104,53 @@ const dds_topic_descriptor_t rcl_interfaces_msg_dds__Parameter__desc =
   .m_meta = ""
 };
 
+static const uint32_t rcl_interfaces_msg_dds__ParameterEvent__ops [] =
+{
+  /* ParameterEvent_ */
+  DDS_OP_ADR | DDS_OP_TYPE_EXT, offsetof (rcl_interfaces_msg_dds__ParameterEvent_, stamp), (3u << 16u) + 18u /* Time_ */,
+  DDS_OP_ADR | DDS_OP_TYPE_STR, offsetof (rcl_interfaces_msg_dds__ParameterEvent_, node),
+  DDS_OP_ADR | DDS_OP_TYPE_SEQ | DDS_OP_SUBTYPE_STU, offsetof (rcl_interfaces_msg_dds__ParameterEvent_, new_parameters), sizeof (rcl_interfaces_msg_dds__Parameter_), (4u << 16u) + 18u /* Parameter_ */,
+  DDS_OP_ADR | DDS_OP_TYPE_SEQ | DDS_OP_SUBTYPE_STU, offsetof (rcl_interfaces_msg_dds__ParameterEvent_, changed_parameters), sizeof (rcl_interfaces_msg_dds__Parameter_), (4u << 16u) + 14u /* Parameter_ */,
+  DDS_OP_ADR | DDS_OP_TYPE_SEQ | DDS_OP_SUBTYPE_STU, offsetof (rcl_interfaces_msg_dds__ParameterEvent_, deleted_parameters), sizeof (rcl_interfaces_msg_dds__Parameter_), (4u << 16u) + 10u /* Parameter_ */,
+  DDS_OP_RTS,
+
+  /* Time_ */
+  DDS_OP_ADR | DDS_OP_TYPE_4BY | DDS_OP_FLAG_SGN, offsetof (builtin_interfaces_msg_dds__Time_, sec),
+  DDS_OP_ADR | DDS_OP_TYPE_4BY, offsetof (builtin_interfaces_msg_dds__Time_, nanosec),
+  DDS_OP_RTS,
+
+  /* Parameter_ */
+  DDS_OP_ADR | DDS_OP_TYPE_STR, offsetof (rcl_interfaces_msg_dds__Parameter_, name),
+  DDS_OP_ADR | DDS_OP_TYPE_EXT, offsetof (rcl_interfaces_msg_dds__Parameter_, value), (3u << 16u) + 4u /* ParameterValue_ */,
+  DDS_OP_RTS,
+
+  /* ParameterValue_ */
+  DDS_OP_ADR | DDS_OP_TYPE_1BY, offsetof (rcl_interfaces_msg_dds__ParameterValue_, type),
+  DDS_OP_ADR | DDS_OP_TYPE_BLN, offsetof (rcl_interfaces_msg_dds__ParameterValue_, bool_value),
+  DDS_OP_ADR | DDS_OP_TYPE_8BY | DDS_OP_FLAG_SGN, offsetof (rcl_interfaces_msg_dds__ParameterValue_, integer_value),
+  DDS_OP_ADR | DDS_OP_TYPE_8BY | DDS_OP_FLAG_FP, offsetof (rcl_interfaces_msg_dds__ParameterValue_, double_value),
+  DDS_OP_ADR | DDS_OP_TYPE_STR, offsetof (rcl_interfaces_msg_dds__ParameterValue_, string_value),
+  DDS_OP_ADR | DDS_OP_TYPE_SEQ | DDS_OP_SUBTYPE_1BY, offsetof (rcl_interfaces_msg_dds__ParameterValue_, byte_array_value),
+  DDS_OP_ADR | DDS_OP_TYPE_SEQ | DDS_OP_SUBTYPE_BLN, offsetof (rcl_interfaces_msg_dds__ParameterValue_, bool_array_value),
+  DDS_OP_ADR | DDS_OP_TYPE_SEQ | DDS_OP_SUBTYPE_8BY | DDS_OP_FLAG_SGN, offsetof (rcl_interfaces_msg_dds__ParameterValue_, integer_array_value),
+  DDS_OP_ADR | DDS_OP_TYPE_SEQ | DDS_OP_SUBTYPE_8BY | DDS_OP_FLAG_FP, offsetof (rcl_interfaces_msg_dds__ParameterValue_, double_array_value),
+  DDS_OP_ADR | DDS_OP_TYPE_SEQ | DDS_OP_SUBTYPE_STR, offsetof (rcl_interfaces_msg_dds__ParameterValue_, string_array_value),
+  DDS_OP_RTS
+};
+
+const dds_topic_descriptor_t rcl_interfaces_msg_dds__ParameterEvent__desc =
+{
+  .m_size = sizeof (rcl_interfaces_msg_dds__ParameterEvent_),
+  .m_align = dds_alignof (rcl_interfaces_msg_dds__ParameterEvent_),
+  .m_flagset = 0u,
+  .m_nkeys = 0u,
+  .m_typename = "rcl_interfaces::msg::dds_::ParameterEvent_",
+  .m_keys = NULL,
+  .m_nops = 23,
+  .m_ops = rcl_interfaces_msg_dds__ParameterEvent__ops,
+  .m_meta = ""
+};
+
 static const uint32_t rcl_interfaces_msg_dds__FloatingPointRange__ops [] =
 {
   /* FloatingPointRange_ */

@@ -157,6 +157,74 @@ extern const dds_topic_descriptor_t rcl_interfaces_msg_dds__Parameter__desc;
 #define rcl_interfaces_msg_dds__Parameter__free(d,o) \
 dds_sample_free ((d), &rcl_interfaces_msg_dds__Parameter__desc, (o))
 
+#ifndef DDS_SEQUENCE_RCL_INTERFACES_MSG_DDS__PARAMETER__DEFINED
+#define DDS_SEQUENCE_RCL_INTERFACES_MSG_DDS__PARAMETER__DEFINED
+typedef struct dds_sequence_rcl_interfaces_msg_dds__Parameter_
+{
+  uint32_t _maximum;
+  uint32_t _length;
+  struct rcl_interfaces_msg_dds__Parameter_ *_buffer;
+  bool _release;
+} dds_sequence_rcl_interfaces_msg_dds__Parameter_;
+
+#define dds_sequence_rcl_interfaces_msg_dds__Parameter___alloc() \
+((dds_sequence_rcl_interfaces_msg_dds__Parameter_*) dds_alloc (sizeof (dds_sequence_rcl_interfaces_msg_dds__Parameter_)));
+
+#define dds_sequence_rcl_interfaces_msg_dds__Parameter__allocbuf(l) \
+((struct rcl_interfaces_msg_dds__Parameter_ *) dds_alloc ((l) * sizeof (struct rcl_interfaces_msg_dds__Parameter_)))
+#endif /* DDS_SEQUENCE_RCL_INTERFACES_MSG_DDS__PARAMETER__DEFINED */
+
+#ifndef DDS_SEQUENCE_RCL_INTERFACES_MSG_DDS__PARAMETER__DEFINED
+#define DDS_SEQUENCE_RCL_INTERFACES_MSG_DDS__PARAMETER__DEFINED
+typedef struct dds_sequence_rcl_interfaces_msg_dds__Parameter_
+{
+  uint32_t _maximum;
+  uint32_t _length;
+  struct rcl_interfaces_msg_dds__Parameter_ *_buffer;
+  bool _release;
+} dds_sequence_rcl_interfaces_msg_dds__Parameter_;
+
+#define dds_sequence_rcl_interfaces_msg_dds__Parameter___alloc() \
+((dds_sequence_rcl_interfaces_msg_dds__Parameter_*) dds_alloc (sizeof (dds_sequence_rcl_interfaces_msg_dds__Parameter_)));
+
+#define dds_sequence_rcl_interfaces_msg_dds__Parameter__allocbuf(l) \
+((struct rcl_interfaces_msg_dds__Parameter_ *) dds_alloc ((l) * sizeof (struct rcl_interfaces_msg_dds__Parameter_)))
+#endif /* DDS_SEQUENCE_RCL_INTERFACES_MSG_DDS__PARAMETER__DEFINED */
+
+#ifndef DDS_SEQUENCE_RCL_INTERFACES_MSG_DDS__PARAMETER__DEFINED
+#define DDS_SEQUENCE_RCL_INTERFACES_MSG_DDS__PARAMETER__DEFINED
+typedef struct dds_sequence_rcl_interfaces_msg_dds__Parameter_
+{
+  uint32_t _maximum;
+  uint32_t _length;
+  struct rcl_interfaces_msg_dds__Parameter_ *_buffer;
+  bool _release;
+} dds_sequence_rcl_interfaces_msg_dds__Parameter_;
+
+#define dds_sequence_rcl_interfaces_msg_dds__Parameter___alloc() \
+((dds_sequence_rcl_interfaces_msg_dds__Parameter_*) dds_alloc (sizeof (dds_sequence_rcl_interfaces_msg_dds__Parameter_)));
+
+#define dds_sequence_rcl_interfaces_msg_dds__Parameter__allocbuf(l) \
+((struct rcl_interfaces_msg_dds__Parameter_ *) dds_alloc ((l) * sizeof (struct rcl_interfaces_msg_dds__Parameter_)))
+#endif /* DDS_SEQUENCE_RCL_INTERFACES_MSG_DDS__PARAMETER__DEFINED */
+
+typedef struct rcl_interfaces_msg_dds__ParameterEvent_
+{
+  struct builtin_interfaces_msg_dds__Time_ stamp;
+  char * node;
+  dds_sequence_rcl_interfaces_msg_dds__Parameter_ new_parameters;
+  dds_sequence_rcl_interfaces_msg_dds__Parameter_ changed_parameters;
+  dds_sequence_rcl_interfaces_msg_dds__Parameter_ deleted_parameters;
+} rcl_interfaces_msg_dds__ParameterEvent_;
+
+extern const dds_topic_descriptor_t rcl_interfaces_msg_dds__ParameterEvent__desc;
+
+#define rcl_interfaces_msg_dds__ParameterEvent___alloc() \
+((rcl_interfaces_msg_dds__ParameterEvent_*) dds_alloc (sizeof (rcl_interfaces_msg_dds__ParameterEvent_)));
+
+#define rcl_interfaces_msg_dds__ParameterEvent__free(d,o) \
+dds_sample_free ((d), &rcl_interfaces_msg_dds__ParameterEvent__desc, (o))
+
 typedef struct rcl_interfaces_msg_dds__FloatingPointRange_
 {
   double from_value;

@@ -21,6 +21,9 @@ func idlMemberType(t *testing.T, typ string, qualified bool) string {
 	prim := map[string]string{"bool": "boolean", "byte": "octet", "uint8": "octet", "int64": "long long",
 		"uint64": "unsigned long long", "float64": "double", "string": "string"}
 	elem, ok := prim[base]
+	if pkg, name, other := strings.Cut(base, "/"); other { // builtin_interfaces/Time
+		elem, ok = pkg+"::msg::dds_::"+name+"_", true
+	}
 	if !ok {
 		elem = base + "_"
 		if qualified {
@@ -109,7 +112,7 @@ func TestRclInterfacesIDLMatchesDefinitions(t *testing.T) {
 			checked++
 		}
 	}
-	if checked != 7+2*6 {
-		t.Errorf("checked %d structs, want the 7 messages and 6 services' requests and responses", checked)
+	if checked != 8+2*6 {
+		t.Errorf("checked %d structs, want the 8 messages and 6 services' requests and responses", checked)
 	}
 }

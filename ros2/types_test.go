@@ -13,7 +13,7 @@ import (
 	"github.com/zerohop/zerohop/ros2/internal/typehash"
 )
 
-var allTypes = []msgType{typeTwist, typeTwistStamped, typeImage, typePointCloud2, typeSlotHandle, typeDiagnostics, typeParticipantEntitiesInfo}
+var allTypes = []msgType{typeTwist, typeTwistStamped, typeImage, typePointCloud2, typeSlotHandle, typeDiagnostics, typeLog, typeParameterEvent, typeParticipantEntitiesInfo}
 
 // registry holds the ROS types plus SlotHandle as zerohop_msgs declares it.
 func registry(t *testing.T) typehash.Registry {
@@ -58,6 +58,8 @@ func TestDDSTypeNames(t *testing.T) {
 		typePointCloud2:             "sensor_msgs::msg::dds_::PointCloud2_",
 		typeSlotHandle:              "zerohop_msgs::msg::dds_::SlotHandle_",
 		typeDiagnostics:             "diagnostic_msgs::msg::dds_::DiagnosticArray_",
+		typeLog:                     "rcl_interfaces::msg::dds_::Log_",
+		typeParameterEvent:          "rcl_interfaces::msg::dds_::ParameterEvent_",
 		typeParticipantEntitiesInfo: "rmw_dds_common::msg::dds_::ParticipantEntitiesInfo_",
 	}
 	for typ, name := range want {

@@ -59,6 +59,8 @@ static const dds_topic_descriptor_t *descriptor(int type)
     return &diagnostic_msgs_msg_dds__DiagnosticArray__desc;
   case ZH_LOG:
     return &rcl_interfaces_msg_dds__Log__desc;
+  case ZH_PARAMETER_EVENT:
+    return &rcl_interfaces_msg_dds__ParameterEvent__desc;
   }
   return zh_service_descriptor(type);
 }

@@ -22,6 +22,7 @@ enum zh_type {
   ZH_SLOT_HANDLE = 5,   // zerohop_msgs::msg::dds_::SlotHandle_
   ZH_DIAGNOSTICS = 7,   // diagnostic_msgs::msg::dds_::DiagnosticArray_ (6: the graph topic's type)
   ZH_LOG = 8,           // rcl_interfaces::msg::dds_::Log_ (/rosout)
+  ZH_PARAMETER_EVENT = 9, // rcl_interfaces::msg::dds_::ParameterEvent_ (/parameter_events)
   // A parameter service's request type is ZH_REQUEST + its zh_param_service,
   // its reply type ZH_REPLY + it: rcl_interfaces::srv::dds_::<Srv>_Request_
   // and _Response_.
@@ -185,6 +186,14 @@ typedef struct zh_param_rec {
 dds_return_t zh_write_reply(dds_entity_t writer, int srv, uint64_t client_guid, int64_t sequence_number,
                             const char *strings, const zh_param_rec *recs, uint32_t n,
                             const uint32_t *prefixes, uint32_t nprefixes);
+
+// zh_write_parameter_event writes one rcl_interfaces/ParameterEvent from
+// node `node`: the first nnew records (name and value fields, as for a
+// get reply with names) are its new_parameters, the next nchanged its
+// changed_parameters. It reads the arrays during the call only.
+dds_return_t zh_write_parameter_event(dds_entity_t writer, int32_t sec, uint32_t nanosec, const char *node,
+                                      const char *strings, const zh_param_rec *recs, uint32_t nnew,
+                                      uint32_t nchanged);
 
 // zh_client_reply_matched says whether the client that sent a request
 // through the writer with publication handle `request_writer` (matched to

@@ -277,6 +277,34 @@ dds_return_t zh_write_reply(dds_entity_t writer, int srv, uint64_t client_guid, 
   return rc;
 }
 
+dds_return_t zh_write_parameter_event(dds_entity_t writer, int32_t sec, uint32_t nanosec, const char *node,
+                                      const char *strings, const zh_param_rec *recs, uint32_t nnew,
+                                      uint32_t nchanged)
+{
+  uint32_t n = nnew + nchanged;
+  if (n < nnew)
+    return DDS_RETCODE_BAD_PARAMETER;
+  rcl_interfaces_msg_dds__Parameter_ *p = calloc(n == 0 ? 1 : n, sizeof(*p));
+  if (p == NULL)
+    return DDS_RETCODE_OUT_OF_RESOURCES;
+  for (uint32_t i = 0; i < n; i++) {
+    p[i].name = STR(recs[i].name);
+    set_value(&p[i].value, strings, &recs[i]);
+  }
+  rcl_interfaces_msg_dds__ParameterEvent_ m;
+  memset(&m, 0, sizeof m);
+  m.stamp.sec = sec;
+  m.stamp.nanosec = nanosec;
+  m.node = (char *)node; // dds_write only reads it
+  m.new_parameters._length = m.new_parameters._maximum = nnew;
+  m.new_parameters._buffer = nnew > 0 ? p : NULL;
+  m.changed_parameters._length = m.changed_parameters._maximum = nchanged;
+  m.changed_parameters._buffer = nchanged > 0 ? p + nnew : NULL;
+  dds_return_t rc = dds_write(writer, &m);
+  free(p);
+  return rc;
+}
+
 // userdata_value finds key's value in USER_DATA "k=v;k=v;" and copies it,
 // NUL-terminated, into out (cut to size). 1 if found.
 static int userdata_value(const dds_qos_t *qos, const char *key, char *out, size_t size)

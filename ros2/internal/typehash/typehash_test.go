@@ -29,6 +29,8 @@ var published = []struct{ name, hash string }{
 	{"diagnostic_msgs/msg/DiagnosticArray", "RIHS01_5a8a36efb05fb25070fa0fb3810290c0e6cd4862b54a8fb975a1ee8dc55a333e"},
 	// rcl_interfaces (Jazzy): log__description.c's get_type_hash.
 	{"rcl_interfaces/msg/Log", "RIHS01_e28ce254ca8abc06abf92773b74602cdbf116ed34fbaf294fb9f81da9f318eac"},
+	// parameter_event__description.c's get_type_hash.
+	{"rcl_interfaces/msg/ParameterEvent", "RIHS01_043e627780fcad87a22d225bc2a037361dba713fca6a6b9f4b869a5aa0393204"},
 	// rmw_dds_common 3.x: the *__get_type_hash constants of its generated
 	// description files.
 	{"rmw_dds_common/msg/Gid", "RIHS01_ab6f21cfbb0a6dbb837161e1110c2051a2850ed9f9c53944d7115d9bcebedf71"},

@@ -49,6 +49,21 @@ func ROS() Registry {
 			{Name: "name", ID: String}, {Name: "msg", ID: String}, {Name: "file", ID: String},
 			{Name: "function", ID: String}, {Name: "line", ID: Uint32},
 		}},
+		// rcl_interfaces: /parameter_events.
+		{"rcl_interfaces/msg/ParameterValue", []Field{
+			{Name: "type", ID: Uint8}, {Name: "bool_value", ID: Bool}, {Name: "integer_value", ID: Int64},
+			{Name: "double_value", ID: Float64}, {Name: "string_value", ID: String},
+			{Name: "byte_array_value", ID: Byte, Sequence: true}, {Name: "bool_array_value", ID: Bool, Sequence: true},
+			{Name: "integer_array_value", ID: Int64, Sequence: true}, {Name: "double_array_value", ID: Float64, Sequence: true},
+			{Name: "string_array_value", ID: String, Sequence: true},
+		}},
+		{"rcl_interfaces/msg/Parameter", []Field{{Name: "name", ID: String}, nested("value", "rcl_interfaces/msg/ParameterValue")}},
+		{"rcl_interfaces/msg/ParameterEvent", []Field{
+			nested("stamp", "builtin_interfaces/msg/Time"), {Name: "node", ID: String},
+			{Name: "new_parameters", ID: Nested, Nested: "rcl_interfaces/msg/Parameter", Sequence: true},
+			{Name: "changed_parameters", ID: Nested, Nested: "rcl_interfaces/msg/Parameter", Sequence: true},
+			{Name: "deleted_parameters", ID: Nested, Nested: "rcl_interfaces/msg/Parameter", Sequence: true},
+		}},
 		// rmw_dds_common 3.x (Jazzy): the graph topic ros_discovery_info.
 		// Gid.msg's char[16] is uint8[16] once rosidl turns it into IDL.
 		{"rmw_dds_common/msg/Gid", []Field{{Name: "data", ID: Uint8, Array: true, Capacity: 16}}},

@@ -5,7 +5,8 @@
 //
 //   peer DOMAIN sub TYPE TOPIC RELIABILITY COUNT
 //     TYPE: twist | twist_stamped | slot_handle | image | cloud |
-//     diagnostics. Prints
+//     diagnostics | log | param_event (each parameter as
+//     nI= or cI=NAME,TYPE,BOOL,INT,DOUBLE,STRING, strings in hex). Prints
 //     READY, then MATCHED once a publisher matches, then PUBLICATION (the
 //     matched writer's discovery data) and PARTICIPANT (its participant's
 //     USER_DATA), then for each of COUNT samples a CDR line (the
@@ -71,6 +72,7 @@ static const dds_topic_descriptor_t *desc_of(const char *type)
   if (!strcmp(type, "cloud")) return &sensor_msgs_msg_dds__PointCloud2__desc;
   if (!strcmp(type, "diagnostics")) return &diagnostic_msgs_msg_dds__DiagnosticArray__desc;
   if (!strcmp(type, "log")) return &rcl_interfaces_msg_dds__Log__desc;
+  if (!strcmp(type, "param_event")) return &rcl_interfaces_msg_dds__ParameterEvent__desc;
   return NULL;
 }
 
@@ -232,9 +234,33 @@ static void print_hex(const char *s)
     printf("%02x", (unsigned char)*s);
 }
 
+static void print_params(const char *tag, const dds_sequence_rcl_interfaces_msg_dds__Parameter_ *ps)
+{
+  for (uint32_t i = 0; i < ps->_length; i++) {
+    const rcl_interfaces_msg_dds__Parameter_ *p = &ps->_buffer[i];
+    printf(" %s%" PRIu32 "=", tag, i);
+    print_hex(p->name);
+    printf(",%u,%d,%" PRId64 ",%.17g,", p->value.type, p->value.bool_value, p->value.integer_value,
+           p->value.double_value);
+    print_hex(p->value.string_value ? p->value.string_value : "");
+  }
+}
+
 static void print_sample(const char *type, struct ddsi_serdata *sd)
 {
-  if (!strcmp(type, "log")) {
+  if (!strcmp(type, "param_event")) {
+    rcl_interfaces_msg_dds__ParameterEvent_ m;
+    memset(&m, 0, sizeof m);
+    ddsi_serdata_to_sample(sd, &m, NULL, NULL);
+    printf("SAMPLE sec=%" PRId32 " nanosec=%" PRIu32 " node=", m.stamp.sec, m.stamp.nanosec);
+    print_hex(m.node);
+    printf(" new=%" PRIu32 " changed=%" PRIu32 " deleted=%" PRIu32, m.new_parameters._length,
+           m.changed_parameters._length, m.deleted_parameters._length);
+    print_params("n", &m.new_parameters);
+    print_params("c", &m.changed_parameters);
+    printf("\n");
+    dds_sample_free(&m, &rcl_interfaces_msg_dds__ParameterEvent__desc, DDS_FREE_CONTENTS);
+  } else if (!strcmp(type, "log")) {
     rcl_interfaces_msg_dds__Log_ m;
     memset(&m, 0, sizeof m);
     ddsi_serdata_to_sample(sd, &m, NULL, NULL);
