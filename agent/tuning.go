@@ -30,6 +30,10 @@ type PlannerSetting struct {
 	flag     func(*planner.Config) *bool
 }
 
+// Range is a numeric setting's bounds (the lower one excluded where
+// noted in Usage); ok is false for a Bool setting.
+func (s PlannerSetting) Range() (from, to float64, ok bool) { return s.min, s.max, !s.Bool }
+
 // Flag is the setting's flag name.
 func (s PlannerSetting) Flag() string {
 	b := []byte(s.Name)

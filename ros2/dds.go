@@ -515,9 +515,10 @@ func takeDiscovered(rd entity) (d discovered, ok bool, rc retcode) {
 // if the layouts differ.
 type paramRec struct {
 	name, stringValue, description, constraints, reason uint32 // offsets into the strings buffer
-	typ, boolValue, readOnly, successful                uint8
+	typ, boolValue, readOnly, successful, hasRange      uint8
 	integerValue                                        int64
 	doubleValue                                         float64
+	rangeFrom, rangeTo, rangeStep                       float64
 }
 
 // paramValueRec is C's zh_param_value.
@@ -534,6 +535,10 @@ var (
 	_ [unsafe.Offsetof(paramRec{}.doubleValue) - unsafe.Offsetof(C.zh_param_rec{}.double_value)]byte
 	_ [unsafe.Offsetof(C.zh_param_rec{}.successful) - unsafe.Offsetof(paramRec{}.successful)]byte
 	_ [unsafe.Offsetof(paramRec{}.successful) - unsafe.Offsetof(C.zh_param_rec{}.successful)]byte
+	_ [unsafe.Offsetof(C.zh_param_rec{}.has_range) - unsafe.Offsetof(paramRec{}.hasRange)]byte
+	_ [unsafe.Offsetof(paramRec{}.hasRange) - unsafe.Offsetof(C.zh_param_rec{}.has_range)]byte
+	_ [unsafe.Offsetof(C.zh_param_rec{}.range_from) - unsafe.Offsetof(paramRec{}.rangeFrom)]byte
+	_ [unsafe.Offsetof(paramRec{}.rangeFrom) - unsafe.Offsetof(C.zh_param_rec{}.range_from)]byte
 	_ [unsafe.Sizeof(C.zh_param_value{}) - unsafe.Sizeof(paramValueRec{})]byte
 	_ [unsafe.Sizeof(paramValueRec{}) - unsafe.Sizeof(C.zh_param_value{})]byte
 	_ [unsafe.Offsetof(C.zh_param_value{}.double_value) - unsafe.Offsetof(paramValueRec{}.doubleValue)]byte

@@ -382,9 +382,13 @@ func (s *ParameterServer) answer(srv paramService, req request, strs []string) {
 				s.recs = s.recs[:0]
 				break
 			}
-			s.recs = append(s.recs, paramRec{name: s.str(name), typ: uint8(p.Value.Type), boolValue: b2u(p.Value.Bool),
+			rec := paramRec{name: s.str(name), typ: uint8(p.Value.Type), boolValue: b2u(p.Value.Bool),
 				integerValue: p.Value.Integer, doubleValue: p.Value.Double, stringValue: s.str(p.Value.String),
-				description: s.str(p.Description), constraints: s.str(p.Constraints), readOnly: b2u(p.ReadOnly)})
+				description: s.str(p.Description), constraints: s.str(p.Constraints), readOnly: b2u(p.ReadOnly)}
+			if r := p.Range; r != nil && srv == srvDescribe {
+				rec.hasRange, rec.rangeFrom, rec.rangeTo, rec.rangeStep = 1, r.From, r.To, r.Step
+			}
+			s.recs = append(s.recs, rec)
 		}
 	case srvSet, srvSetAtomically:
 		// strs holds name, string_value pairs; s.values the rest.

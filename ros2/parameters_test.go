@@ -55,7 +55,7 @@ func testParams(t *testing.T) *params.Set {
 		{Name: "ros2", Value: params.Value{Type: params.Bool, Bool: true}, ReadOnly: true},
 		{Name: "max_points", Value: params.Value{Type: params.Integer, Integer: -131072}, ReadOnly: true},
 		{Name: "camera", Value: params.Value{Type: params.String, String: "synthetic ü"}, ReadOnly: true},
-		{Name: "diagnostic_updater.period", Value: params.Value{Type: params.Double, Double: 1}, ReadOnly: true},
+		{Name: "diagnostic_updater.period", Value: params.Value{Type: params.Double, Double: 1}, ReadOnly: true, Range: &params.Range{From: 0.01, To: 3600}},
 		{Name: "mode", Value: params.Value{Type: params.String, String: "x"}, Constraints: params.TakesEffectAtOnce, Apply: func(v params.Value) error {
 			if v.String == "bad" {
 				return errors.New("not a mode")
@@ -112,6 +112,8 @@ func TestParameterServicesAnswerARMWClient(t *testing.T) {
 		{[]string{"types", "camera", "nope"}, nil},
 		{[]string{"describe", "nope"}, nil},
 		{[]string{"describe", "watchdog"}, []string{"descriptor\twatchdog\t3\t1\t0\tstale-frame limit\t" + params.ReadAtStart + "\t0\t0"}},
+		// A range, for rqt_reconfigure's slider.
+		{[]string{"describe", "diagnostic_updater.period"}, []string{"descriptor\tdiagnostic_updater.period\t3\t1\t0\t\t\t1\t0", "range\t0.01\t3600\t0"}},
 		{[]string{"set", "watchdog=0.5", "mode=y", "nope=1"}, []string{
 			"result\t0\tparameter 'watchdog' is read-only: this node reads its parameters at start; restart it with --ros-args -p watchdog:=0.5 (or set it in the launch file's parameters)",
 			"result\t1\t",
@@ -128,8 +130,8 @@ func TestParameterServicesAnswerARMWClient(t *testing.T) {
 			t.Errorf("%q:\n got %q\nwant %q", tc.args, got, tc.want)
 		}
 	}
-	if n := srv.Served(); n != 13 {
-		t.Errorf("Served() = %d after 13 calls", n)
+	if n := srv.Served(); n != 14 {
+		t.Errorf("Served() = %d after 14 calls", n)
 	}
 	if n := srv.Dropped(); n != 0 {
 		t.Errorf("Dropped() = %d", n)
@@ -299,6 +301,20 @@ func TestParameterRepliesOnTheWire(t *testing.T) {
 			c.str("diagnostic_updater")
 		}},
 		{[]string{"set_atomically", "mode=m"}, func(c *cdr) { c.u8(1); c.str("") }},
+		{[]string{"describe", "diagnostic_updater.period"}, func(c *cdr) {
+			c.u32(1)
+			c.str("diagnostic_updater.period")
+			c.u8(3)   // double
+			c.str("") // description
+			c.str("") // additional_constraints
+			c.u8(1)   // read_only
+			c.u8(0)   // dynamic_typing
+			c.u32(1)  // floating_point_range
+			c.f64(0.01)
+			c.f64(3600)
+			c.f64(0)
+			c.u32(0) // integer_range
+		}},
 	} {
 		lines := callParamsEnv(t, cfg, []string{"PARAMCLIENT_RAW=1"}, "/wire", tc.args...)
 		if len(lines) != 2 || !strings.HasPrefix(lines[0], "guid\t") || !strings.HasPrefix(lines[1], "raw\t") {

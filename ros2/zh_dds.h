@@ -171,12 +171,14 @@ dds_return_t zh_request_strings(int srv, const zh_request *req, char *buf, uint3
 // buffer of NUL-terminated strings. Which fields count depends on the
 // service: list (name; prefixes apart), get (type and the value fields),
 // get types (type), describe (name, type, description, constraints,
-// read_only), set (successful, reason).
+// read_only; has_range and range_*: one floating_point_range), set
+// (successful, reason).
 typedef struct zh_param_rec {
   uint32_t name, string_value, description, constraints, reason;
-  uint8_t type, bool_value, read_only, successful;
+  uint8_t type, bool_value, read_only, successful, has_range;
   int64_t integer_value;
   double double_value;
+  double range_from, range_to, range_step;
 } zh_param_rec;
 
 // zh_write_reply writes the reply of service `srv` to the request

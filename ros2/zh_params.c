@@ -189,19 +189,31 @@ dds_return_t zh_write_reply(dds_entity_t writer, int srv, uint64_t client_guid, 
   case ZH_SRV_DESCRIBE: {
     rcl_interfaces_srv_dds__DescribeParameters_Response_ r = {client_guid, sequence_number, {0}};
     rcl_interfaces_msg_dds__ParameterDescriptor_ *d = calloc(count, sizeof(*d));
-    if (d == NULL)
+    rcl_interfaces_msg_dds__FloatingPointRange_ *fr = calloc(count, sizeof(*fr));
+    if (d == NULL || fr == NULL) {
+      free(d);
+      free(fr);
       return DDS_RETCODE_OUT_OF_RESOURCES;
+    }
     for (uint32_t i = 0; i < n; i++) {
       d[i].name = STR(recs[i].name);
       d[i].type = recs[i].type;
       d[i].description = STR(recs[i].description);
       d[i].additional_constraints = STR(recs[i].constraints);
       d[i].read_only = recs[i].read_only != 0;
+      if (recs[i].has_range) {
+        fr[i].from_value = recs[i].range_from;
+        fr[i].to_value = recs[i].range_to;
+        fr[i].step = recs[i].range_step;
+        d[i].floating_point_range._length = d[i].floating_point_range._maximum = 1;
+        d[i].floating_point_range._buffer = &fr[i];
+      }
     }
     r.descriptors._length = r.descriptors._maximum = n;
     r.descriptors._buffer = d;
     rc = dds_write(writer, &r);
     free(d);
+    free(fr);
     break;
   }
   case ZH_SRV_GET_TYPES: {

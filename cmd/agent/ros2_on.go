@@ -232,14 +232,17 @@ func given(fs *flag.FlagSet, name string) bool {
 // max_speed 0.5), the rest read at start.
 func paramOptions(level zap.AtomicLevel, tuning *agent.PlannerTuning) params.FlagOptions {
 	writable := map[string]func(params.Value) error{rosOptions.LogLevelFlag: params.StringApply(logging.Setter(level))}
+	ranges := map[string]params.Range{} // rqt_reconfigure's sliders
 	for _, s := range agent.PlannerSettings() {
 		name := s.Name
 		if s.Bool {
 			writable[s.Flag()] = func(v params.Value) error { return tuning.SetBool(name, v.Bool) }
-		} else {
-			writable[s.Flag()] = func(v params.Value) error { return tuning.SetNumber(name, v.Double) }
+			continue
 		}
+		writable[s.Flag()] = func(v params.Value) error { return tuning.SetNumber(name, v.Double) }
+		from, to, _ := s.Range()
+		ranges[s.Flag()] = params.Range{From: from, To: to}
 	}
 	return params.FlagOptions{Aliases: rosOptions.Aliases, Hide: []string{rosOptions.NodeNameFlag, rosOptions.NamespaceFlag},
-		Writable: writable}
+		Writable: writable, Ranges: ranges}
 }

@@ -377,8 +377,11 @@ func TestPlannerParametersSetTheTuning(t *testing.T) {
 	if p, ok := set.Get("max_speed"); !ok || p.ReadOnly || p.Value != (params.Value{Type: params.Double, Double: 1}) {
 		t.Fatalf("max_speed: %+v, declared %v; want a writable double 1", p, ok)
 	}
-	if p, ok := set.Get("turn_in_place"); !ok || p.ReadOnly || p.Value != (params.Value{Type: params.Bool}) {
+	if p, ok := set.Get("turn_in_place"); !ok || p.ReadOnly || p.Value != (params.Value{Type: params.Bool}) || p.Range != nil {
 		t.Fatalf("turn_in_place: %+v, declared %v; want a writable bool false", p, ok)
+	}
+	if p, _ := set.Get("max_speed"); p.Range == nil || *p.Range != (params.Range{From: 0, To: 50}) {
+		t.Errorf("max_speed's range %+v, want 0 to 50 (rqt_reconfigure's slider)", p.Range)
 	}
 	double := func(v float64) params.Value { return params.Value{Type: params.Double, Double: v} }
 	for _, tc := range []struct {

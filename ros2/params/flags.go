@@ -28,6 +28,8 @@ type FlagOptions struct {
 	// function that does it (Parameter.Apply); every other parameter is
 	// read-only.
 	Writable map[string]func(Value) error
+	// Ranges give float flags' parameters their Range.
+	Ranges map[string]Range
 }
 
 // FromFlags declares a parameter for each flag of fs, named as package
@@ -48,6 +50,14 @@ func FromFlags(fs *flag.FlagSet, opt FlagOptions) (*Set, error) {
 			return nil, fmt.Errorf("params: writable flag --%s: no such flag", name)
 		}
 	}
+	for name, r := range opt.Ranges {
+		if f := fs.Lookup(name); f == nil || hidden[name] || flagValue(f).Type != Double {
+			return nil, fmt.Errorf("params: range of flag --%s: no such flag of floating-point value", name)
+		}
+		if !(r.From <= r.To) || r.Step < 0 {
+			return nil, fmt.Errorf("params: range of flag --%s: %v to %v step %v", name, r.From, r.To, r.Step)
+		}
+	}
 	var ps []Parameter
 	byFlag := map[string]Parameter{}
 	fs.VisitAll(func(f *flag.Flag) {
@@ -63,6 +73,9 @@ func FromFlags(fs *flag.FlagSet, opt FlagOptions) (*Set, error) {
 		}
 		if apply := opt.Writable[f.Name]; apply != nil {
 			p.Apply, p.ReadOnly, p.Constraints = apply, false, TakesEffectAtOnce
+		}
+		if r, ok := opt.Ranges[f.Name]; ok {
+			p.Range = &r
 		}
 		ps = append(ps, p)
 		byFlag[f.Name] = p

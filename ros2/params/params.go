@@ -101,7 +101,15 @@ type Parameter struct {
 	// says why it cannot; required unless ReadOnly. Set calls it with the
 	// set's lock held: one at a time.
 	Apply func(Value) error
+	// Range, if set, is a double's floating_point_range: what
+	// rqt_reconfigure draws a slider for. Apply still judges each value
+	// (a range cannot say "above 0").
+	Range *Range
 }
+
+// Range is an rcl_interfaces/FloatingPointRange: From to To inclusive;
+// Step 0 is any value between.
+type Range struct{ From, To, Step float64 }
 
 // Set is a node's declared parameters, ordered by name (as rclcpp keeps
 // them). The names and descriptors are fixed; the values of writable

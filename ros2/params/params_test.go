@@ -159,6 +159,32 @@ func TestFromFlags(t *testing.T) {
 	}
 }
 
+// A float flag's range is its parameters' floating_point_range, aliases
+// included; a range on another kind of flag, or upside down, is refused.
+func TestFromFlagsRanges(t *testing.T) {
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	fs.Float64("lidar-height", 1.5, "height")
+	fs.Duration("diagnostics-period", time.Second, "period")
+	fs.Int("max-points", 5, "most points")
+	s, err := FromFlags(fs, FlagOptions{Aliases: map[string]string{"diagnostic_updater.period": "diagnostics-period"},
+		Ranges: map[string]Range{"lidar-height": {From: 0, To: 100}, "diagnostics-period": {From: 0.01, To: 3600, Step: 0.01}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]*Range{"lidar_height": {0, 100, 0}, "diagnostics_period": {0.01, 3600, 0.01},
+		"diagnostic_updater.period": {0.01, 3600, 0.01}, "max_points": nil} {
+		p, _ := s.Get(name)
+		if (p.Range == nil) != (want == nil) || (want != nil && *p.Range != *want) {
+			t.Errorf("%s: range %+v, want %+v", name, p.Range, want)
+		}
+	}
+	for _, ranges := range []map[string]Range{{"max-points": {0, 9, 0}}, {"nope": {0, 1, 0}}, {"lidar-height": {5, 1, 0}}, {"lidar-height": {0, 1, -1}}} {
+		if _, err := FromFlags(fs, FlagOptions{Ranges: ranges}); err == nil {
+			t.Errorf("ranges %v: no error", ranges)
+		}
+	}
+}
+
 // Set applies and stores; SetAtomically checks every parameter before it
 // applies any, and a failing Apply leaves the value as it was.
 func TestSet(t *testing.T) {

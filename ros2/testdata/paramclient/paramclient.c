@@ -23,7 +23,8 @@
 //   get:      value\tTYPE\tBOOL\tINTEGER\tDOUBLE(%.17g)\tSTRING\tN_STRING_ARRAY
 //   types:    type\tTYPE
 //   describe: descriptor\tNAME\tTYPE\tREAD_ONLY\tDYNAMIC_TYPING\tDESCRIPTION
-//             \tADDITIONAL_CONSTRAINTS\tN_FLOATING_RANGES\tN_INTEGER_RANGES
+//             \tADDITIONAL_CONSTRAINTS\tN_FLOATING_RANGES\tN_INTEGER_RANGES,
+//             then range\tFROM\tTO\tSTEP for each floating-point range
 //   set, set_atomically: result\tSUCCESSFUL\tREASON
 // A reply for another request prints `ignored reply for another client`.
 //
@@ -257,6 +258,11 @@ static void print_reply(enum kind k, const void *sample)
       printf("descriptor\t%s\t%u\t%d\t%d\t%s\t%s\t%" PRIu32 "\t%" PRIu32 "\n", str(d->name), d->type,
              d->read_only ? 1 : 0, d->dynamic_typing ? 1 : 0, str(d->description), str(d->additional_constraints),
              d->floating_point_range._length, d->integer_range._length);
+      // A range is printed only where there is one: older outputs stay.
+      for (uint32_t j = 0; j < d->floating_point_range._length; j++) {
+        const rcl_interfaces_msg_dds__FloatingPointRange_ *fr = &d->floating_point_range._buffer[j];
+        printf("range\t%.17g\t%.17g\t%.17g\n", fr->from_value, fr->to_value, fr->step);
+      }
     }
   } else if (k == SET) {
     const rcl_interfaces_srv_dds__SetParameters_Response_ *r = sample;
