@@ -110,13 +110,9 @@ Flags:
 	fs.DurationVar(&cfg.Duration, "duration", 0, "stop after this long (0: until SIGINT/SIGTERM)")
 	fs.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	// The planner's limits: flags at start, ROS parameters while it runs.
-	tuning := agent.NewPlannerTuning()
-	for _, s := range agent.PlannerSettings() {
-		v, err := tuning.FlagValue(s.Name)
-		if err != nil {
-			return err
-		}
-		fs.Var(v, s.Flag(), s.Usage)
+	tuning, err := plannerFlags(fs)
+	if err != nil {
+		return err
 	}
 	cfg.Planner = tuning
 	openROS2 := ros2Flags(fs, tuning)
@@ -167,6 +163,20 @@ Flags:
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return agent.RunNodeBounded(ctx, cfg, shutdownGrace)
+}
+
+// plannerFlags registers a flag for each of the planner's settings,
+// which set the returned tuning.
+func plannerFlags(fs *flag.FlagSet) (*agent.PlannerTuning, error) {
+	tuning := agent.NewPlannerTuning()
+	for _, s := range agent.PlannerSettings() {
+		v, err := tuning.FlagValue(s.Name)
+		if err != nil {
+			return nil, err
+		}
+		fs.Var(v, s.Flag(), s.Usage)
+	}
+	return tuning, nil
 }
 
 // ros2Out is what the ROS 2 flags open: the cmd_vel sink and the status

@@ -168,13 +168,9 @@ func TestLaunchExampleParses(t *testing.T) {
 	fs.Var(xy, "lidar-xy", "")
 	fs.Var(rpy, "lidar-rpy", "")
 	watchdog := fs.Duration("watchdog", 0, "")
-	tuning := agent.NewPlannerTuning()
-	for _, s := range agent.PlannerSettings() {
-		v, err := tuning.FlagValue(s.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fs.Var(v, s.Flag(), s.Usage)
+	tuning, err := plannerFlags(fs)
+	if err != nil {
+		t.Fatal(err)
 	}
 	ra, err := rosargs.ParseFlags(fs, args, rosOptions)
 	if err != nil {
@@ -330,13 +326,9 @@ func TestLogLevelParameterSetsTheLevel(t *testing.T) {
 	fs.String("ros2-node-name", "zerohop_agent", "")
 	fs.Duration("diagnostics-period", time.Second, "")
 	fs.Duration("watchdog", time.Second, "")
-	tuning := agent.NewPlannerTuning()
-	for _, s := range agent.PlannerSettings() {
-		v, err := tuning.FlagValue(s.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fs.Var(v, s.Flag(), s.Usage)
+	tuning, err := plannerFlags(fs)
+	if err != nil {
+		t.Fatal(err)
 	}
 	level := zap.NewAtomicLevelAt(zap.InfoLevel)
 	set, err := params.FromFlags(fs, paramOptions(level, tuning))
@@ -362,13 +354,9 @@ func TestPlannerParametersSetTheTuning(t *testing.T) {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	fs.String("log-level", "info", "")
 	fs.Duration("diagnostics-period", time.Second, "")
-	tuning := agent.NewPlannerTuning()
-	for _, s := range agent.PlannerSettings() {
-		v, err := tuning.FlagValue(s.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fs.Var(v, s.Flag(), s.Usage)
+	tuning, err := plannerFlags(fs)
+	if err != nil {
+		t.Fatal(err)
 	}
 	set, err := params.FromFlags(fs, paramOptions(zap.NewAtomicLevel(), tuning))
 	if err != nil {
