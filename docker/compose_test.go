@@ -32,6 +32,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zerohop/zerohop/agent"
 	"github.com/zerohop/zerohop/telemetry"
 )
 
@@ -90,9 +91,22 @@ func sourceFlagSets(t testing.TB, root string) map[string]flagSet {
 			}
 			sets = append(sets, fs)
 		}
+		if bin == agentBinary {
+			sets = append(sets, plannerFlags())
+		}
 		out[bin] = mergeFlags(sets...)
 	}
 	return out
+}
+
+// plannerFlags are the agent's flags registered from agent's table of
+// planner settings, which no fs.XxxVar line in cmd/agent names.
+func plannerFlags() flagSet {
+	fs := flagSet{}
+	for _, s := range agent.PlannerSettings() {
+		fs[s.Flag()] = flagSpec{Name: s.Flag(), Bool: s.Bool}
+	}
+	return fs
 }
 
 func loadProject(t testing.TB, root string, flags map[string]flagSet) *project {

@@ -26,7 +26,9 @@ type flagSet map[string]flagSpec
 // four spaces and a tab; "(default X)" ends the usage when the default is
 // not the zero value.
 var (
-	helpFlagLine = regexp.MustCompile(`^  -([A-Za-z0-9][A-Za-z0-9_.-]*)(?: ([A-Za-z0-9_]+))?(?:\t|$)`)
+	// The value's name is the usage's back-quoted word when it has one
+	// ("m/s", "rad/s per rad"), else the type's.
+	helpFlagLine = regexp.MustCompile(`^  -([A-Za-z0-9][A-Za-z0-9_.-]*)(?: ([^\t]+))?(?:\t|$)`)
 	helpDefault  = regexp.MustCompile(`\(default ("(?:[^"\\]|\\.)*"|[^)]*)\)\s*$`)
 )
 
