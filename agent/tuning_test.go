@@ -122,6 +122,7 @@ func TestPlannerRetunedWhileRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	base := "http://" + ln.Addr().String()
 	tuning := NewPlannerTuning()
 	for name, v := range map[string]float64{"max_accel": 20, "max_speed": 1} {
 		if err := tuning.SetNumber(name, v); err != nil {
@@ -164,6 +165,9 @@ func TestPlannerRetunedWhileRunning(t *testing.T) {
 		if after = sink.since(set); len(after) >= 15 {
 			break
 		}
+	}
+	if v := metricValue(t, getBody(t, base+"/metrics"), "zerohop_planner_max_speed_mps"); v != limit {
+		t.Errorf("/metrics: zerohop_planner_max_speed_mps %v, want %v", v, limit)
 	}
 	cancel()
 	if err := <-done; err != nil {
