@@ -64,8 +64,9 @@ func FromFlags(fs *flag.FlagSet, opt FlagOptions) (*Set, error) {
 		if hidden[f.Name] {
 			return
 		}
+		_, usage := flag.UnquoteUsage(f) // without --help's `name` quotes
 		p := Parameter{Name: strings.ReplaceAll(f.Name, "-", "_"), Value: flagValue(f),
-			Description: f.Usage + " (flag --" + f.Name + ")", Constraints: ReadAtStart, ReadOnly: true}
+			Description: usage + " (flag --" + f.Name + ")", Constraints: ReadAtStart, ReadOnly: true}
 		if g, ok := f.Value.(flag.Getter); ok {
 			if _, isDur := g.Get().(time.Duration); isDur {
 				p.Description += "; in seconds"

@@ -108,7 +108,7 @@ func TestFromFlags(t *testing.T) {
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
 	fs.Bool("ros2", false, "publish")
 	fs.Int("max-points", 5, "most points")
-	fs.Float64("lidar-height", 1.5, "height")
+	fs.Float64("lidar-height", 1.5, "height in `metres`")
 	fs.Duration("diagnostics-period", time.Second, "period")
 	fs.String("ros2-node-name", "n", "node")
 	fs.String("camera", "synthetic", "source")
@@ -141,6 +141,9 @@ func TestFromFlags(t *testing.T) {
 		if p.ReadOnly == writable || (p.Constraints == ReadAtStart) == writable || (p.Apply != nil) != writable || !strings.Contains(p.Description, "(flag --") {
 			t.Errorf("%s: descriptor %+v", p.Name, p)
 		}
+	}
+	if p, _ := s.Get("lidar_height"); p.Description != "height in metres (flag --lidar-height)" {
+		t.Errorf("lidar_height's description %q: want --help's words without the value name's quotes", p.Description)
 	}
 	if !slices.IsSorted(got) || len(got) != len(want) {
 		t.Errorf("parameters %q: want the %d of %v, sorted (the node name flag hidden)", got, len(want), want)
