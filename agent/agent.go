@@ -114,6 +114,9 @@ type Pipeline struct {
 	// pairWait bounds the wait for a cloud's image (Go ≥ 1.23 timers:
 	// Reset after Stop needs no draining).
 	pairWait *time.Timer
+	// plannerConfig is the planner's settings as it runs them, for
+	// /metrics and the status (the planner is the goroutine's alone).
+	plannerConfig atomic.Pointer[planner.Config]
 	// gpu is cfg.GPU until it first fails, then nil (the CPU path).
 	gpu         GPUFilter
 	gpuFailures atomic.Uint64
@@ -218,6 +221,8 @@ func New(cfg Config) (*Pipeline, error) {
 	p := &Pipeline{cfg: cfg, log: cfg.Log, pts: voxel.NewPoints(cfg.MaxPoints), gpu: cfg.GPU, guardWake: make(chan struct{}, 1)}
 	p.ground = newGroundWatch(cfg.BEV, cfg.Log)
 	p.queue, _ = cfg.Source.(queueStats)
+	running := cfg.Planner.Config()
+	p.plannerConfig.Store(&running)
 	if p.gpu != nil {
 		cfg.Recorder.SetVoxelPath("gpu")
 	} else {
@@ -549,8 +554,14 @@ func (p *Pipeline) retune(c planner.Config) {
 		p.log.Error("planner settings not taken; the planner keeps its settings", zap.Error(err))
 		return
 	}
-	logPlannerSettings(p.log, "planner settings changed; from this frame on", p.cfg.Planner.Config())
+	running := p.cfg.Planner.Config()
+	p.plannerConfig.Store(&running)
+	logPlannerSettings(p.log, "planner settings changed; from this frame on", running)
 }
+
+// PlannerConfig returns the settings the planner runs with (a change
+// made through Config.Tuning shows from the frame that takes it).
+func (p *Pipeline) PlannerConfig() planner.Config { return *p.plannerConfig.Load() }
 
 // dropImage releases the held image, if any.
 func (p *Pipeline) dropImage() {

@@ -43,7 +43,7 @@ type nodeState struct {
 	prev     map[string]float64
 	elapsed  time.Duration
 	watchdog time.Duration
-	planner  planner.Config // the settings now, which ros2 param set changes
+	planner  planner.Config // the settings the planner runs with, which ros2 param set changes
 }
 
 // diagnose turns the node's state into its statuses:
@@ -166,18 +166,14 @@ func diagnose(fullName string, st nodeState) []status.Status {
 
 // statusLoop is the node's status loop: diagnose every period, every
 // part STALE when ctx ends.
-func statusLoop(cfg NodeConfig, watchdog time.Duration, rec *telemetry.Recorder, health func(time.Time) error) status.Loop {
+func statusLoop(cfg NodeConfig, watchdog time.Duration, rec *telemetry.Recorder, health func(time.Time) error, running func() planner.Config) status.Loop {
 	var prev map[string]float64
-	tuning := cfg.Planner
-	if tuning == nil {
-		tuning = NewPlannerTuning()
-	}
 	return status.Loop{
 		Sink: cfg.Status, Period: cfg.StatusPeriod, Stamp: cfg.StatusStamp, Log: cfg.Log,
 		Collect: func(now time.Time, elapsed time.Duration) []status.Status {
 			snap := rec.Snapshot()
 			out := diagnose(cfg.StatusNode, nodeState{health: health(time.Now()), snap: snap, prev: prev, elapsed: elapsed, watchdog: watchdog,
-				planner: tuning.Config()})
+				planner: running()})
 			prev = snap.Counters
 			return out
 		},

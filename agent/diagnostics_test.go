@@ -226,7 +226,7 @@ func BenchmarkStatusCollect(b *testing.B) {
 		rec.Inc(telemetry.FramesProcessed)
 	}
 	loop := statusLoop(NodeConfig{StatusNode: "/robot1/zerohop_agent", StatusPeriod: time.Second}, 200*time.Millisecond, rec,
-		func(time.Time) error { return nil })
+		func(time.Time) error { return nil }, NewPlannerTuning().Config)
 	b.ReportAllocs()
 	for b.Loop() {
 		if st := loop.Collect(time.Now(), time.Second); len(st) != 5 {

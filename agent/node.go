@@ -457,11 +457,11 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 	}
 	// The limits in force: ros2 param set changes them while it runs.
 	if err := rec.AddGaugeFunc("planner_max_speed_mps", "The planner's forward speed limit of cmd_vel, m/s (--max-speed; ros2 param set max_speed changes it while the agent runs).",
-		func() float64 { return cfg.Planner.Config().MaxSpeed }); err != nil {
+		func() float64 { return pipe.PlannerConfig().MaxSpeed }); err != nil {
 		log.Warn("metrics: max speed", zap.Error(err))
 	}
 	if err := rec.AddGaugeFunc("planner_max_yaw_rate_radps", "The planner's limit of |angular.z|, rad/s (--max-yaw-rate; ros2 param set max_yaw_rate).",
-		func() float64 { return cfg.Planner.Config().MaxYawRate }); err != nil {
+		func() float64 { return pipe.PlannerConfig().MaxYawRate }); err != nil {
 		log.Warn("metrics: max yaw rate", zap.Error(err))
 	}
 	if err := rec.AddGaugeFunc("ground_found_z_m", "The ground's z in metres under the LiDAR, levelled, relative to it (minus the LiDAR's height when the mount is right), as the once-a-second ground check last found it (its plane through the raster's tiles, else the 10th percentile of the heights of up to 512 of the raster's voxels; NaN before a check could judge); the BEV measures heights from minus --lidar-height.",
@@ -530,7 +530,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 	log.Info("latency endpoint", zap.String("url", "http://"+ln.Addr().String()+"/"))
 	goRun(func() error { return web.ServeListener(ctx, ln) })
 	if cfg.Status != nil {
-		loop := statusLoop(cfg, wd.Timeout(), rec, pipe.Health)
+		loop := statusLoop(cfg, wd.Timeout(), rec, pipe.Health, pipe.PlannerConfig)
 		loop.Log = log
 		statusStarted = true // the loop says the rest, STALE at the end
 		goRun(func() error { return loop.Run(ctx) })

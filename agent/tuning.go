@@ -30,9 +30,21 @@ type PlannerSetting struct {
 	flag     func(*planner.Config) *bool
 }
 
-// Range is a numeric setting's bounds (the lower one excluded where
-// noted in Usage); ok is false for a Bool setting.
-func (s PlannerSetting) Range() (from, to float64, ok bool) { return s.min, s.max, !s.Bool }
+// minAbove is the lower end a setting that must be above its minimum
+// advertises: a FloatingPointRange is inclusive, and rqt_reconfigure
+// offers its ends.
+const minAbove = 0.001
+
+// Range is a numeric setting's values as an inclusive range, for
+// rqt_reconfigure: its bounds, the lower one raised by 0.001 where it
+// is excluded; ok is false for a Bool setting.
+func (s PlannerSetting) Range() (from, to float64, ok bool) {
+	from = s.min
+	if s.minOpen {
+		from += minAbove
+	}
+	return from, s.max, !s.Bool
+}
 
 // Flag is the setting's flag name.
 func (s PlannerSetting) Flag() string {
@@ -49,30 +61,30 @@ func (s PlannerSetting) Flag() string {
 // Upper bounds catch unit mix-ups (cm/s for m/s, degrees for radians);
 // zero is refused where planner.Config would read it as "the default".
 var plannerSettings = []PlannerSetting{
-	{Name: "max_speed", unit: "m/s", min: 0, max: 50, minOpen: true, num: func(c *planner.Config) *float64 { return &c.MaxSpeed },
-		Usage: "forward speed limit of cmd_vel's linear.x, in `m/s`, above 0 and up to 50; the agent never reverses"},
-	{Name: "max_yaw_rate", unit: "rad/s", min: 0, max: 20, minOpen: true, num: func(c *planner.Config) *float64 { return &c.MaxYawRate },
-		Usage: "limit of |angular.z|, in `rad/s`, above 0 and up to 20"},
-	{Name: "max_accel", unit: "m/s²", min: 0, max: 100, minOpen: true, num: func(c *planner.Config) *float64 { return &c.MaxAccel },
-		Usage: "how fast linear.x may grow, in `m/s²`, above 0 and up to 100"},
-	{Name: "max_decel", unit: "m/s²", min: 0, max: 100, minOpen: true, num: func(c *planner.Config) *float64 { return &c.MaxDecel },
-		Usage: "how fast linear.x may fall when the planner slows or stops the robot, in `m/s²`, above 0 and up to 100 (the watchdog's zero is not ramped: it stops at once)"},
-	{Name: "max_yaw_accel", unit: "rad/s²", min: 0, max: 200, minOpen: true, num: func(c *planner.Config) *float64 { return &c.MaxYawAccel },
-		Usage: "how fast angular.z may change, in `rad/s²`, above 0 and up to 200"},
-	{Name: "stop_distance", unit: "m", min: 0, max: 1000, minOpen: true, num: func(c *planner.Config) *float64 { return &c.StopDistance },
+	{Name: "max_speed", unit: "m/s", min: 0, max: 20, minOpen: true, num: func(c *planner.Config) *float64 { return &c.MaxSpeed },
+		Usage: "forward speed limit of cmd_vel's linear.x, in `m/s`, above 0 and up to 20; the agent never reverses"},
+	{Name: "max_yaw_rate", unit: "rad/s", min: 0, max: 10, minOpen: true, num: func(c *planner.Config) *float64 { return &c.MaxYawRate },
+		Usage: "limit of |angular.z|, in `rad/s`, above 0 and up to 10"},
+	{Name: "max_accel", unit: "m/s²", min: 0, max: 20, minOpen: true, num: func(c *planner.Config) *float64 { return &c.MaxAccel },
+		Usage: "how fast linear.x may grow, in `m/s²`, above 0 and up to 20"},
+	{Name: "max_decel", unit: "m/s²", min: 0, max: 50, minOpen: true, num: func(c *planner.Config) *float64 { return &c.MaxDecel },
+		Usage: "how fast linear.x may fall when the planner slows or stops the robot, in `m/s²`, above 0 and up to 50 (the watchdog's zero is not ramped: it stops at once)"},
+	{Name: "max_yaw_accel", unit: "rad/s²", min: 0, max: 50, minOpen: true, num: func(c *planner.Config) *float64 { return &c.MaxYawAccel },
+		Usage: "how fast angular.z may change, in `rad/s²`, above 0 and up to 50"},
+	{Name: "stop_distance", unit: "m", min: 0, max: 100, minOpen: true, num: func(c *planner.Config) *float64 { return &c.StopDistance },
 		Usage: "stop (or turn in place, --turn-in-place) when the chosen direction's clearance is below this, in `metres`, above 0 and below --slow-distance"},
-	{Name: "slow_distance", unit: "m", min: 0, max: 1000, minOpen: true, num: func(c *planner.Config) *float64 { return &c.SlowDistance },
-		Usage: "full speed from this clearance on, in `metres`; speed ramps from 0 at --stop-distance up to --max-speed here; above --stop-distance, up to 1000"},
+	{Name: "slow_distance", unit: "m", min: 0, max: 100, minOpen: true, num: func(c *planner.Config) *float64 { return &c.SlowDistance },
+		Usage: "full speed from this clearance on, in `metres`; speed ramps from 0 at --stop-distance up to --max-speed here; above --stop-distance, up to 100"},
 	{Name: "turn_in_place", Bool: true, flag: func(c *planner.Config) *bool { return &c.TurnInPlace },
 		Usage: "when the best direction is closer than --stop-distance, turn toward it in place instead of standing still"},
-	{Name: "heading_gain", unit: "1/s", min: 0, max: 100, minOpen: true, num: func(c *planner.Config) *float64 { return &c.HeadingGain },
-		Usage: "yaw rate per radian of the chosen direction's heading, in `rad/s per rad`, above 0 and up to 100 (limited by --max-yaw-rate)"},
+	{Name: "heading_gain", unit: "1/s", min: 0, max: 20, minOpen: true, num: func(c *planner.Config) *float64 { return &c.HeadingGain },
+		Usage: "yaw rate per radian of the chosen direction's heading, in `rad/s per rad`, above 0 and up to 20 (limited by --max-yaw-rate)"},
 	{Name: "smoothing", min: 0, max: 0.99, num: func(c *planner.Config) *float64 { return &c.Smoothing },
 		Usage: "`weight` of the previous command in a per-frame low-pass toward a moving target, 0 (off) to 0.99; stopping is never smoothed"},
-	{Name: "min_score", min: -1e6, max: 1e6, num: func(c *planner.Config) *float64 { return &c.MinScore },
-		Usage: "stop when the best direction's model `score` is below this (the reference model: a score at or below 0 is a hazard or no clearance)"},
-	{Name: "tie_band", min: 0, max: 1e6, num: func(c *planner.Config) *float64 { return &c.TieBand },
-		Usage: "scores within this `band` of the best count as equal and the direction closest to straight ahead wins, so model noise does not make the robot weave; 0 or more"},
+	{Name: "min_score", min: -100, max: 100, num: func(c *planner.Config) *float64 { return &c.MinScore },
+		Usage: "stop when the best direction's model `score` is below this (the reference model: a score at or below 0 is a hazard or no clearance), -100 to 100"},
+	{Name: "tie_band", min: 0, max: 100, num: func(c *planner.Config) *float64 { return &c.TieBand },
+		Usage: "scores within this `band` of the best count as equal and the direction closest to straight ahead wins, so model noise does not make the robot weave; 0 to 100"},
 }
 
 // PlannerSettings returns the planner's tunable settings. A fresh slice
@@ -88,22 +100,23 @@ func plannerSetting(name string) (PlannerSetting, bool) {
 	return PlannerSetting{}, false
 }
 
-// check says why v is out of the setting's range, naming nothing (the
-// caller's flag or parameter error names it).
+// check says why v is out of the setting's range. The caller's error
+// names the setting and the value (the flag package's, params.Set's).
 func (s PlannerSetting) check(v float64) error {
 	unit := ""
 	if s.unit != "" {
 		unit = " " + s.unit
 	}
+	lower := "from " + strconv.FormatFloat(s.min, 'g', -1, 64)
+	if s.minOpen {
+		lower = "above " + strconv.FormatFloat(s.min, 'g', -1, 64)
+	}
+	want := fmt.Sprintf("%s up to %v%s", lower, s.max, unit)
 	switch {
 	case math.IsNaN(v) || math.IsInf(v, 0):
-		return fmt.Errorf("%v: want a finite number", v)
+		return fmt.Errorf("want a finite number, %s", want)
 	case s.minOpen && v <= s.min, v < s.min, v > s.max:
-		lower := "from " + strconv.FormatFloat(s.min, 'g', -1, 64)
-		if s.minOpen {
-			lower = "above " + strconv.FormatFloat(s.min, 'g', -1, 64)
-		}
-		return fmt.Errorf("%v%s: want %s up to %v%s", v, unit, lower, s.max, unit)
+		return fmt.Errorf("want %s", want)
 	}
 	return nil
 }
@@ -134,35 +147,63 @@ func (t *PlannerTuning) Config() planner.Config {
 	return t.cfg
 }
 
+// PlannerValue is a new value for the setting Name: Number, or Bool for
+// a Bool setting.
+type PlannerValue struct {
+	Name   string
+	Number float64
+	Bool   bool
+}
+
 // SetNumber sets a numeric setting by name if it is in range and the
 // settings stay consistent (stop_distance below slow_distance); else it
-// returns why and changes nothing.
+// returns why, naming neither the setting nor the value (the caller
+// does), and changes nothing.
 func (t *PlannerTuning) SetNumber(name string, v float64) error {
-	s, ok := plannerSetting(name)
-	if !ok || s.Bool {
+	if s, ok := plannerSetting(name); !ok || s.Bool {
 		return fmt.Errorf("no numeric planner setting %q", name)
 	}
-	if err := s.check(v); err != nil {
-		return err
-	}
-	return t.update(func(c *planner.Config) { *s.num(c) = v }, name)
+	return t.set([]PlannerValue{{Name: name, Number: v}}, false)
 }
 
 // SetBool sets a true/false setting by name.
 func (t *PlannerTuning) SetBool(name string, v bool) error {
-	s, ok := plannerSetting(name)
-	if !ok || !s.Bool {
+	if s, ok := plannerSetting(name); !ok || !s.Bool {
 		return fmt.Errorf("no true/false planner setting %q", name)
 	}
-	return t.update(func(c *planner.Config) { *s.flag(c) = v }, name)
+	return t.set([]PlannerValue{{Name: name, Bool: v}}, false)
 }
 
-func (t *PlannerTuning) update(change func(*planner.Config), name string) error {
+// SetAll sets every value together or none: each must be in range, and
+// the settings they leave consistent, whatever their order (raising
+// stop_distance and slow_distance past each other's old values works).
+// The pipeline takes them as one change. Errors name the setting.
+func (t *PlannerTuning) SetAll(values ...PlannerValue) error {
+	return t.set(values, true)
+}
+
+func (t *PlannerTuning) set(values []PlannerValue, named bool) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	next := t.cfg
-	change(&next)
-	if err := distancesOrdered(next, name); err != nil {
+	for _, v := range values {
+		s, ok := plannerSetting(v.Name)
+		switch {
+		case !ok:
+			return fmt.Errorf("no planner setting %q", v.Name)
+		case s.Bool:
+			*s.flag(&next) = v.Bool
+			continue
+		}
+		if err := s.check(v.Number); err != nil {
+			if named {
+				return fmt.Errorf("%s %v: %w", v.Name, v.Number, err)
+			}
+			return err
+		}
+		*s.num(&next) = v.Number
+	}
+	if err := distancesOrdered(next, values, named); err != nil {
 		return err
 	}
 	if err := next.Validate(); err != nil { // the ranges above keep it valid
@@ -174,15 +215,19 @@ func (t *PlannerTuning) update(change func(*planner.Config), name string) error 
 }
 
 // distancesOrdered says why c's stop and slow distances are the wrong
-// way round, from the point of view of the setting just changed.
-func distancesOrdered(c planner.Config, changed string) error {
+// way round: for one value, from the point of view of the setting it
+// changed; else naming both.
+func distancesOrdered(c planner.Config, values []PlannerValue, named bool) error {
 	if c.StopDistance < c.SlowDistance {
 		return nil
 	}
-	if changed == "slow_distance" {
-		return fmt.Errorf("%v m: must exceed stop_distance (%v m); lower stop_distance first", c.SlowDistance, c.StopDistance)
+	switch {
+	case named || len(values) != 1:
+		return fmt.Errorf("stop_distance %v m must be below slow_distance %v m", c.StopDistance, c.SlowDistance)
+	case values[0].Name == "slow_distance":
+		return fmt.Errorf("must exceed stop_distance (%v m); lower stop_distance first, or set both in one set_parameters_atomically call", c.StopDistance)
 	}
-	return fmt.Errorf("%v m: must be below slow_distance (%v m); raise slow_distance first", c.StopDistance, c.SlowDistance)
+	return fmt.Errorf("must be below slow_distance (%v m); raise slow_distance first, or set both in one set_parameters_atomically call", c.SlowDistance)
 }
 
 // Check says whether the settings as a whole are consistent, naming the

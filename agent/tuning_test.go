@@ -20,16 +20,16 @@ func TestPlannerSettingRanges(t *testing.T) {
 		err  string // "" accepted
 	}{
 		{"max_speed", 0.5, ""},
-		{"max_speed", 0, "0 m/s: want above 0 up to 50 m/s"}, // 0 is not "the default" here
-		{"max_speed", 120, "120 m/s: want above 0 up to 50 m/s"},
-		{"max_yaw_rate", -1, "-1 rad/s: want above 0"},
+		{"max_speed", 0, "want above 0 up to 20 m/s"}, // 0 is not "the default" here
+		{"max_speed", 120, "want above 0 up to 20 m/s"},
+		{"max_yaw_rate", -1, "want above 0 up to 10 rad/s"},
 		{"smoothing", 0, ""},
-		{"smoothing", 1, "1: want from 0 up to 0.99"},
+		{"smoothing", 1, "want from 0 up to 0.99"},
 		{"min_score", -0.5, ""},
-		{"tie_band", -0.1, "-0.1: want from 0"},
-		{"heading_gain", nanValue(), "want a finite number"},
-		{"stop_distance", 3.5, "3.5 m: must be below slow_distance (3 m); raise slow_distance first"},
-		{"slow_distance", 0.5, "0.5 m: must exceed stop_distance (0.8 m); lower stop_distance first"},
+		{"tie_band", -0.1, "want from 0 up to 100"},
+		{"heading_gain", nanValue(), "want a finite number, above 0 up to 20 1/s"},
+		{"stop_distance", 3.5, "must be below slow_distance (3 m); raise slow_distance first"},
+		{"slow_distance", 0.5, "must exceed stop_distance (0.8 m); lower stop_distance first"},
 		{"turn_in_place", 1, `no numeric planner setting "turn_in_place"`},
 		{"speed", 1, `no numeric planner setting "speed"`},
 	} {
@@ -89,12 +89,69 @@ func TestPlannerFlags(t *testing.T) {
 	}
 	for _, tc := range []struct{ args, err string }{
 		{"--stop-distance 4", "--stop-distance 4 m: must be below --slow-distance (3 m)"},
-		{"--max-speed 0", `invalid value "0" for flag -max-speed: 0 m/s: want above 0 up to 50 m/s`},
+		{"--max-speed 0", `invalid value "0" for flag -max-speed: want above 0 up to 20 m/s`},
 		{"--max-decel fast", `invalid value "fast" for flag -max-decel: "fast": want a number`},
 		{"--turn-in-place=maybe", `invalid boolean value "maybe" for -turn-in-place`},
 	} {
 		if _, err := parse(strings.Fields(tc.args)...); err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("%s: %v, want an error with %q", tc.args, err, tc.err)
+		}
+	}
+}
+
+// SetAll judges the values together: both distances raised past each
+// other's old values, in either order, is one consistent change; one bad
+// value refuses them all, naming it.
+func TestPlannerSetAll(t *testing.T) {
+	for _, order := range [][]PlannerValue{
+		{{Name: "stop_distance", Number: 4}, {Name: "slow_distance", Number: 6}},
+		{{Name: "slow_distance", Number: 6}, {Name: "stop_distance", Number: 4}},
+	} {
+		tuning := NewPlannerTuning()
+		if err := tuning.SetAll(order...); err != nil {
+			t.Fatalf("%+v: %v", order, err)
+		}
+		if c := tuning.Config(); c.StopDistance != 4 || c.SlowDistance != 6 {
+			t.Errorf("%+v: settings %+v", order, c)
+		}
+	}
+	for _, tc := range []struct {
+		values []PlannerValue
+		err    string
+	}{
+		{[]PlannerValue{{Name: "max_speed", Number: 0.5}, {Name: "stop_distance", Number: 5}}, "stop_distance 5 m must be below slow_distance 3 m"},
+		{[]PlannerValue{{Name: "max_speed", Number: 0.5}, {Name: "max_accel", Number: -1}}, "max_accel -1: want above 0 up to 20 m/s²"},
+		{[]PlannerValue{{Name: "turn_in_place", Bool: true}, {Name: "speed", Number: 1}}, `no planner setting "speed"`},
+	} {
+		tuning := NewPlannerTuning()
+		before := tuning.Config()
+		if err := tuning.SetAll(tc.values...); err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%+v: %v, want an error with %q", tc.values, err, tc.err)
+		}
+		if !configEqual(tuning.Config(), before) {
+			t.Errorf("%+v: refused, yet the settings changed: %+v", tc.values, tuning.Config())
+		}
+		if _, pending := tuning.take(); pending {
+			t.Errorf("%+v: refused, yet a change is pending", tc.values)
+		}
+	}
+}
+
+// The ranges rqt_reconfigure gets are inclusive: a setting that must be
+// above 0 starts a little above it, and both ends are accepted.
+func TestPlannerSettingRangesAreAccepted(t *testing.T) {
+	for _, s := range PlannerSettings() {
+		from, to, ok := s.Range()
+		if ok == s.Bool {
+			t.Errorf("%s: Range ok %v for a Bool %v setting", s.Name, ok, s.Bool)
+		}
+		if s.Bool {
+			continue
+		}
+		for _, v := range []float64{from, to} {
+			if err := s.check(v); err != nil {
+				t.Errorf("%s: the range's end %v is refused: %v", s.Name, v, err)
+			}
 		}
 	}
 }
@@ -156,10 +213,12 @@ func TestPlannerRetunedWhileRunning(t *testing.T) {
 		}
 	}
 	const limit = 0.2
-	set := time.Now()
 	if err := tuning.SetNumber("max_speed", limit); err != nil {
 		t.Fatal(err)
 	}
+	// After the set: frames planned with the old limit that were
+	// published before it do not count; one in flight may.
+	set := time.Now()
 	var after []timedCmd
 	for deadline = time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if after = sink.since(set); len(after) >= 15 {

@@ -168,7 +168,7 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 		log = zap.New(zapcore.NewTee(log.Core(), rw.Core(level)))
 	}
 	if rc.Parameters != nil {
-		ps, err := p.ServeParameters(rc.Parameters)
+		ps, err := p.ServeParameters(rc.Parameters, ros2.ParameterOptions{ZeroStamp: rc.ZeroStamp})
 		if err != nil {
 			return errors.Join(fmt.Errorf("camera: parameter services: %w", err), stopServing())
 		}

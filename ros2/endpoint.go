@@ -319,6 +319,14 @@ type TwistOptions struct {
 	QoS       QoS // default DefaultQoS()
 }
 
+// ParameterOptions tune a ParameterServer.
+type ParameterOptions struct {
+	// ZeroStamp leaves the /parameter_events stamps {0, 0}: under a
+	// simulator's clock (use_sim_time), where rclcpp stamps them with
+	// simulation time, which this node does not read.
+	ZeroStamp bool
+}
+
 // RosoutOptions configure a RosoutWriter. The zero value publishes on
 // /rosout with rcl's rosout QoS: RELIABLE, TRANSIENT_LOCAL, KEEP_LAST
 // 1000, lifespan 10 s, so that rqt_console started a little later still

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zerohop/zerohop/ros2/params"
+	"github.com/zerohop/zerohop/ros2/rosargs"
 )
 
 // ParameterServer answers rcl_interfaces' parameter services for the
@@ -32,6 +33,7 @@ import (
 type ParameterServer struct {
 	p    *Participant
 	set  *params.Set
+	opts ParameterOptions
 	node string // the node's fully qualified name
 	eps  [len(paramServices)]serviceEndpoints
 	// events publishes on /parameter_events, as rclcpp's nodes do: every
@@ -93,7 +95,7 @@ const maxDeafClients = 64
 
 // ServeParameters starts the parameter services for set. Participant.Close
 // closes the server first if it is still open.
-func (p *Participant) ServeParameters(set *params.Set) (*ParameterServer, error) {
+func (p *Participant) ServeParameters(set *params.Set, opts ParameterOptions) (*ParameterServer, error) {
 	if set == nil {
 		return nil, fmt.Errorf("ros2: ServeParameters: nil parameter set")
 	}
@@ -103,7 +105,7 @@ func (p *Participant) ServeParameters(set *params.Set) (*ParameterServer, error)
 	if closed {
 		return nil, ErrClosed
 	}
-	s := &ParameterServer{p: p, set: set, done: make(chan struct{})}
+	s := &ParameterServer{p: p, set: set, opts: opts, done: make(chan struct{})}
 	fail := func(err error) (*ParameterServer, error) {
 		for _, e := range s.eps {
 			for _, ep := range []*endpoint{e.req, e.reply} {
@@ -148,7 +150,7 @@ func (p *Participant) ServeParameters(set *params.Set) (*ParameterServer, error)
 			return fail(&ddsError{op: "attach " + e.req.ddsTopic + " to its waitset", rc: rc})
 		}
 	}
-	s.node = strings.TrimSuffix(s.eps[0].name, "/describe_parameters")
+	s.node = rosargs.FullName(p.cfg.node())
 	var err error
 	if s.events, err = p.newEndpoint(typeParameterEvent, ParameterEventsTopic, true, ParameterEventsQoS(), defaultMaxBlocking, nil); err != nil {
 		return fail(err)
@@ -463,7 +465,11 @@ func (s *ParameterServer) announce(names []string, isNew bool) error {
 	if isNew {
 		nnew = len(s.evRecs)
 	}
-	sec, nanosec := rosTime(time.Now())
+	var sec int32
+	var nanosec uint32
+	if !s.opts.ZeroStamp {
+		sec, nanosec = rosTime(time.Now())
+	}
 	if rc := writeParameterEvent(ep.e, sec, nanosec, s.node, s.evStrs, s.evRecs, nnew); rc < 0 {
 		return &ddsError{op: "write " + ep.ddsTopic, rc: rc}
 	}

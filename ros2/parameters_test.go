@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/zerohop/zerohop/ros2/params"
+	"github.com/zerohop/zerohop/ros2/rosargs"
 )
 
 // paramClientPath is testdata/paramclient, a stand-in for a `ros2 param`
@@ -56,7 +57,7 @@ func testParams(t *testing.T) *params.Set {
 		{Name: "max_points", Value: params.Value{Type: params.Integer, Integer: -131072}, ReadOnly: true},
 		{Name: "camera", Value: params.Value{Type: params.String, String: "synthetic ü"}, ReadOnly: true},
 		{Name: "diagnostic_updater.period", Value: params.Value{Type: params.Double, Double: 1}, ReadOnly: true, Range: &params.Range{From: 0.01, To: 3600}},
-		{Name: "mode", Value: params.Value{Type: params.String, String: "x"}, Constraints: params.TakesEffectAtOnce, Apply: func(v params.Value) error {
+		{Name: "mode", Value: params.Value{Type: params.String, String: "x"}, Constraints: params.ChangesWhileRunning, Apply: func(v params.Value) error {
 			if v.String == "bad" {
 				return errors.New("not a mode")
 			}
@@ -81,7 +82,7 @@ func serveTestParams(t *testing.T, ns, node string) (Config, *Participant, *Para
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	srv, err := p.ServeParameters(testParams(t))
+	srv, err := p.ServeParameters(testParams(t), ParameterOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func TestParameterServicesAnswerARMWClient(t *testing.T) {
 		{[]string{"set", "mode=bad"}, []string{`result	0	parameter 'mode' = "bad": not a mode`}},
 		// The first set took; the atomic one and the refused one did not.
 		{[]string{"get", "mode"}, []string{"value\t4\t0\t0\t0\ty\t0"}},
-		{[]string{"describe", "mode"}, []string{"descriptor\tmode\t4\t0\t0\t\t" + params.TakesEffectAtOnce + "\t0\t0"}},
+		{[]string{"describe", "mode"}, []string{"descriptor\tmode\t4\t0\t0\t\t" + params.ChangesWhileRunning + "\t0\t0"}},
 	} {
 		got := callParams(t, cfg, node, tc.args...)
 		if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
@@ -184,6 +185,39 @@ func TestParameterEvents(t *testing.T) {
 	}
 	if err := srv.announce([]string{"mode"}, false); err != ErrClosed {
 		t.Errorf("announce after Close: %v, want ErrClosed", err)
+	}
+}
+
+// Under a simulator's clock the events carry no stamp, and the node is
+// named as the node, whatever remapping rules move topics ending in a
+// service's name.
+func TestParameterEventsUnderSimTime(t *testing.T) {
+	cfg := loopbackConfig(t)
+	cfg.NodeName, cfg.Namespace = "zerohop_camera", "/sim"
+	args, err := rosargs.Parse([]string{"-r", "/sim/zerohop_camera/describe_parameters:=/elsewhere/describe_parameters"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Remaps = args.Remaps
+	p, err := NewParticipant(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	srv, err := p.ServeParameters(testParams(t), ParameterOptions{ZeroStamp: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	sub := startPeer(t, cfg, "sub", "param_event", "rt/parameter_events", "reliable", "1")
+	sub.expect("MATCHED")
+	waitFor(t, "the event writer to match", func() bool { return srv.events.matched.Load() == 1 })
+	if err := srv.announce([]string{"mode"}, false); err != nil {
+		t.Fatal(err)
+	}
+	got := fields(sub.expect("SAMPLE"))
+	if got["sec"] != "0" || got["nanosec"] != "0" || got["node"] != hex.EncodeToString([]byte("/sim/zerohop_camera")) || got["changed"] != "1" {
+		t.Errorf("event %v: want stamp 0.0 from /sim/zerohop_camera", got)
 	}
 }
 
@@ -264,7 +298,7 @@ func TestParticipantClosesItsParameterServer(t *testing.T) {
 	if err := srv.Close(); err != nil {
 		t.Fatal("server Close after the participant's:", err)
 	}
-	if _, err := p.ServeParameters(testParams(t)); err != ErrClosed {
+	if _, err := p.ServeParameters(testParams(t), ParameterOptions{}); err != ErrClosed {
 		t.Errorf("ServeParameters on a closed participant: %v, want ErrClosed", err)
 	}
 }

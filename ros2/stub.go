@@ -76,7 +76,9 @@ func (*Subscription) Close() error     { return nil }
 type ParameterServer struct{}
 
 // ServeParameters returns ErrNotBuilt.
-func (*Participant) ServeParameters(*params.Set) (*ParameterServer, error) { return nil, ErrNotBuilt }
+func (*Participant) ServeParameters(*params.Set, ParameterOptions) (*ParameterServer, error) {
+	return nil, ErrNotBuilt
+}
 
 func (*ParameterServer) Served() uint64  { return 0 }
 func (*ParameterServer) Dropped() uint64 { return 0 }

@@ -53,7 +53,7 @@ func ros2Flags(fs *flag.FlagSet, tuning *agent.PlannerTuning) func(*zap.Logger, 
 		if err != nil {
 			return ros2Out{}, err
 		}
-		paramSrv, err := p.ServeParameters(paramSet)
+		paramSrv, err := p.ServeParameters(paramSet, ros2.ParameterOptions{ZeroStamp: set.simTime})
 		if err != nil {
 			p.Close()
 			return ros2Out{}, err
@@ -244,5 +244,37 @@ func paramOptions(level zap.AtomicLevel, tuning *agent.PlannerTuning) params.Fla
 		ranges[s.Flag()] = params.Range{From: from, To: to}
 	}
 	return params.FlagOptions{Aliases: rosOptions.Aliases, Hide: []string{rosOptions.NodeNameFlag, rosOptions.NamespaceFlag},
-		Writable: writable, Ranges: ranges}
+		Writable: writable, Ranges: ranges, ApplyAtomically: applyAtomically(level, tuning)}
+}
+
+// applyAtomically puts a set_parameters_atomically request into effect
+// all at once or not at all: the planner's settings judged together (so
+// stop_distance and slow_distance can move past each other), the log
+// level checked before anything changes.
+func applyAtomically(level zap.AtomicLevel, tuning *agent.PlannerTuning) func([]string, []params.Value) error {
+	logLevelParam := strings.ReplaceAll(rosOptions.LogLevelFlag, "-", "_")
+	return func(names []string, values []params.Value) error {
+		var newLevel *zapcore.Level
+		var planner []agent.PlannerValue
+		for i, name := range names {
+			if name == logLevelParam {
+				l, err := logging.ParseLevel(values[i].String)
+				if err != nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
+				newLevel = &l
+				continue
+			}
+			planner = append(planner, agent.PlannerValue{Name: name, Number: values[i].Double, Bool: values[i].Bool})
+		}
+		if len(planner) > 0 {
+			if err := tuning.SetAll(planner...); err != nil {
+				return err
+			}
+		}
+		if newLevel != nil {
+			level.SetLevel(*newLevel)
+		}
+		return nil
+	}
 }

@@ -358,7 +358,8 @@ func TestPlannerParametersSetTheTuning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set, err := params.FromFlags(fs, paramOptions(zap.NewAtomicLevel(), tuning))
+	level := zap.NewAtomicLevel()
+	set, err := params.FromFlags(fs, paramOptions(level, tuning))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,8 +369,8 @@ func TestPlannerParametersSetTheTuning(t *testing.T) {
 	if p, ok := set.Get("turn_in_place"); !ok || p.ReadOnly || p.Value != (params.Value{Type: params.Bool}) || p.Range != nil {
 		t.Fatalf("turn_in_place: %+v, declared %v; want a writable bool false", p, ok)
 	}
-	if p, _ := set.Get("max_speed"); p.Range == nil || *p.Range != (params.Range{From: 0, To: 50}) {
-		t.Errorf("max_speed's range %+v, want 0 to 50 (rqt_reconfigure's slider)", p.Range)
+	if p, _ := set.Get("max_speed"); p.Range == nil || *p.Range != (params.Range{From: 0.001, To: 20}) {
+		t.Errorf("max_speed's range %+v, want 0.001 to 20 (rqt_reconfigure's slider)", p.Range)
 	}
 	double := func(v float64) params.Value { return params.Value{Type: params.Double, Double: v} }
 	for _, tc := range []struct {
@@ -379,9 +380,9 @@ func TestPlannerParametersSetTheTuning(t *testing.T) {
 	}{
 		{"max_speed", double(0.4), ""},
 		{"turn_in_place", params.Value{Type: params.Bool, Bool: true}, ""},
-		{"max_speed", double(0), "parameter 'max_speed' = 0: 0 m/s: want above 0 up to 50 m/s"},
+		{"max_speed", double(0), "parameter 'max_speed' = 0: want above 0 up to 20 m/s"},
 		{"max_speed", params.Value{Type: params.Integer, Integer: 1}, "parameter 'max_speed' is of type double, not integer (write 1.0)"},
-		{"stop_distance", double(5), "parameter 'stop_distance' = 5: 5 m: must be below slow_distance (3 m); raise slow_distance first"},
+		{"stop_distance", double(5), "parameter 'stop_distance' = 5: must be below slow_distance (3 m); raise slow_distance first, or set both in one set_parameters_atomically call"},
 	} {
 		ok, reason := set.Set(tc.name, tc.v)
 		if ok != (tc.reason == "") || reason != tc.reason {
@@ -394,5 +395,33 @@ func TestPlannerParametersSetTheTuning(t *testing.T) {
 	}
 	if p, _ := set.Get("max_speed"); p.Value.Double != 0.4 {
 		t.Errorf("max_speed reads %v after the sets, want 0.4", p.Value.Format())
+	}
+
+	// An atomic set is all or nothing, judged as a whole.
+	str := func(s string) params.Value { return params.Value{Type: params.String, String: s} }
+	for _, tc := range []struct {
+		names  []string
+		values []params.Value
+		reason string // "": accepted
+	}{
+		{[]string{"stop_distance", "slow_distance"}, []params.Value{double(4), double(6)}, ""}, // past each other's old values
+		{[]string{"max_speed", "stop_distance"}, []params.Value{double(0.3), double(9)},
+			"parameters max_speed, stop_distance: stop_distance 9 m must be below slow_distance 6 m (none was set)"},
+		{[]string{"max_speed", "log_level"}, []params.Value{double(0.3), str("loud")},
+			`parameters max_speed, log_level: log_level: "loud": want debug, info, warn or error (none was set)`},
+		{[]string{"log_level", "max_speed"}, []params.Value{str("debug"), double(0.35)}, ""},
+	} {
+		ok, reason := set.SetAtomically(tc.names, tc.values)
+		if ok != (tc.reason == "") || reason != tc.reason {
+			t.Errorf("set atomically %v: %v %q, want %q", tc.names, ok, reason, tc.reason)
+		}
+	}
+	if c := tuning.Config(); c.StopDistance != 4 || c.SlowDistance != 6 || c.MaxSpeed != 0.35 || level.Level() != zap.DebugLevel {
+		t.Errorf("after the atomic sets: %+v, log level %v", c, level.Level())
+	}
+	for name, want := range map[string]float64{"max_speed": 0.35, "stop_distance": 4, "slow_distance": 6} {
+		if p, _ := set.Get(name); p.Value.Double != want {
+			t.Errorf("%s reads %v after the atomic sets, want %v", name, p.Value.Format(), want)
+		}
 	}
 }

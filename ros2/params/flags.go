@@ -9,10 +9,10 @@ import (
 )
 
 // ReadAtStart is the additional_constraints text of FromFlags' read-only
-// parameters; TakesEffectAtOnce that of its writable ones.
+// parameters; ChangesWhileRunning that of its writable ones.
 const (
-	ReadAtStart       = "read at start: restart the node to change it"
-	TakesEffectAtOnce = "takes effect at once (ros2 param set)"
+	ReadAtStart         = "read at start: restart the node to change it"
+	ChangesWhileRunning = "changes while the node runs (ros2 param set)"
 )
 
 // FlagOptions say how FromFlags turns flags into parameters.
@@ -30,6 +30,9 @@ type FlagOptions struct {
 	Writable map[string]func(Value) error
 	// Ranges give float flags' parameters their Range.
 	Ranges map[string]Range
+	// ApplyAtomically, if set, is the set's SetApplyAtomically: it gets
+	// an atomic request's parameter names and values.
+	ApplyAtomically func(names []string, values []Value) error
 }
 
 // FromFlags declares a parameter for each flag of fs, named as package
@@ -73,7 +76,7 @@ func FromFlags(fs *flag.FlagSet, opt FlagOptions) (*Set, error) {
 			}
 		}
 		if apply := opt.Writable[f.Name]; apply != nil {
-			p.Apply, p.ReadOnly, p.Constraints = apply, false, TakesEffectAtOnce
+			p.Apply, p.ReadOnly, p.Constraints = apply, false, ChangesWhileRunning
 		}
 		if r, ok := opt.Ranges[f.Name]; ok {
 			p.Range = &r
@@ -92,7 +95,14 @@ func FromFlags(fs *flag.FlagSet, opt FlagOptions) (*Set, error) {
 		p.Name = alias
 		ps = append(ps, p)
 	}
-	return NewSet(ps)
+	s, err := NewSet(ps)
+	if err != nil {
+		return nil, err
+	}
+	if opt.ApplyAtomically != nil {
+		s.SetApplyAtomically(opt.ApplyAtomically)
+	}
+	return s, nil
 }
 
 // flagValue types a flag's current value.

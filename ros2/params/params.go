@@ -118,6 +118,20 @@ type Set struct {
 	mu     sync.RWMutex
 	params []Parameter // values under mu
 	index  map[string]int
+	// applyAll, if set, puts an atomic request's values into effect all
+	// at once or not at all (SetApplyAtomically).
+	applyAll func(names []string, values []Value) error
+}
+
+// SetApplyAtomically makes SetAtomically hand its whole request to apply,
+// which puts every value into effect or none (saying why), instead of
+// calling each parameter's Apply in turn: for parameters whose values
+// are judged together (a stop distance below a slow distance), so that
+// raising both in one request works whatever their order, as an rclcpp
+// node's set-parameters callback sees the whole request. Call it before
+// the set is shared.
+func (s *Set) SetApplyAtomically(apply func(names []string, values []Value) error) {
+	s.applyAll = apply
 }
 
 // Separator splits parameter names into prefixes, as rclcpp's
@@ -253,9 +267,11 @@ func (s *Set) setLocked(name string, v Value) (bool, string) {
 
 // SetAtomically sets every (names[i], values[i]) or none, as
 // set_parameters_atomically does: all are checked first, and the first
-// that fails the check fails the whole. An Apply that fails after others
-// succeeded stops there; those before it keep their new values (the
-// reason says so).
+// that fails the check fails the whole. Then the values go into effect
+// through SetApplyAtomically's function, or else each parameter's Apply
+// in turn; when one fails, those applied before it get their old values
+// back, in reverse order (each step back returns to a state Apply took
+// before), and nothing changes.
 func (s *Set) SetAtomically(names []string, values []Value) (ok bool, reason string) {
 	if len(names) != len(values) {
 		return false, fmt.Sprintf("%d names, %d values", len(names), len(values))
@@ -267,12 +283,27 @@ func (s *Set) SetAtomically(names []string, values []Value) (ok bool, reason str
 			return false, reason
 		}
 	}
+	if s.applyAll != nil {
+		if err := s.applyAll(names, values); err != nil {
+			return false, fmt.Sprintf("parameters %s: %v (none was set)", strings.Join(names, ", "), err)
+		}
+		for i, name := range names {
+			s.params[s.index[name]].Value = values[i]
+		}
+		return true, ""
+	}
+	olds := make([]Value, 0, len(names)) // each value before its step
 	for i, name := range names {
+		olds = append(olds, s.params[s.index[name]].Value)
 		if ok, reason := s.setLocked(name, values[i]); !ok {
-			if i > 0 {
-				reason += fmt.Sprintf(" (the %d before it in the request were set)", i)
+			for j := i - 1; j >= 0; j-- {
+				p := &s.params[s.index[names[j]]]
+				if err := p.Apply(olds[j]); err != nil {
+					return false, reason + fmt.Sprintf(" (and '%s' could not be put back to %s: %v; it stays %s)", names[j], olds[j].Format(), err, p.Value.Format())
+				}
+				p.Value = olds[j]
 			}
-			return false, reason
+			return false, reason + " (none was set)"
 		}
 	}
 	return true, ""

@@ -224,10 +224,70 @@ func TestSet(t *testing.T) {
 	if ok, _ := s.SetAtomically([]string{"a", "b"}, []Value{str("3"), str("3")}); !ok || value("a") != "3" || value("b") != "3" {
 		t.Errorf("SetAtomically(a, b): a = %q, b = %q", value("a"), value("b"))
 	}
-	if ok, reason := s.SetAtomically([]string{"a", "b"}, []Value{str("4"), str("bad")}); ok || !strings.Contains(reason, "the 1 before it in the request were set") || value("b") != "3" {
-		t.Errorf("SetAtomically(a, b=bad) = %v %q; b = %q", ok, reason, value("b"))
+	// b's Apply refuses: a, applied before it, is put back.
+	if ok, reason := s.SetAtomically([]string{"a", "b"}, []Value{str("4"), str("bad")}); ok || !strings.Contains(reason, "(none was set)") || value("a") != "3" || value("b") != "3" {
+		t.Errorf("SetAtomically(a, b=bad) = %v %q; a = %q, b = %q", ok, reason, value("a"), value("b"))
 	}
-	if got := strings.Join(log, " "); got != "a=1 a=3 b=3 a=4" {
+	// The same name twice, the second refused: back to the first's old value.
+	if ok, _ := s.SetAtomically([]string{"a", "a", "a"}, []Value{str("5"), str("6"), str("bad")}); ok || value("a") != "3" {
+		t.Errorf("SetAtomically(a, a, a=bad) = %v; a = %q", ok, value("a"))
+	}
+	if got := strings.Join(log, " "); got != "a=1 a=3 b=3 a=4 a=3 a=5 a=6 a=5 a=3" {
 		t.Errorf("applied %q", got)
+	}
+}
+
+// With SetApplyAtomically the whole request goes to one function, which
+// takes all or nothing; Set still applies one parameter at a time.
+func TestSetApplyAtomically(t *testing.T) {
+	var lo, hi float64 = 1, 3
+	one := func(which *float64, other func() bool) func(Value) error {
+		return func(v Value) error {
+			old := *which
+			if *which = v.Double; !other() {
+				*which = old
+				return errors.New("lo must stay below hi")
+			}
+			return nil
+		}
+	}
+	ordered := func() bool { return lo < hi }
+	s, err := NewSet([]Parameter{
+		{Name: "lo", Value: Value{Type: Double, Double: lo}, Apply: one(&lo, ordered)},
+		{Name: "hi", Value: Value{Type: Double, Double: hi}, Apply: one(&hi, ordered)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	s.SetApplyAtomically(func(names []string, values []Value) error {
+		calls++
+		nlo, nhi := lo, hi
+		for i, n := range names {
+			if n == "lo" {
+				nlo = values[i].Double
+			} else {
+				nhi = values[i].Double
+			}
+		}
+		if nlo >= nhi {
+			return errors.New("lo must stay below hi")
+		}
+		lo, hi = nlo, nhi
+		return nil
+	})
+	d := func(v float64) Value { return Value{Type: Double, Double: v} }
+	// Both raised past each other's old value: fine as a whole.
+	if ok, reason := s.SetAtomically([]string{"lo", "hi"}, []Value{d(4), d(6)}); !ok || lo != 4 || hi != 6 {
+		t.Fatalf("SetAtomically(lo 4, hi 6) = %v %q; lo %v hi %v", ok, reason, lo, hi)
+	}
+	if ok, reason := s.SetAtomically([]string{"lo", "hi"}, []Value{d(7), d(5)}); ok || !strings.Contains(reason, "parameters lo, hi: lo must stay below hi (none was set)") || lo != 4 || hi != 6 {
+		t.Errorf("SetAtomically(lo 7, hi 5) = %v %q; lo %v hi %v", ok, reason, lo, hi)
+	}
+	if p, _ := s.Get("lo"); p.Value.Double != 4 || calls != 2 {
+		t.Errorf("lo reads %v after the refused request; %d atomic calls", p.Value.Double, calls)
+	}
+	if ok, _ := s.Set("lo", d(5)); !ok || lo != 5 || calls != 2 {
+		t.Errorf("Set(lo 5) = %v; lo %v; %d atomic calls (want Apply, not the atomic function)", ok, lo, calls)
 	}
 }
