@@ -206,6 +206,7 @@ func TestRandomRetunesStayWithinLimits(t *testing.T) {
 			sectors := len(cfg.WithDefaults().SectorHeadingsDeg)
 			now := t0
 			retunes := 0
+			special := run%2 == 1 // bad inputs and odd clock steps too
 			for frame := range 1000 {
 				label := "seed " + itoa(seed) + " run " + itoa(uint64(run)) + " frame " + itoa(uint64(frame))
 				if r.IntN(20) == 0 {
@@ -214,8 +215,12 @@ func TestRandomRetunesStayWithinLimits(t *testing.T) {
 					c.retune(next, label)
 					retunes++
 				}
-				now = now.Add(time.Duration(r.Int64N(int64(150 * time.Millisecond))))
-				c.plan(randomInput(r, sectors, false), now, label)
+				if special {
+					now = randomStep(r, now)
+				} else {
+					now = now.Add(time.Duration(r.Int64N(int64(150 * time.Millisecond))))
+				}
+				c.plan(randomInput(r, sectors, special), now, label)
 			}
 			if retunes == 0 {
 				t.Fatalf("seed %d run %d: no retune drawn", seed, run)
