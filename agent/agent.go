@@ -557,6 +557,7 @@ func (p *Pipeline) retune(c planner.Config) {
 	running := p.cfg.Planner.Config()
 	p.plannerConfig.Store(&running)
 	logPlannerSettings(p.log, "planner settings changed; from this frame on", running)
+	warnBraking(p.log, running)
 }
 
 // PlannerConfig returns the settings the planner runs with (a change

@@ -49,7 +49,9 @@ type nodeState struct {
 // diagnose turns the node's state into its statuses:
 //
 //   - cmd_vel: ERROR while commands do not get through (the watchdog's
-//     incident, a stall, the sink failing: /healthz's answer), else OK;
+//     incident, a stall, the sink failing: /healthz's answer); WARN when
+//     the planner's limits cannot stop the robot in time
+//     (brakingShortfall); else OK;
 //   - frames: the rate over the last period; WARN when more than 5 % of
 //     its frames were dropped or none was processed;
 //   - latency: each stage's p50/p99/max over /latency's window; WARN when
@@ -87,8 +89,11 @@ func diagnose(fullName string, st nodeState) []status.Status {
 		kv("stalls", count(c["pipeline_stalls_total"])),
 		kv("publish failures", count(c["cmd_vel_publish_failures_total"])),
 	}}
-	if st.health != nil {
+	switch why := brakingShortfall(st.planner); {
+	case st.health != nil:
 		cmd.Level, cmd.Message = status.Error, st.health.Error()
+	case why != "":
+		cmd.Level, cmd.Message = status.Warn, "commands get through, but "+why
 	}
 
 	processed, dropped := delta("frames_processed"), delta("frames_dropped")

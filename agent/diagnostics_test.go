@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zerohop/zerohop/planner"
 	"github.com/zerohop/zerohop/telemetry"
 	"github.com/zerohop/zerohop/telemetry/status"
 )
@@ -65,6 +66,8 @@ func TestDiagnose(t *testing.T) {
 		{"no ground check yet", func(s *nodeState) { s.snap.Gauges = map[string]float64{} }, statusLidar, status.OK, "no ground check yet"},
 		{"the GPU failed", func(s *nodeState) { s.snap.Counters["gpu_voxel_failures_total"] = 1 }, statusCompute, status.Warn,
 			"moved to the CPU"},
+		{"limits that cannot stop in time", func(s *nodeState) { s.planner = planner.Config{MaxSpeed: 3, MaxDecel: 0.5} }, statusCmdVel, status.Warn,
+			"needs 9.00 m to stop, more than slow_distance (3 m)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := nodeState{snap: healthySnapshot(), prev: prev, elapsed: time.Second, watchdog: 200 * time.Millisecond}

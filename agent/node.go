@@ -263,6 +263,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 		return err
 	}
 	logPlannerSettings(log, "planner", pc)
+	warnBraking(log, pc)
 	if plan.Sectors() != len(sess.Scores()) {
 		return fmt.Errorf("model %s: %d sector scores, the planner has %d sectors", sess.Model(), len(sess.Scores()), plan.Sectors())
 	}

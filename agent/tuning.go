@@ -335,3 +335,44 @@ func logPlannerSettings(log *zap.Logger, msg string, c planner.Config) {
 	}
 	log.Info(msg, fields...)
 }
+
+// brakingShortfall says, when c's limits cannot stop the robot in time,
+// by how much; "" when they can. The planner slows the robot from
+// MaxSpeed at SlowDistance of clearance to 0 at StopDistance, but never
+// faster than MaxDecel: from MaxSpeed that takes MaxSpeed²/(2·MaxDecel)
+// metres. Longer than the ramp, the robot passes StopDistance still
+// moving; longer than SlowDistance, it can reach the obstacle (before
+// counting the frames' latency). The limits stay as set: a robot that
+// brakes no harder is better known than hidden, so this warns.
+func brakingShortfall(c planner.Config) string {
+	// The four fields' defaults, without WithDefaults' copy of the
+	// sectors: the status is built every period.
+	or := func(v *float64, def float64) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	or(&c.MaxSpeed, planner.DefaultMaxSpeed)
+	or(&c.MaxDecel, planner.DefaultMaxDecel)
+	or(&c.StopDistance, planner.DefaultStopDistance)
+	or(&c.SlowDistance, planner.DefaultSlowDistance)
+	need := c.MaxSpeed * c.MaxSpeed / (2 * c.MaxDecel)
+	ramp := c.SlowDistance - c.StopDistance
+	switch {
+	case need > c.SlowDistance:
+		return fmt.Sprintf("at max_speed %g m/s and max_decel %g m/s² the robot needs %.2f m to stop, more than slow_distance (%g m), where it starts slowing: it can reach the obstacle; raise max_decel or slow_distance, or lower max_speed",
+			c.MaxSpeed, c.MaxDecel, need, c.SlowDistance)
+	case need > ramp:
+		return fmt.Sprintf("at max_speed %g m/s and max_decel %g m/s² the robot needs %.2f m to stop, more than the %.2f m from slow_distance to stop_distance: it passes stop_distance still moving; raise max_decel or slow_distance, or lower max_speed",
+			c.MaxSpeed, c.MaxDecel, need, ramp)
+	}
+	return ""
+}
+
+// warnBraking logs brakingShortfall's finding, if any.
+func warnBraking(log *zap.Logger, c planner.Config) {
+	if why := brakingShortfall(c); why != "" {
+		log.Warn("planner: the limits cannot stop the robot in time: "+why, zap.Float64("max_speed", c.MaxSpeed),
+			zap.Float64("max_decel", c.MaxDecel), zap.Float64("slow_distance", c.SlowDistance), zap.Float64("stop_distance", c.StopDistance))
+	}
+}

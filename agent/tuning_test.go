@@ -156,6 +156,24 @@ func TestPlannerSettingRangesAreAccepted(t *testing.T) {
 	}
 }
 
+// Limits whose braking distance from max_speed outruns the slow-down
+// ramp, or all of slow_distance, are named with the numbers.
+func TestBrakingShortfall(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  planner.Config
+		want string // "": none
+	}{
+		{planner.Config{}, ""}, // 1 m/s at 2 m/s²: 0.25 m within 2.2 m
+		{planner.Config{MaxSpeed: 2, MaxDecel: 1, StopDistance: 0.8, SlowDistance: 3}, ""},                                             // 2 m, within 2.2 m
+		{planner.Config{MaxSpeed: 2, MaxDecel: 0.8}, "needs 2.50 m to stop, more than the 2.20 m from slow_distance to stop_distance"}, // past stop_distance
+		{planner.Config{MaxSpeed: 3, MaxDecel: 0.5}, "needs 9.00 m to stop, more than slow_distance (3 m)"},                            // into the obstacle
+	} {
+		if got := brakingShortfall(tc.cfg); (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%+v: %q, want %q", tc.cfg, got, tc.want)
+		}
+	}
+}
+
 func TestTakingAChangeDoesNotAllocate(t *testing.T) {
 	tuning := NewPlannerTuning()
 	if err := tuning.SetNumber("max_speed", 0.5); err != nil {
