@@ -445,14 +445,7 @@ func (s *ParameterServer) announce(names []string, isNew bool) error {
 		return ErrClosed
 	}
 	s.evStrs, s.evRecs = append(s.evStrs[:0], 0), s.evRecs[:0]
-	str := func(v string) uint32 {
-		if v == "" {
-			return 0
-		}
-		off := uint32(len(s.evStrs))
-		s.evStrs = append(append(s.evStrs, v...), 0)
-		return off
-	}
+	str := func(v string) uint32 { return appendStr(&s.evStrs, v) }
 	for _, name := range names {
 		p, ok := s.set.Get(name)
 		if !ok {
@@ -485,12 +478,16 @@ func (s *ParameterServer) logSet(ok bool, name string, v params.Value) {
 
 // str appends v NUL-terminated to s.strs and returns its offset ("" is
 // offset 0). A NUL inside v ends it there on the wire.
-func (s *ParameterServer) str(v string) uint32 {
+func (s *ParameterServer) str(v string) uint32 { return appendStr(&s.strs, v) }
+
+// appendStr appends v NUL-terminated to *buf, whose first byte is the
+// empty string's NUL, and returns its offset ("" is offset 0).
+func appendStr(buf *[]byte, v string) uint32 {
 	if v == "" {
 		return 0
 	}
-	off := uint32(len(s.strs))
-	s.strs = append(append(s.strs, v...), 0)
+	off := uint32(len(*buf))
+	*buf = append(append(*buf, v...), 0)
 	return off
 }
 
