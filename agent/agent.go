@@ -68,6 +68,12 @@ type Config struct {
 	// runs on the CPU.
 	GPU    GPUFilter
 	GPUBEV []byte
+	// LidarFrame, if set, is the frame the BEV's mount is for (from
+	// /tf_static): a cloud whose handle names another frame is dropped,
+	// counted and logged once, since its points would land where another
+	// sensor's belong. Frame ids are compared as the handle carries them,
+	// cut to 16 bytes.
+	LidarFrame string
 	// PairTolerance is how far apart in capture time a cloud and an image
 	// may be to be processed together; default 20 ms.
 	PairTolerance time.Duration
@@ -100,8 +106,12 @@ type Pipeline struct {
 	log *zap.Logger
 	// ground checks that the clouds' ground is where the BEV takes it,
 	// on the voxels of the frame planned last (planned: p.pts holds them).
-	ground  *groundWatch
-	planned bool
+	ground *groundWatch
+	// lidarIDs are Config.LidarFrame as handles carry it; frameMismatches
+	// counts the clouds dropped for another frame.
+	lidarIDs        lidarFrameIDs
+	frameMismatches atomic.Uint64
+	planned         bool
 	// queue is cfg.Source's queue counters, nil when it has none;
 	// queueSuperseded is how many of its supersedes frames_superseded
 	// holds. Pipeline goroutine only.
@@ -220,6 +230,7 @@ func New(cfg Config) (*Pipeline, error) {
 	}
 	p := &Pipeline{cfg: cfg, log: cfg.Log, pts: voxel.NewPoints(cfg.MaxPoints), gpu: cfg.GPU, guardWake: make(chan struct{}, 1)}
 	p.ground = newGroundWatch(cfg.BEV, cfg.Log)
+	p.lidarIDs = newLidarFrameIDs(cfg.LidarFrame)
 	p.queue, _ = cfg.Source.(queueStats)
 	running := cfg.Planner.Config()
 	p.plannerConfig.Store(&running)
@@ -256,6 +267,10 @@ func (p *Pipeline) GPUOversize() uint64 { return p.gpuOversize.Load() }
 func (p *Pipeline) GroundFoundZ() float64  { return p.ground.FoundZ() }
 func (p *Pipeline) GroundTiltDeg() float64 { return p.ground.TiltDeg() }
 func (p *Pipeline) GroundMismatch() bool   { return p.ground.Mismatch() }
+
+// FrameMismatches counts the clouds dropped for coming in another frame
+// than Config.LidarFrame. Safe for concurrent use.
+func (p *Pipeline) FrameMismatches() uint64 { return p.frameMismatches.Load() }
 
 // PublishFailures counts commands the sink failed to send. Safe for
 // concurrent use.
@@ -444,6 +459,14 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 	defer cloud.Release()
 	rec.Inc(telemetry.FramesReceived)
 	rec.Record(telemetry.StageHandoff, time.Duration(cloud.ReceivedNs-cloud.Handle.PublishNs))
+	if !p.lidarIDs.matches(&cloud.Handle.FrameID) {
+		rec.Inc(telemetry.FramesDropped)
+		if p.frameMismatches.Add(1) == 1 {
+			p.log.Error("clouds dropped: they are not in the LiDAR frame whose mount came from /tf_static (--lidar-frame; counted, logged once)",
+				zap.String("cloud_frame", cloud.Handle.FrameID.String()), zap.String("lidar_frame", p.cfg.LidarFrame))
+		}
+		return
+	}
 	stamp := time.Unix(0, cloud.Handle.CaptureNs)
 	if !p.pairImage(&cloud.Handle) {
 		rec.Inc(telemetry.FramesDropped)

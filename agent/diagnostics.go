@@ -44,6 +44,9 @@ type nodeState struct {
 	elapsed  time.Duration
 	watchdog time.Duration
 	planner  planner.Config // the settings the planner runs with, which ros2 param set changes
+	// lidarFrame and mountFrom are NodeConfig's LidarFrame and
+	// LidarMountFrom: the mount's frame and where it came from.
+	lidarFrame, mountFrom string
 }
 
 // diagnose turns the node's state into its statuses:
@@ -58,8 +61,9 @@ type nodeState struct {
 //     the end-to-end p99 plus the time between frames (how old the newest
 //     frame gets before the next) passes 80 % of the watchdog period,
 //     beyond which cmd_vel is zeroed as stale;
-//   - lidar: WARN while the ground check finds the ground away from where
-//     --lidar-height and --lidar-rpy put it;
+//   - lidar: ERROR when clouds in another frame than the mount's
+//     (--lidar-frame) were dropped in the period; WARN while the ground
+//     check finds the ground away from where the mount puts it;
 //   - compute: where voxel filter, BEV and inference run; WARN once the
 //     GPU voxel filter has failed and the CPU took over.
 //
@@ -147,10 +151,13 @@ func diagnose(fullName string, st nodeState) []status.Status {
 	if tilt, ok := g["ground_tilt_deg"]; ok {
 		lidar.Values = append(lidar.Values, kv("ground tilt deg", strconv.FormatFloat(tilt, 'f', 2, 64)))
 	}
+	lidar.Values = append(lidar.Values, kv("mount from", orDefault(st.mountFrom, "--lidar-xy, --lidar-height, --lidar-rpy")))
 	switch {
+	case delta("lidar_frame_mismatch_total") > 0:
+		lidar.Level, lidar.Message = status.Error, fmt.Sprintf("clouds dropped: they are not in frame %s, which the mount from /tf_static is for (--lidar-frame)", st.lidarFrame)
 	case g["ground_mismatch"] != 0:
 		lidar.Level, lidar.Message = status.Warn, "the ground is not where --lidar-height and --lidar-rpy put it: see the log's suggested_lidar_height_m and suggested_lidar_rpy"
-	case len(lidar.Values) == 0:
+	case len(lidar.Values) == 1:
 		lidar.Message = "no ground check yet"
 	}
 
@@ -178,7 +185,7 @@ func statusLoop(cfg NodeConfig, watchdog time.Duration, rec *telemetry.Recorder,
 		Collect: func(now time.Time, elapsed time.Duration) []status.Status {
 			snap := rec.Snapshot()
 			out := diagnose(cfg.StatusNode, nodeState{health: health(time.Now()), snap: snap, prev: prev, elapsed: elapsed, watchdog: watchdog,
-				planner: running()})
+				planner: running(), lidarFrame: cfg.LidarFrame, mountFrom: cfg.LidarMountFrom})
 			prev = snap.Counters
 			return out
 		},

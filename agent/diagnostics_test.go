@@ -64,6 +64,15 @@ func TestDiagnose(t *testing.T) {
 			"no frames in the window"},
 		{"ground mismatch", func(s *nodeState) { s.snap.Gauges["ground_mismatch"] = 1 }, statusLidar, status.Warn, "suggested_lidar_rpy"},
 		{"no ground check yet", func(s *nodeState) { s.snap.Gauges = map[string]float64{} }, statusLidar, status.OK, "no ground check yet"},
+		{"clouds in another frame than the mount's", func(s *nodeState) {
+			s.lidarFrame, s.mountFrom = "velodyne", "/tf_static base_footprint→velodyne"
+			s.snap.Counters["lidar_frame_mismatch_total"] = 4
+		}, statusLidar, status.Error, "clouds dropped: they are not in frame velodyne"},
+		{"clouds in another frame only before the period", func(s *nodeState) {
+			s.lidarFrame, s.mountFrom = "velodyne", "/tf_static base_footprint→velodyne"
+			s.snap.Counters["lidar_frame_mismatch_total"] = 4
+			s.prev = map[string]float64{"frames_processed": 300, "frames_dropped": 2, "lidar_frame_mismatch_total": 4}
+		}, statusLidar, status.OK, "the ground is where"},
 		{"the GPU failed", func(s *nodeState) { s.snap.Counters["gpu_voxel_failures_total"] = 1 }, statusCompute, status.Warn,
 			"moved to the CPU"},
 		{"limits that cannot stop in time", func(s *nodeState) { s.planner = planner.Config{MaxSpeed: 3, MaxDecel: 0.5} }, statusCmdVel, status.Warn,
@@ -106,7 +115,7 @@ func TestDiagnoseValues(t *testing.T) {
 		"zerohop_agent: cmd_vel": {"watchdog": "200ms", "stale incidents": "0", "max speed m/s": "0.35", "max yaw rate rad/s": "1"},
 		"zerohop_agent: frames":  {"rate Hz": "30.0", "processed": "330", "dropped": "2", "handoff": "unix"},
 		"zerohop_agent: latency": {"e2e p50/p99/max ms": "4.10 / 7.20 / 26.00", "voxel p50/p99/max ms": "1.60 / 4.10 / 13.00", "window s": "10"},
-		"zerohop_agent: lidar":   {"ground z m": "-0.004", "ground tilt deg": "0.08"},
+		"zerohop_agent: lidar":   {"ground z m": "-0.004", "ground tilt deg": "0.08", "mount from": "--lidar-xy, --lidar-height, --lidar-rpy"},
 		"zerohop_agent: compute": {"voxel path": "cpu", "inference provider": "cpu", "gpu": "none"},
 	}
 	for _, s := range got {

@@ -60,10 +60,16 @@ type NodeConfig struct {
 	// as its z. The BEV is drawn in the robot frame, so a LiDAR pitched
 	// down 8° without LidarRPY sees the road ahead rise into a wall; zero
 	// for clouds already in the robot frame.
-	LidarXY   [2]float64
-	LidarRPY  [3]float64
-	MaxPoints int
-	Watchdog  time.Duration
+	LidarXY  [2]float64
+	LidarRPY [3]float64
+	// LidarFrame, if set, is the frame the mount is the transform to
+	// (MountFromTF): clouds in another frame are dropped. LidarMountFrom
+	// says where the mount came from, for the log and /diagnostics
+	// ("/tf_static base_footprint→base_link→velodyne"); "" is the flags.
+	LidarFrame     string
+	LidarMountFrom string
+	MaxPoints      int
+	Watchdog       time.Duration
 	// Planner holds the planner's settings (speed and acceleration
 	// limits, stop and slow distances, …), which may change while the
 	// agent runs; nil: the defaults, fixed.
@@ -244,7 +250,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 	if m := bc.Mount; !m.IsIdentity() {
 		const toDeg = 180 / math.Pi
 		log.Info("LiDAR mount: clouds turned and moved into the robot frame before the BEV raster",
-			zap.Float64("x_m", m.X), zap.Float64("y_m", m.Y), zap.Float32("height_m", 0-bc.GroundZ),
+			zap.String("from", orDefault(cfg.LidarMountFrom, "flags")), zap.Float64("x_m", m.X), zap.Float64("y_m", m.Y), zap.Float32("height_m", 0-bc.GroundZ),
 			zap.Float64("roll_deg", m.Roll*toDeg), zap.Float64("pitch_deg", m.Pitch*toDeg), zap.Float64("yaw_deg", m.Yaw*toDeg))
 	}
 	fcfg, err := filterConfig(cfg, bevCfg)
@@ -436,7 +442,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 		sink = &LogSink{Log: log}
 	}
 	pcfg := Config{Source: src, Filter: filter, BEV: bev, Session: sess, Prep: prep, Planner: plan,
-		Tuning: cfg.Planner, Watchdog: wd, Recorder: rec, Sink: sink, MaxPoints: cfg.MaxPoints, Log: log}
+		Tuning: cfg.Planner, Watchdog: wd, Recorder: rec, Sink: sink, MaxPoints: cfg.MaxPoints, LidarFrame: cfg.LidarFrame, Log: log}
 	var staging *stagingCounter
 	if gv != nil {
 		staging = &stagingCounter{filter: gv.filter}
@@ -481,6 +487,10 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 			return 0
 		}); err != nil {
 		log.Warn("metrics: ground mismatch", zap.Error(err))
+	}
+	if err := rec.AddCounterFunc("lidar_frame_mismatch_total", "Clouds dropped because their frame id is not the LiDAR frame whose mount came from /tf_static (--lidar-frame); the first is logged.",
+		func() float64 { return float64(pipe.FrameMismatches()) }); err != nil {
+		log.Warn("metrics: lidar frame mismatch", zap.Error(err))
 	}
 	if err := rec.AddCounterFunc("gpu_voxel_failures_total", "GPU voxel filter failures (the first one moves voxel and BEV to the CPU).",
 		func() float64 { return float64(pipe.GPUFailures()) }); err != nil {

@@ -62,7 +62,7 @@ func TestTakeAllocatesNothing(t *testing.T) {
 	}
 	defer p.Close()
 	var sum int
-	s, err := p.openSubscription(typeImage, "/image", SubscriptionOptions{}, func(v *ImageView) { sum += len(v.Data) }, nil, false)
+	s, err := p.openSubscription(typeImage, "/image", SensorDataQoS(), handlers{image: func(v *ImageView) { sum += len(v.Data) }}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

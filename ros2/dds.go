@@ -79,6 +79,8 @@ func cType(t msgType) C.int {
 		return C.ZH_LOG
 	case typeParameterEvent:
 		return C.ZH_PARAMETER_EVENT
+	case typeTFMessage:
+		return C.ZH_TF_MESSAGE
 	}
 	if t.isService() {
 		return C.int(t) // ZH_REQUEST and ZH_REPLY have the same values
@@ -674,4 +676,40 @@ func writeLog(w entity, sec int32, nanosec uint32, level uint8, name, msg, file,
 		return retcode(rc)
 	}
 	return 0
+}
+
+// tfRec is C's zh_tf_rec laid out in Go: takeTF fills a reused Go slice of
+// them (no pointers in it); the array sizes below fail to compile if the
+// two layouts ever differ.
+type tfRec struct {
+	translation          [3]float64
+	rotation             [4]float64 // x, y, z, w
+	sec                  int32
+	nanosec              uint32
+	parentOff, parentLen uint32 // header.frame_id in the strings buffer
+	childOff, childLen   uint32 // child_frame_id
+}
+
+var (
+	_ [unsafe.Sizeof(C.zh_tf_rec{}) - unsafe.Sizeof(tfRec{})]byte
+	_ [unsafe.Sizeof(tfRec{}) - unsafe.Sizeof(C.zh_tf_rec{})]byte
+	_ [unsafe.Offsetof(C.zh_tf_rec{}.child_len) - unsafe.Offsetof(tfRec{}.childLen)]byte
+	_ [unsafe.Offsetof(tfRec{}.childLen) - unsafe.Offsetof(C.zh_tf_rec{}.child_len)]byte
+	_ [unsafe.Offsetof(C.zh_tf_rec{}.sec) - unsafe.Offsetof(tfRec{}.sec)]byte
+	_ [unsafe.Offsetof(tfRec{}.sec) - unsafe.Offsetof(C.zh_tf_rec{}.sec)]byte
+)
+
+// takeTF takes one TFMessage from rd and copies its transforms into recs
+// and their frame ids into strs (both Go memory without pointers, written
+// during the call only; the loan is returned before it returns). It
+// returns got = 1 with n records filled of the message's total, got = 0
+// when the reader is empty.
+func takeTF(rd entity, recs []tfRec, strs []byte) (got int32, n, total int, rc retcode) {
+	var cn, ctotal C.uint32_t
+	r := C.zh_take_tf(C.dds_entity_t(rd), (*C.zh_tf_rec)(unsafe.Pointer(&recs[0])), C.uint32_t(len(recs)),
+		(*C.char)(unsafe.Pointer(&strs[0])), C.size_t(len(strs)), &cn, &ctotal)
+	if r <= 0 {
+		return 0, 0, 0, retcode(r)
+	}
+	return 1, int(cn), int(ctotal), 0
 }

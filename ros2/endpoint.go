@@ -100,6 +100,8 @@ const (
 	typeLog          msgType = 8 // rcl_interfaces/Log (/rosout)
 	// typeParameterEvent is rcl_interfaces/ParameterEvent (/parameter_events).
 	typeParameterEvent msgType = 9
+	// typeTFMessage is tf2_msgs/TFMessage (/tf_static), read only.
+	typeTFMessage msgType = 10
 	// typeParticipantEntitiesInfo is the graph topic's type
 	// (ros_discovery_info); the participant's own writer, not an endpoint.
 	typeParticipantEntitiesInfo msgType = 6
@@ -160,6 +162,7 @@ const (
 	hashDiagnostics    = "RIHS01_5a8a36efb05fb25070fa0fb3810290c0e6cd4862b54a8fb975a1ee8dc55a333e"
 	hashLog            = "RIHS01_e28ce254ca8abc06abf92773b74602cdbf116ed34fbaf294fb9f81da9f318eac"
 	hashParameterEvent = "RIHS01_043e627780fcad87a22d225bc2a037361dba713fca6a6b9f4b869a5aa0393204"
+	hashTFMessage      = "RIHS01_e369d0f05a23ae52508854b66f6aa0437f3449d652e8cbf22d5abe85d020f087"
 	// rmw_dds_common 3.x (Jazzy), the 16-byte Gid.
 	hashParticipantEntitiesInfo = "RIHS01_91a0593bacdcc50ea9bdcf849a938b128412cc1ea821245c663bcd26f83c295e"
 )
@@ -183,6 +186,8 @@ func (t msgType) rosName() string {
 		return "rcl_interfaces/msg/Log"
 	case typeParameterEvent:
 		return "rcl_interfaces/msg/ParameterEvent"
+	case typeTFMessage:
+		return "tf2_msgs/msg/TFMessage"
 	case typeParticipantEntitiesInfo:
 		return "rmw_dds_common/msg/ParticipantEntitiesInfo"
 	}
@@ -227,6 +232,8 @@ func (t msgType) typeHash() string {
 		return hashLog
 	case typeParameterEvent:
 		return hashParameterEvent
+	case typeTFMessage:
+		return hashTFMessage
 	case typeParticipantEntitiesInfo:
 		return hashParticipantEntitiesInfo
 	}

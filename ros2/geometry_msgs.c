@@ -101,3 +101,110 @@ const dds_topic_descriptor_t geometry_msgs_msg_dds__TwistStamped__desc =
   .m_meta = ""
 };
 
+static const uint32_t geometry_msgs_msg_dds__Quaternion__ops [] =
+{
+  /* Quaternion_ */
+  DDS_OP_ADR | DDS_OP_TYPE_8BY | DDS_OP_FLAG_FP, offsetof (geometry_msgs_msg_dds__Quaternion_, x),
+  DDS_OP_ADR | DDS_OP_TYPE_8BY | DDS_OP_FLAG_FP, offsetof (geometry_msgs_msg_dds__Quaternion_, y),
+  DDS_OP_ADR | DDS_OP_TYPE_8BY | DDS_OP_FLAG_FP, offsetof (geometry_msgs_msg_dds__Quaternion_, z),
+  DDS_OP_ADR | DDS_OP_TYPE_8BY | DDS_OP_FLAG_FP, offsetof (geometry_msgs_msg_dds__Quaternion_, w),
+  DDS_OP_RTS
+};
+
+const dds_topic_descriptor_t geometry_msgs_msg_dds__Quaternion__desc =
+{
+  .m_size = sizeof (geometry_msgs_msg_dds__Quaternion_),
+  .m_align = dds_alignof (geometry_msgs_msg_dds__Quaternion_),
+  .m_flagset = DDS_TOPIC_FIXED_SIZE,
+  .m_nkeys = 0u,
+  .m_typename = "geometry_msgs::msg::dds_::Quaternion_",
+  .m_keys = NULL,
+  .m_nops = 5,
+  .m_ops = geometry_msgs_msg_dds__Quaternion__ops,
+  .m_meta = ""
+};
+
+static const uint32_t geometry_msgs_msg_dds__Transform__ops [] =
+{
+  /* Transform_ */
+  DDS_OP_ADR | DDS_OP_TYPE_EXT, offsetof (geometry_msgs_msg_dds__Transform_, translation), (3u << 16u) + 7u /* Vector3_ */,
+  DDS_OP_ADR | DDS_OP_TYPE_EXT, offsetof (geometry_msgs_msg_dds__Transform_, rotation), (3u << 16u) + 11u /* Quaternion_ */,
+  DDS_OP_RTS,
+
+  /* Vector3_ */
+  DDS_OP_ADR | DDS_OP_TYPE_8BY | DDS_OP_FLAG_FP, offsetof (geometry_msgs_msg_dds__Vector3_, x),
+  DDS_OP_ADR | DDS_OP_TYPE_8BY | DDS_OP_FLAG_FP, offsetof (geometry_msgs_msg_dds__Vector3_, y),
+  DDS_OP_ADR | DDS_OP_TYPE_8BY | DDS_OP_FLAG_FP, offsetof (geometry_msgs_msg_dds__Vector3_, z),
+  DDS_OP_RTS,
+
+  /* Quaternion_ */
+  DDS_OP_ADR | DDS_OP_TYPE_8BY | DDS_OP_FLAG_FP, offsetof (geometry_msgs_msg_dds__Quaternion_, x),
+  DDS_OP_ADR | DDS_OP_TYPE_8BY | DDS_OP_FLAG_FP, offsetof (geometry_msgs_msg_dds__Quaternion_, y),
+  DDS_OP_ADR | DDS_OP_TYPE_8BY | DDS_OP_FLAG_FP, offsetof (geometry_msgs_msg_dds__Quaternion_, z),
+  DDS_OP_ADR | DDS_OP_TYPE_8BY | DDS_OP_FLAG_FP, offsetof (geometry_msgs_msg_dds__Quaternion_, w),
+  DDS_OP_RTS
+};
+
+const dds_topic_descriptor_t geometry_msgs_msg_dds__Transform__desc =
+{
+  .m_size = sizeof (geometry_msgs_msg_dds__Transform_),
+  .m_align = dds_alignof (geometry_msgs_msg_dds__Transform_),
+  .m_flagset = DDS_TOPIC_FIXED_SIZE,
+  .m_nkeys = 0u,
+  .m_typename = "geometry_msgs::msg::dds_::Transform_",
+  .m_keys = NULL,
+  .m_nops = 12,
+  .m_ops = geometry_msgs_msg_dds__Transform__ops,
+  .m_meta = ""
+};
+
+static const uint32_t geometry_msgs_msg_dds__TransformStamped__ops [] =
+{
+  /* TransformStamped_ */
+  DDS_OP_ADR | DDS_OP_TYPE_EXT, offsetof (geometry_msgs_msg_dds__TransformStamped_, header), (3u << 16u) + 9u /* Header_ */,
+  DDS_OP_ADR | DDS_OP_TYPE_STR, offsetof (geometry_msgs_msg_dds__TransformStamped_, child_frame_id),
+  DDS_OP_ADR | DDS_OP_TYPE_EXT, offsetof (geometry_msgs_msg_dds__TransformStamped_, transform), (3u << 16u) + 15u /* Transform_ */,
+  DDS_OP_RTS,
+
+  /* Header_ */
+  DDS_OP_ADR | DDS_OP_TYPE_EXT, offsetof (std_msgs_msg_dds__Header_, stamp), (3u << 16u) + 6u /* Time_ */,
+  DDS_OP_ADR | DDS_OP_TYPE_STR, offsetof (std_msgs_msg_dds__Header_, frame_id),
+  DDS_OP_RTS,
+
+  /* Time_ */
+  DDS_OP_ADR | DDS_OP_TYPE_4BY | DDS_OP_FLAG_SGN, offsetof (builtin_interfaces_msg_dds__Time_, sec),
+  DDS_OP_ADR | DDS_OP_TYPE_4BY, offsetof (builtin_interfaces_msg_dds__Time_, nanosec),
+  DDS_OP_RTS,
+
+  /* Transform_ */
+  DDS_OP_ADR | DDS_OP_TYPE_EXT, offsetof (geometry_msgs_msg_dds__Transform_, translation), (3u << 16u) + 7u /* Vector3_ */,
+  DDS_OP_ADR | DDS_OP_TYPE_EXT, offsetof (geometry_msgs_msg_dds__Transform_, rotation), (3u << 16u) + 11u /* Quaternion_ */,
+  DDS_OP_RTS,
+
+  /* Vector3_ */
+  DDS_OP_ADR | DDS_OP_TYPE_8BY | DDS_OP_FLAG_FP, offsetof (geometry_msgs_msg_dds__Vector3_, x),
+  DDS_OP_ADR | DDS_OP_TYPE_8BY | DDS_OP_FLAG_FP, offsetof (geometry_msgs_msg_dds__Vector3_, y),
+  DDS_OP_ADR | DDS_OP_TYPE_8BY | DDS_OP_FLAG_FP, offsetof (geometry_msgs_msg_dds__Vector3_, z),
+  DDS_OP_RTS,
+
+  /* Quaternion_ */
+  DDS_OP_ADR | DDS_OP_TYPE_8BY | DDS_OP_FLAG_FP, offsetof (geometry_msgs_msg_dds__Quaternion_, x),
+  DDS_OP_ADR | DDS_OP_TYPE_8BY | DDS_OP_FLAG_FP, offsetof (geometry_msgs_msg_dds__Quaternion_, y),
+  DDS_OP_ADR | DDS_OP_TYPE_8BY | DDS_OP_FLAG_FP, offsetof (geometry_msgs_msg_dds__Quaternion_, z),
+  DDS_OP_ADR | DDS_OP_TYPE_8BY | DDS_OP_FLAG_FP, offsetof (geometry_msgs_msg_dds__Quaternion_, w),
+  DDS_OP_RTS
+};
+
+const dds_topic_descriptor_t geometry_msgs_msg_dds__TransformStamped__desc =
+{
+  .m_size = sizeof (geometry_msgs_msg_dds__TransformStamped_),
+  .m_align = dds_alignof (geometry_msgs_msg_dds__TransformStamped_),
+  .m_flagset = 0u,
+  .m_nkeys = 0u,
+  .m_typename = "geometry_msgs::msg::dds_::TransformStamped_",
+  .m_keys = NULL,
+  .m_nops = 22,
+  .m_ops = geometry_msgs_msg_dds__TransformStamped__ops,
+  .m_meta = ""
+};
+

@@ -60,6 +60,51 @@ extern const dds_topic_descriptor_t geometry_msgs_msg_dds__TwistStamped__desc;
 #define geometry_msgs_msg_dds__TwistStamped__free(d,o) \
 dds_sample_free ((d), &geometry_msgs_msg_dds__TwistStamped__desc, (o))
 
+typedef struct geometry_msgs_msg_dds__Quaternion_
+{
+  double x;
+  double y;
+  double z;
+  double w;
+} geometry_msgs_msg_dds__Quaternion_;
+
+extern const dds_topic_descriptor_t geometry_msgs_msg_dds__Quaternion__desc;
+
+#define geometry_msgs_msg_dds__Quaternion___alloc() \
+((geometry_msgs_msg_dds__Quaternion_*) dds_alloc (sizeof (geometry_msgs_msg_dds__Quaternion_)));
+
+#define geometry_msgs_msg_dds__Quaternion__free(d,o) \
+dds_sample_free ((d), &geometry_msgs_msg_dds__Quaternion__desc, (o))
+
+typedef struct geometry_msgs_msg_dds__Transform_
+{
+  struct geometry_msgs_msg_dds__Vector3_ translation;
+  struct geometry_msgs_msg_dds__Quaternion_ rotation;
+} geometry_msgs_msg_dds__Transform_;
+
+extern const dds_topic_descriptor_t geometry_msgs_msg_dds__Transform__desc;
+
+#define geometry_msgs_msg_dds__Transform___alloc() \
+((geometry_msgs_msg_dds__Transform_*) dds_alloc (sizeof (geometry_msgs_msg_dds__Transform_)));
+
+#define geometry_msgs_msg_dds__Transform__free(d,o) \
+dds_sample_free ((d), &geometry_msgs_msg_dds__Transform__desc, (o))
+
+typedef struct geometry_msgs_msg_dds__TransformStamped_
+{
+  struct std_msgs_msg_dds__Header_ header;
+  char * child_frame_id;
+  struct geometry_msgs_msg_dds__Transform_ transform;
+} geometry_msgs_msg_dds__TransformStamped_;
+
+extern const dds_topic_descriptor_t geometry_msgs_msg_dds__TransformStamped__desc;
+
+#define geometry_msgs_msg_dds__TransformStamped___alloc() \
+((geometry_msgs_msg_dds__TransformStamped_*) dds_alloc (sizeof (geometry_msgs_msg_dds__TransformStamped_)));
+
+#define geometry_msgs_msg_dds__TransformStamped__free(d,o) \
+dds_sample_free ((d), &geometry_msgs_msg_dds__TransformStamped__desc, (o))
+
 #ifdef __cplusplus
 }
 #endif

@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"go.uber.org/zap"
+
+	"github.com/zerohop/zerohop/ros2/tf"
 )
 
 // recommendedRmemMax is rmw_cyclonedds's advice for net.core.rmem_max:
@@ -20,13 +22,13 @@ const recommendedRmemMax = 8 << 20
 // Subscription never run concurrently; a slow callback delays only its
 // own topic, and samples beyond the QoS depth are dropped by DDS (KEEP_LAST).
 type Subscription struct {
-	ep       *endpoint
-	ws       entity // waitset with the reader's read condition
-	cv       cView  // C view filled by each take; freed after the goroutine stops
-	image    func(*ImageView)
-	cloud    func(*PointCloud2View)
+	ep *endpoint
+	ws entity // waitset with the reader's read condition
+	cv cView  // C view filled by each take; freed after the goroutine stops
+	handlers
 	imgView  ImageView
 	cldView  PointCloud2View
+	tfs      *tfBuffers // transforms only
 	received atomic.Uint64
 	skipped  atomic.Uint64
 
@@ -42,29 +44,37 @@ type Subscription struct {
 // subscription's goroutine; the view's slices are valid only until fn
 // returns.
 func (p *Participant) SubscribeImage(topic string, opts SubscriptionOptions, fn func(*ImageView)) (*Subscription, error) {
-	return p.subscribe(typeImage, topic, opts, fn, nil)
+	return p.subscribe(typeImage, topic, opts, handlers{image: fn})
 }
 
 // SubscribePointCloud2 subscribes to sensor_msgs/PointCloud2 on topic,
 // like SubscribeImage. Clouds with more than MaxPointFields fields are
 // skipped (Skipped counts them, the first one is logged).
 func (p *Participant) SubscribePointCloud2(topic string, opts SubscriptionOptions, fn func(*PointCloud2View)) (*Subscription, error) {
-	return p.subscribe(typePointCloud2, topic, opts, nil, fn)
+	return p.subscribe(typePointCloud2, topic, opts, handlers{cloud: fn})
 }
 
-func (p *Participant) subscribe(t msgType, topic string, opts SubscriptionOptions, image func(*ImageView), cloud func(*PointCloud2View)) (*Subscription, error) {
-	return p.openSubscription(t, topic, opts, image, cloud, true)
+// handlers are a subscription's callback: exactly one is set, the one
+// for its type.
+type handlers struct {
+	image      func(*ImageView)
+	cloud      func(*PointCloud2View)
+	transforms func([]tf.Stamped, int) // a TFMessage's transforms, and how many it had
 }
 
-// openSubscription creates the reader and its waitset and, if start, the
-// goroutine (tests drive takeOne themselves instead).
-func (p *Participant) openSubscription(t msgType, topic string, opts SubscriptionOptions, image func(*ImageView), cloud func(*PointCloud2View), start bool) (*Subscription, error) {
-	if image == nil && cloud == nil {
-		return nil, errNilCallback
-	}
+func (p *Participant) subscribe(t msgType, topic string, opts SubscriptionOptions, h handlers) (*Subscription, error) {
 	q, err := opts.QoS.resolve(SensorDataQoS())
 	if err != nil {
 		return nil, err
+	}
+	return p.openSubscription(t, topic, q, h, true)
+}
+
+// openSubscription creates the reader (QoS q, resolved) and its waitset
+// and, if start, the goroutine (tests drive takeOne themselves instead).
+func (p *Participant) openSubscription(t msgType, topic string, q QoS, h handlers, start bool) (*Subscription, error) {
+	if h.image == nil && h.cloud == nil && h.transforms == nil {
+		return nil, errNilCallback
 	}
 	ep, err := p.newEndpoint(t, topic, false, q, defaultMaxBlocking, nil)
 	if err != nil {
@@ -75,7 +85,12 @@ func (p *Participant) openSubscription(t msgType, topic string, opts Subscriptio
 		ep.close()
 		return nil, &ddsError{op: "create waitset for " + ep.ddsTopic, rc: rc}
 	}
-	s := &Subscription{ep: ep, ws: ws, cv: newCView(t), image: image, cloud: cloud, done: make(chan struct{})}
+	s := &Subscription{ep: ep, ws: ws, handlers: h, done: make(chan struct{})}
+	if h.transforms != nil {
+		s.tfs = newTFBuffers()
+	} else {
+		s.cv = newCView(t)
+	}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -92,7 +107,8 @@ func (p *Participant) openSubscription(t msgType, topic string, opts Subscriptio
 	}
 	p.mu.Unlock()
 	fields := []zap.Field{zapTopic(ep), zap.String("type", t.rosName()), zapQoS(q)}
-	if m := rmemMax(); m > 0 && m < recommendedRmemMax {
+	// Only images and clouds come in messages large enough to need it.
+	if m := rmemMax(); m > 0 && m < recommendedRmemMax && (t == typeImage || t == typePointCloud2) {
 		p.log.Warn("ros2: subscribed; net.core.rmem_max is below 8 MiB, large messages may lose fragments (sudo sysctl -w net.core.rmem_max=8388608)",
 			append(fields, zap.Int("rmem_max", m))...)
 	} else {
@@ -139,6 +155,9 @@ func (s *Subscription) takeOne() (int32, retcode) {
 		n    int32
 		rc   retcode
 	)
+	if s.transforms != nil {
+		return s.takeTransforms()
+	}
 	if s.image != nil {
 		loan, n, rc = takeImage(rd, s.cv, &s.imgView)
 		if n > 0 {

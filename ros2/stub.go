@@ -3,6 +3,7 @@
 package ros2
 
 import (
+	"context"
 	"time"
 
 	"go.uber.org/zap"
@@ -11,6 +12,7 @@ import (
 	"github.com/zerohop/zerohop/handles"
 	"github.com/zerohop/zerohop/planner"
 	"github.com/zerohop/zerohop/ros2/params"
+	"github.com/zerohop/zerohop/ros2/tf"
 	"github.com/zerohop/zerohop/telemetry/status"
 )
 
@@ -98,3 +100,15 @@ func (*RosoutWriter) Written() uint64                        { return 0 }
 func (*RosoutWriter) Failed() uint64                         { return 0 }
 func (*RosoutWriter) Matched() int                           { return 0 }
 func (*RosoutWriter) Close() error                           { return nil }
+
+// StaticTransforms keeps /tf_static (see the ros2-tagged build).
+type StaticTransforms struct{}
+
+// ListenStaticTransforms returns ErrNotBuilt.
+func (*Participant) ListenStaticTransforms() (*StaticTransforms, error) { return nil, ErrNotBuilt }
+
+func (*StaticTransforms) Lookup(context.Context, string, string) (tf.Transform, []string, error) {
+	return tf.Transform{}, nil, ErrNotBuilt
+}
+func (*StaticTransforms) Matched() int { return 0 }
+func (*StaticTransforms) Close() error { return nil }

@@ -12,6 +12,7 @@
 #include "zerohop_msgs.h"
 #include "diagnostic_msgs.h"
 #include "rcl_interfaces.h"
+#include "tf2_msgs.h"
 #include "rmw_dds_common.h"
 #include "rmw_dds_common_humble.h"
 
@@ -61,6 +62,8 @@ static const dds_topic_descriptor_t *descriptor(int type)
     return &rcl_interfaces_msg_dds__Log__desc;
   case ZH_PARAMETER_EVENT:
     return &rcl_interfaces_msg_dds__ParameterEvent__desc;
+  case ZH_TF_MESSAGE:
+    return &tf2_msgs_msg_dds__TFMessage__desc;
   }
   return zh_service_descriptor(type);
 }
@@ -448,6 +451,57 @@ dds_return_t zh_return_loan(dds_entity_t reader, void *loan)
 {
   void *buf[1] = {loan};
   return dds_return_loan(reader, buf, 1);
+}
+
+// put_str copies s into strs at *used if it fits, recording where.
+static int put_str(char *strs, size_t nstrs, size_t *used, const char *s, uint32_t *off, uint32_t *len)
+{
+  size_t l = len_or_zero(s);
+  if (l > nstrs - *used || l > UINT32_MAX)
+    return 0;
+  memcpy(strs + *used, s, l);
+  *off = (uint32_t)*used;
+  *len = (uint32_t)l;
+  *used += l;
+  return 1;
+}
+
+int32_t zh_take_tf(dds_entity_t reader, zh_tf_rec *recs, uint32_t max, char *strs, size_t nstrs,
+                   uint32_t *n, uint32_t *total)
+{
+  void *loan = NULL;
+  int32_t got = take_loaned(reader, &loan);
+  if (got <= 0)
+    return got;
+  const tf2_msgs_msg_dds__TFMessage_ *m = loan;
+  uint32_t count = m->transforms._buffer == NULL ? 0 : m->transforms._length;
+  uint32_t filled = 0;
+  size_t used = 0;
+  for (uint32_t i = 0; i < count && filled < max; i++) {
+    const geometry_msgs_msg_dds__TransformStamped_ *t = &m->transforms._buffer[i];
+    zh_tf_rec *r = &recs[filled];
+    size_t mark = used;
+    if (!put_str(strs, nstrs, &used, t->header.frame_id, &r->parent_off, &r->parent_len) ||
+        !put_str(strs, nstrs, &used, t->child_frame_id, &r->child_off, &r->child_len)) {
+      used = mark;
+      continue;
+    }
+    r->translation[0] = t->transform.translation.x;
+    r->translation[1] = t->transform.translation.y;
+    r->translation[2] = t->transform.translation.z;
+    r->rotation[0] = t->transform.rotation.x;
+    r->rotation[1] = t->transform.rotation.y;
+    r->rotation[2] = t->transform.rotation.z;
+    r->rotation[3] = t->transform.rotation.w;
+    r->sec = t->header.stamp.sec;
+    r->nanosec = t->header.stamp.nanosec;
+    filled++;
+  }
+  *n = filled;
+  *total = count;
+  void *buf[1] = {loan};
+  dds_return_t rc = dds_return_loan(reader, buf, 1);
+  return rc < 0 ? rc : 1;
 }
 
 dds_return_t zh_guid(dds_entity_t entity, uint8_t out[16])

@@ -23,6 +23,7 @@ enum zh_type {
   ZH_DIAGNOSTICS = 7,   // diagnostic_msgs::msg::dds_::DiagnosticArray_ (6: the graph topic's type)
   ZH_LOG = 8,           // rcl_interfaces::msg::dds_::Log_ (/rosout)
   ZH_PARAMETER_EVENT = 9, // rcl_interfaces::msg::dds_::ParameterEvent_ (/parameter_events)
+  ZH_TF_MESSAGE = 10,   // tf2_msgs::msg::dds_::TFMessage_ (/tf_static)
   // A parameter service's request type is ZH_REQUEST + its zh_param_service,
   // its reply type ZH_REPLY + it: rcl_interfaces::srv::dds_::<Srv>_Request_
   // and _Response_.
@@ -325,6 +326,26 @@ typedef struct zh_cloud {
 int32_t zh_take_image(dds_entity_t reader, zh_image *view);
 int32_t zh_take_cloud(dds_entity_t reader, zh_cloud *view);
 dds_return_t zh_return_loan(dds_entity_t reader, void *loan);
+
+// zh_tf_rec is one geometry_msgs/TransformStamped of a TFMessage, its frame
+// ids as offsets into the caller's string buffer (not NUL-terminated).
+typedef struct zh_tf_rec {
+  double translation[3];
+  double rotation[4]; // x, y, z, w
+  int32_t sec;
+  uint32_t nanosec;
+  uint32_t parent_off, parent_len; // header.frame_id
+  uint32_t child_off, child_len;   // child_frame_id
+} zh_tf_rec;
+
+// zh_take_tf takes one valid TFMessage from `reader` and copies it out,
+// returning the loan before it returns: the first `max` transforms whose
+// frame ids fit into `strs` (`nstrs` bytes) go into `recs`. It returns 1
+// with *n the records filled and *total the message's transform count
+// (more than *n when some did not fit), 0 when the reader holds no valid
+// sample, or a negative DDS return code.
+int32_t zh_take_tf(dds_entity_t reader, zh_tf_rec *recs, uint32_t max, char *strs, size_t nstrs,
+                   uint32_t *n, uint32_t *total);
 
 // zh_builtin_reader reads the DCPSPublication (publications != 0) or
 // DCPSSubscription built-in topic: what every participant of the domain,

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math"
@@ -98,6 +99,9 @@ Flags:
 	fs.Float64Var(&lidarHeight, "lidar-height", 0, "height of the point clouds' frame origin above the ground, in metres, 0 to 100: the LiDAR's mounting height when clouds come in the sensor's frame, as ROS 2 drivers publish them (KITTI: 1.73); the default, 0, is for clouds in a robot frame with its origin on the ground (the synthetic scene). The BEV measures heights from the ground: with this too low, obstacles shorter than the sensor read as flat. A ground check logs once a second's finding if it disagrees (suggested_lidar_height_m)")
 	fs.Var(&lidarXY, "lidar-xy", "X,Y: where the point clouds' frame origin (the LiDAR) sits on the robot, in metres ahead of (x) and left of (y) the robot's origin, -100 to 100 each; the BEV raster is drawn around the robot's origin. With --lidar-height and --lidar-rpy: the transform from the robot's frame on the ground (base_footprint) to the LiDAR's frame, as ros2 run tf2_ros tf2_echo base_footprint <lidar frame> prints it (its translation is x, y and --lidar-height)")
 	fs.Var(&lidarRPY, "lidar-rpy", "ROLL,PITCH,YAW: the point clouds' frame's rotation on the robot, in radians (or degrees written as 8deg): roll and yaw -π to π, pitch -π/2 to π/2, as tf2_echo prints the rotation in RPY (roll about x, then pitch about y, then yaw about z, all the robot's axes). A LiDAR tilted down to see the ground near the robot has a positive pitch (0,10deg,0); one mounted upside down has roll π. Without it, a tilted LiDAR's ground reads as a slope: rising ahead into a wall of obstacles, or sinking until obstacles vanish; the ground check warns and logs suggested_lidar_rpy")
+	lidarFrame := fs.String("lidar-frame", "", "with --ros2: read the LiDAR's mount at start from /tf_static instead of --lidar-xy, --lidar-height and --lidar-rpy: the transform from --base-frame to this frame, the clouds' header.frame_id (velodyne, os_sensor, livox_frame …), as robot_state_publisher publishes a URDF's fixed joints and static_transform_publisher a single one. The log prints the mount as those three flags (same_as). Clouds whose frame id is another are then dropped (their points would land where this sensor's belong). Waits up to --tf-timeout; a namespaced robot remaps /tf_static (--ros-args -r /tf_static:=tf_static)")
+	baseFrame := fs.String("base-frame", agent.DefaultBaseFrame, "the robot's frame on the ground where --lidar-frame's transform starts (REP-105's base_footprint): the BEV is drawn in it and measures heights from it")
+	tfTimeout := fs.Duration("tf-timeout", agent.DefaultTFTimeout, "how long --lidar-frame waits at start for /tf_static to connect --base-frame to the LiDAR's frame, 100ms to 10m; then the agent stops with an error saying what /tf_static held")
 	fs.IntVar(&cfg.MinPoints, "min-points", 1, "minimum points per voxel, 0 or more (0 and 1: every voxel with a point)")
 	fs.IntVar(&cfg.MaxPoints, "max-points", 500000, "largest point cloud accepted, 1 to 16777216 points (0: 500000)")
 	fs.StringVar(&cfg.GPU, "gpu", agent.GPUAuto, `voxel filter and BEV on the GPU: "auto" (the GPU when one works, else the CPU with a log line saying why), "on" (fail at start-up without it) or "off"`)
@@ -142,6 +146,21 @@ Flags:
 	if err := agent.CheckNodeConfig(cfg); err != nil {
 		return err
 	}
+	if *lidarFrame != "" {
+		// Zero, the flags' default, says no more than leaving them out (a
+		// compose file passes them always).
+		var mountFlags []string
+		for _, name := range []string{"lidar-height", "lidar-xy", "lidar-rpy"} {
+			if f := fs.Lookup(name); given(fs, name) && f.Value.String() != f.DefValue {
+				mountFlags = append(mountFlags, "--"+name)
+			}
+		}
+		if len(mountFlags) > 0 {
+			return fmt.Errorf("--lidar-frame reads the LiDAR's mount from /tf_static; leave out %s (or --lidar-frame)", strings.Join(mountFlags, ", "))
+		}
+	} else if given(fs, "base-frame") || given(fs, "tf-timeout") {
+		return errors.New("--base-frame and --tf-timeout: only with --lidar-frame")
+	}
 	log, level, err := logging.New(logLevel)
 	if err != nil {
 		return err
@@ -162,6 +181,11 @@ Flags:
 	cfg.Status, cfg.StatusPeriod, cfg.StatusNode, cfg.StatusStamp = out.status, out.statusPeriod, out.statusNode, out.statusStamp
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *lidarFrame != "" {
+		if err := mountFromTF(ctx, &cfg, out, *baseFrame, *lidarFrame, *tfTimeout); err != nil {
+			return err
+		}
+	}
 	return agent.RunNodeBounded(ctx, cfg, shutdownGrace)
 }
 
@@ -179,6 +203,28 @@ func plannerFlags(fs *flag.FlagSet) (*agent.PlannerTuning, error) {
 	return tuning, nil
 }
 
+// mountFromTF reads the LiDAR's mount from /tf_static (--lidar-frame)
+// into cfg; the subscription is closed once it is read.
+func mountFromTF(ctx context.Context, cfg *agent.NodeConfig, out ros2Out, base, lidar string, timeout time.Duration) error {
+	if out.listenTF == nil {
+		return fmt.Errorf("--lidar-frame reads the LiDAR's mount from /tf_static: %s", out.noTF)
+	}
+	src, closeTF, err := out.listenTF()
+	if err != nil {
+		return fmt.Errorf("--lidar-frame: %w", err)
+	}
+	defer closeTF()
+	return agent.MountFromTF(ctx, cfg, src, base, lidar, timeout)
+}
+
+// given reports whether the flag was set on the command line or by a ROS
+// parameter.
+func given(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
 // ros2Out is what the ROS 2 flags open: the cmd_vel sink and the status
 // sink (nil: the log sink, no status) with the agent's status settings,
 // and how to close them.
@@ -189,7 +235,11 @@ type ros2Out struct {
 	statusNode   string
 	statusStamp  func(time.Time) time.Time
 	log          *zap.Logger // nil: the log as it was
-	close        func()
+	// listenTF subscribes to /tf_static (--lidar-frame); nil when there
+	// is no ROS 2, and noTF says why.
+	listenTF func() (agent.TransformSource, func(), error)
+	noTF     string
+	close    func()
 }
 
 // numbersFlag is a flag of n comma-separated numbers ("0.4,-0.1"); with

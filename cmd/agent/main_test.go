@@ -84,3 +84,26 @@ func TestRunTakesROSParameters(t *testing.T) {
 		}
 	}
 }
+
+// --lidar-frame replaces the mount flags and needs ROS 2; its companions
+// mean nothing without it. Each is refused before anything starts.
+func TestLidarFrameFlagsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--lidar-frame", "velodyne", "--lidar-height", "0.5", "--lidar-rpy", "0,8deg,0"}, "--lidar-frame reads the LiDAR's mount from /tf_static; leave out --lidar-height, --lidar-rpy"},
+		{[]string{"--ros-args", "-p", "lidar_frame:=velodyne", "-p", "lidar_xy:=[0.1, 0.0]"}, "leave out --lidar-xy"},
+		{[]string{"--base-frame", "base_link"}, "--base-frame and --tf-timeout: only with --lidar-frame"},
+		{[]string{"--tf-timeout", "30s"}, "--base-frame and --tf-timeout: only with --lidar-frame"},
+		// Without --ros2 (or in a build without ROS 2) there is no /tf_static.
+		{[]string{"--lidar-frame", "velodyne"}, "--lidar-frame reads the LiDAR's mount from /tf_static: "},
+		// The mount flags at their defaults (as compose passes them) are no conflict.
+		{[]string{"--lidar-frame", "velodyne", "--lidar-height", "0", "--lidar-xy", "0,0", "--lidar-rpy", "0,0,0"}, "--lidar-frame reads the LiDAR's mount from /tf_static: "},
+	} {
+		err := run(append([]string{"--duration", "2s", "--http", "127.0.0.1:0", "--camera", "synthetic", "--log-level", "error"}, tc.args...))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("run(%q) = %v, want an error with %q", tc.args, err, tc.want)
+		}
+	}
+}

@@ -22,6 +22,6 @@ func ros2Flags(fs *flag.FlagSet, tuning *agent.PlannerTuning) func(*zap.Logger, 
 		if rules := ra.TopicRules(); len(rules) > 0 {
 			log.Warn("ROS arguments: remapping rules ignored: this build has no ROS 2 (build with -tags ros2 and libddsc)", zap.Stringers("rules", rules))
 		}
-		return ros2Out{close: func() {}}, nil
+		return ros2Out{close: func() {}, noTF: "this build has no ROS 2 (build with -tags ros2 and libddsc)"}, nil
 	}
 }

@@ -41,7 +41,7 @@ func ros2Flags(fs *flag.FlagSet, tuning *agent.PlannerTuning) func(*zap.Logger, 
 			if rules := ra.TopicRules(); len(rules) > 0 {
 				log.Warn("ROS arguments: remapping rules ignored: nothing is published over ROS 2 without --ros2 (the parameter ros2: true)", zap.Stringers("rules", rules))
 			}
-			return ros2Out{close: func() {}}, nil
+			return ros2Out{close: func() {}, noTF: "only with --ros2"}, nil
 		}
 		// What ros2 param shows: every flag as the agent runs with it;
 		// the log level and the planner's settings change while it runs.
@@ -64,7 +64,17 @@ func ros2Flags(fs *flag.FlagSet, tuning *agent.PlannerTuning) func(*zap.Logger, 
 			p.Close()
 			return ros2Out{}, err
 		}
-		out := ros2Out{sink: sink}
+		out := ros2Out{sink: sink, listenTF: func() (agent.TransformSource, func(), error) {
+			st, err := p.ListenStaticTransforms()
+			if err != nil {
+				return nil, nil, err
+			}
+			return st, func() {
+				if err := st.Close(); err != nil {
+					log.Warn("ros2: close /tf_static subscription", zap.Error(err))
+				}
+			}, nil
+		}}
 		// The log on /rosout too, unless --disable-rosout-logs, as rcl.
 		var rosout *ros2.RosoutWriter
 		if ra == nil || !ra.NoRosout {
@@ -217,14 +227,6 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 		}
 		return ros2Settings{cfg: cfg, twist: opts, diag: diag, diagPeriod: *diagPer, simTime: *simTime, enabled: true}, nil
 	}
-}
-
-// given reports whether the flag was set on the command line or by a ROS
-// parameter.
-func given(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
 }
 
 // paramOptions make the agent's flags its ROS parameters: log_level and

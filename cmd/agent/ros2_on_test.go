@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -163,10 +162,7 @@ func TestLaunchExampleParses(t *testing.T) {
 	// And the example's settings reach the flags and the publisher.
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	settings := registerROS2Flags(fs)
-	height := fs.Float64("lidar-height", 0, "")
-	xy, rpy := &numbersFlag{n: 2, unit: "metres"}, &numbersFlag{n: 3, unit: "radians", degrees: true}
-	fs.Var(xy, "lidar-xy", "")
-	fs.Var(rpy, "lidar-rpy", "")
+	lidarFrame := fs.String("lidar-frame", "", "")
 	watchdog := fs.Duration("watchdog", 0, "")
 	tuning, err := plannerFlags(fs)
 	if err != nil {
@@ -185,8 +181,8 @@ func TestLaunchExampleParses(t *testing.T) {
 	if !enabled || !opts.Stamped || opts.ZeroStamp || err != nil || topic != "/diff_drive_controller/cmd_vel" {
 		t.Errorf("enabled %v, %+v on %q (%v)", enabled, opts, topic, err)
 	}
-	if *height != 0.62 || xy.String() != "0.45,0" || math.Abs(rpy.v[1]-8*math.Pi/180) > 1e-12 || *watchdog != 200*time.Millisecond {
-		t.Errorf("lidar height %v, xy %s, rpy %s, watchdog %v", *height, xy, rpy, *watchdog)
+	if *lidarFrame != "velodyne" || *watchdog != 200*time.Millisecond {
+		t.Errorf("lidar frame %q, watchdog %v", *lidarFrame, *watchdog)
 	}
 	if c := tuning.Config(); c.MaxSpeed != 0.5 || c.MaxYawRate != 0.8 || c.StopDistance != 1 || c.SlowDistance != 3.5 || tuning.Check() != nil {
 		t.Errorf("planner settings %+v (%v)", c, tuning.Check())
@@ -241,17 +237,7 @@ func TestDiagnosticsFlags(t *testing.T) {
 // them, -p values included. The client is ros2/testdata/paramclient, a
 // stand-in for rmw_cyclonedds's service client.
 func TestAgentServesItsFlagsAsParameters(t *testing.T) {
-	// The ONNX Runtime library is in the repository's cache (make ort).
-	cache, err := filepath.Abs("../../.cache")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if os.Getenv("ZEROHOP_CACHE") == "" {
-		t.Setenv("ZEROHOP_CACHE", cache)
-	}
-	if _, err := os.Stat(filepath.Join(os.Getenv("ZEROHOP_CACHE"), "ort")); err != nil && os.Getenv("ZEROHOP_REQUIRE_ORT") != "1" {
-		t.Skip("ONNX Runtime library not fetched; run `make ort` (make test requires it)")
-	}
+	requireORTCache(t)
 	dir := t.TempDir()
 	client := filepath.Join(dir, "paramclient")
 	flags, err := exec.Command("pkg-config", "--cflags", "--libs", "CycloneDDS").Output()

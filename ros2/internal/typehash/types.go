@@ -13,6 +13,11 @@ func ROS() Registry {
 		{"geometry_msgs/msg/Vector3", []Field{{Name: "x", ID: Float64}, {Name: "y", ID: Float64}, {Name: "z", ID: Float64}}},
 		{"geometry_msgs/msg/Twist", []Field{nested("linear", "geometry_msgs/msg/Vector3"), nested("angular", "geometry_msgs/msg/Vector3")}},
 		{"geometry_msgs/msg/TwistStamped", []Field{nested("header", "std_msgs/msg/Header"), nested("twist", "geometry_msgs/msg/Twist")}},
+		// tf2_msgs: /tf_static, where the agent reads the LiDAR's mount.
+		{"geometry_msgs/msg/Quaternion", []Field{{Name: "x", ID: Float64}, {Name: "y", ID: Float64}, {Name: "z", ID: Float64}, {Name: "w", ID: Float64}}},
+		{"geometry_msgs/msg/Transform", []Field{nested("translation", "geometry_msgs/msg/Vector3"), nested("rotation", "geometry_msgs/msg/Quaternion")}},
+		{"geometry_msgs/msg/TransformStamped", []Field{nested("header", "std_msgs/msg/Header"), {Name: "child_frame_id", ID: String}, nested("transform", "geometry_msgs/msg/Transform")}},
+		{"tf2_msgs/msg/TFMessage", []Field{{Name: "transforms", ID: Nested, Nested: "geometry_msgs/msg/TransformStamped", Sequence: true}}},
 		{"sensor_msgs/msg/Image", []Field{
 			nested("header", "std_msgs/msg/Header"),
 			{Name: "height", ID: Uint32}, {Name: "width", ID: Uint32},

@@ -21,7 +21,13 @@
 //     default 5, at most 64). Prints READY and
 //     MATCHED, publishes one fixed test message every PERIOD_MS.
 //
-// Both end when stdin closes.
+//   peer DOMAIN static TOPIC TF...
+//     Publishes one tf2_msgs/TFMessage holding every TF
+//     (PARENT,CHILD,X,Y,Z,QX,QY,QZ,QW) as tf2_ros's StaticTransformBroadcaster
+//     does (RELIABLE, TRANSIENT_LOCAL, KEEP_LAST 1), then prints READY and WRITTEN:
+//     a reader started after that must still get it.
+//
+// All end when stdin closes.
 //
 // Every wait is bounded (20 s) so a broken test never leaves it running.
 #include <inttypes.h>
@@ -38,6 +44,7 @@
 #include "zerohop_msgs.h"
 #include "diagnostic_msgs.h"
 #include "rcl_interfaces.h"
+#include "tf2_msgs.h"
 
 #define WAIT DDS_SECS(20)
 
@@ -517,8 +524,57 @@ static int pub(dds_entity_t pp, const char *type, const char *topic, const char 
   return 0;
 }
 
+static int pub_static(dds_entity_t pp, const char *topic, int ntf, char **tfs)
+{
+  dds_entity_t tp = dds_create_topic(pp, &tf2_msgs_msg_dds__TFMessage__desc, topic, NULL, NULL);
+  if (tp < 0) die("create topic", tp);
+  dds_qos_t *q = dds_create_qos();
+  dds_qset_reliability(q, DDS_RELIABILITY_RELIABLE, DDS_MSECS(100));
+  dds_qset_durability(q, DDS_DURABILITY_TRANSIENT_LOCAL);
+  dds_qset_history(q, DDS_HISTORY_KEEP_LAST, 1);
+  dds_data_representation_id_t xcdr1 = DDS_DATA_REPRESENTATION_XCDR1;
+  dds_qset_data_representation(q, 1, &xcdr1);
+  dds_entity_t wr = dds_create_writer(pp, tp, q, NULL);
+  dds_delete_qos(q);
+  if (wr < 0) die("create writer", wr);
+  printf("READY\n");
+  geometry_msgs_msg_dds__TransformStamped_ *ts = calloc((size_t)ntf + 1, sizeof *ts);
+  char (*names)[2][128] = calloc((size_t)ntf + 1, sizeof *names);
+  for (int i = 0; i < ntf; i++) {
+    double v[7];
+    if (sscanf(tfs[i], "%127[^,],%127[^,],%lf,%lf,%lf,%lf,%lf,%lf,%lf", names[i][0], names[i][1],
+               &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6]) != 9) {
+      fprintf(stderr, "peer: transform %s: want PARENT,CHILD,X,Y,Z,QX,QY,QZ,QW\n", tfs[i]);
+      exit(1);
+    }
+    ts[i].header.stamp.sec = 1700000002;
+    ts[i].header.frame_id = names[i][0];
+    ts[i].child_frame_id = names[i][1];
+    ts[i].transform.translation = (geometry_msgs_msg_dds__Vector3_){v[0], v[1], v[2]};
+    ts[i].transform.rotation = (geometry_msgs_msg_dds__Quaternion_){v[3], v[4], v[5], v[6]};
+  }
+  tf2_msgs_msg_dds__TFMessage_ m = {.transforms = {._buffer = ts, ._length = (uint32_t)ntf, ._maximum = (uint32_t)ntf}};
+  dds_return_t rc = dds_write(wr, &m);
+  if (rc < 0) die("write", rc);
+  printf("WRITTEN\n");
+  fflush(stdout);
+  dds_time_t deadline = dds_time() + WAIT;
+  while (!stdin_closed(50) && dds_time() < deadline)
+    ;
+  free(ts);
+  free(names);
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
+  if (argc >= 4 && !strcmp(argv[2], "static")) {
+    dds_entity_t pp = dds_create_participant((dds_domainid_t)atoi(argv[1]), NULL, NULL);
+    if (pp < 0) die("create participant", pp);
+    int rc = pub_static(pp, argv[3], argc - 4, argv + 4);
+    dds_delete(pp);
+    return rc;
+  }
   if (argc < 7) {
     fprintf(stderr, "usage: peer DOMAIN sub|pub TYPE TOPIC RELIABILITY COUNT|PERIOD_MS [N [NFIELDS]]\n");
     return 1;

@@ -1,0 +1,159 @@
+//go:build ros2 && cgo
+
+package ros2
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/zerohop/zerohop/ros2/rosargs"
+	"github.com/zerohop/zerohop/ros2/tf"
+)
+
+func ftoa(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+
+// A static broadcaster that wrote before the agent started (robot_state_
+// publisher at launch) is still read: TRANSIENT_LOCAL on both sides. The
+// chain crosses two messages' worth of frames and is composed as tf2 does.
+func TestStaticTransformsLateJoiner(t *testing.T) {
+	cfg := loopbackConfig(t)
+	s := math.Sin(5 * math.Pi / 180) // pitch 10°: q = (0, sin 5°, 0, cos 5°)
+	c := math.Cos(5 * math.Pi / 180)
+	pub := startPeer(t, cfg, "static", "rt/tf_static",
+		"base_footprint,base_link,0,0,0.1,0,0,0,1",
+		"base_link,lidar_mount,0.2,0,0.4,0,0,0,1",
+		"lidar_mount,velodyne,0,0,0.12,0,"+ftoa(s)+",0,"+ftoa(c),
+		"base_link,imu_link,0,0,0.05,0,0,0,1")
+	pub.expect("WRITTEN")
+
+	p, err := NewParticipant(cfg, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	st, err := p.ListenStaticTransforms()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	tr, path, err := st.Lookup(ctx, "base_footprint", "velodyne")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(path, ">"), "base_footprint>base_link>lidar_mount>velodyne"; got != want {
+		t.Errorf("path %s, want %s", got, want)
+	}
+	want := [3]float64{0.2, 0, 0.62}
+	for i := range want {
+		if math.Abs(tr.Translation[i]-want[i]) > 1e-12 {
+			t.Errorf("translation %v, want %v", tr.Translation, want)
+			break
+		}
+	}
+	if r, pitch, y := tr.Rotation.RPY(); math.Abs(r) > 1e-12 || math.Abs(pitch-10*math.Pi/180) > 1e-12 || math.Abs(y) > 1e-12 {
+		t.Errorf("rpy %v %v %v, want pitch 10°", r, pitch, y)
+	}
+	if st.Matched() != 1 {
+		t.Errorf("matched %d, want 1", st.Matched())
+	}
+}
+
+// A frame nobody publishes: the lookup waits until ctx ends and then says
+// which frame is missing and what /tf_static held.
+func TestStaticTransformsMissingFrame(t *testing.T) {
+	cfg := loopbackConfig(t)
+	pub := startPeer(t, cfg, "static", "rt/tf_static", "base_footprint,base_link,0,0,0.1,0,0,0,1")
+	pub.expect("WRITTEN")
+	p, err := NewParticipant(cfg, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	st, err := p.ListenStaticTransforms()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	// The tree has base_link once the sample is in: then ask for the
+	// missing frame with a short wait.
+	if _, _, err := st.Lookup(ctx, "base_footprint", "base_link"); err != nil {
+		t.Fatal(err)
+	}
+	short, cancelShort := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancelShort()
+	_, _, err = st.Lookup(short, "base_footprint", "velodyne")
+	if !errors.Is(err, tf.ErrUnknownFrame) {
+		t.Fatalf("err %v, want ErrUnknownFrame", err)
+	}
+	for _, want := range []string{`"velodyne"`, "base_link", "/tf_static: 1 publisher(s) matched, 1 message(s), 1 transform(s)"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}
+
+// With no broadcaster at all the error says so and asks the question a
+// user must answer.
+func TestStaticTransformsNoPublisher(t *testing.T) {
+	cfg := loopbackConfig(t)
+	p, err := NewParticipant(cfg, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	st, err := p.ListenStaticTransforms()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, _, err = st.Lookup(ctx, "base_footprint", "velodyne")
+	if err == nil || !strings.Contains(err.Error(), "0 publisher(s) matched") || !strings.Contains(err.Error(), "is robot_state_publisher or a static_transform_publisher running") {
+		t.Fatalf("err %v", err)
+	}
+}
+
+// A namespaced robot remaps /tf_static (-r /tf_static:=tf_static), as its
+// robot_state_publisher does.
+func TestStaticTransformsRemapped(t *testing.T) {
+	cfg := loopbackConfig(t)
+	cfg.Namespace = "/robot1"
+	args, err := rosargs.Parse([]string{"-r", "/tf_static:=tf_static"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Remaps = args.Remaps
+	pub := startPeer(t, cfg, "static", "rt/robot1/tf_static", "base_footprint,velodyne,0.1,0,0.5,0,0,0,1")
+	pub.expect("WRITTEN")
+	p, err := NewParticipant(cfg, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	st, err := p.ListenStaticTransforms()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	tr, _, err := st.Lookup(ctx, "base_footprint", "velodyne")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Translation != [3]float64{0.1, 0, 0.5} {
+		t.Errorf("translation %v", tr.Translation)
+	}
+}
