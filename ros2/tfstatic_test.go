@@ -19,6 +19,23 @@ import (
 
 func ftoa(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
 
+// listenStatic opens a participant in cfg's domain listening to
+// /tf_static; both close when the test ends.
+func listenStatic(t *testing.T, cfg Config) *StaticTransforms {
+	t.Helper()
+	p, err := NewParticipant(cfg, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	st, err := p.ListenStaticTransforms()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
 // A static broadcaster that wrote before the agent started (robot_state_
 // publisher at launch) is still read: TRANSIENT_LOCAL on both sides. The
 // chain crosses two messages' worth of frames and is composed as tf2 does.
@@ -33,16 +50,7 @@ func TestStaticTransformsLateJoiner(t *testing.T) {
 		"base_link,imu_link,0,0,0.05,0,0,0,1")
 	pub.expect("WRITTEN")
 
-	p, err := NewParticipant(cfg, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	st, err := p.ListenStaticTransforms()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := listenStatic(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	tr, path, err := st.Lookup(ctx, "base_footprint", "velodyne")
@@ -73,16 +81,7 @@ func TestStaticTransformsMissingFrame(t *testing.T) {
 	cfg := loopbackConfig(t)
 	pub := startPeer(t, cfg, "static", "rt/tf_static", "base_footprint,base_link,0,0,0.1,0,0,0,1")
 	pub.expect("WRITTEN")
-	p, err := NewParticipant(cfg, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	st, err := p.ListenStaticTransforms()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := listenStatic(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	// The tree has base_link once the sample is in: then ask for the
@@ -92,7 +91,7 @@ func TestStaticTransformsMissingFrame(t *testing.T) {
 	}
 	short, cancelShort := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancelShort()
-	_, _, err = st.Lookup(short, "base_footprint", "velodyne")
+	_, _, err := st.Lookup(short, "base_footprint", "velodyne")
 	if !errors.Is(err, tf.ErrUnknownFrame) {
 		t.Fatalf("err %v, want ErrUnknownFrame", err)
 	}
@@ -107,19 +106,10 @@ func TestStaticTransformsMissingFrame(t *testing.T) {
 // user must answer.
 func TestStaticTransformsNoPublisher(t *testing.T) {
 	cfg := loopbackConfig(t)
-	p, err := NewParticipant(cfg, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	st, err := p.ListenStaticTransforms()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := listenStatic(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	_, _, err = st.Lookup(ctx, "base_footprint", "velodyne")
+	_, _, err := st.Lookup(ctx, "base_footprint", "velodyne")
 	if err == nil || !strings.Contains(err.Error(), "0 publisher(s) matched") || !strings.Contains(err.Error(), "is robot_state_publisher or a static_transform_publisher running") {
 		t.Fatalf("err %v", err)
 	}
@@ -137,16 +127,7 @@ func TestStaticTransformsRemapped(t *testing.T) {
 	cfg.Remaps = args.Remaps
 	pub := startPeer(t, cfg, "static", "rt/robot1/tf_static", "base_footprint,velodyne,0.1,0,0.5,0,0,0,1")
 	pub.expect("WRITTEN")
-	p, err := NewParticipant(cfg, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	st, err := p.ListenStaticTransforms()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := listenStatic(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	tr, _, err := st.Lookup(ctx, "base_footprint", "velodyne")
