@@ -48,11 +48,13 @@ type ROS2NodeConfig struct {
 	// DiagnosticsPeriod, if not 0, publishes each driver topic's status
 	// (topicStatus) as diagnostic_msgs/DiagnosticArray on
 	// DiagnosticsTopic (default /diagnostics) this often, and every part
-	// STALE when the node stops; ZeroStamp leaves their stamp {0, 0} (a
-	// simulator's clock).
+	// STALE when the node stops.
 	DiagnosticsPeriod time.Duration
 	DiagnosticsTopic  string
-	ZeroStamp         bool
+	// SimTime follows a simulator's /clock (use_sim_time): the
+	// diagnostics and /parameter_events are stamped with its time, as an
+	// rclcpp node's are ({0, 0} before the first /clock).
+	SimTime bool
 	// Parameters, if not nil, are served to `ros2 param` (read-only: the
 	// node reads them at start).
 	Parameters *params.Set
@@ -167,8 +169,17 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 		}
 		log = zap.New(zapcore.NewTee(log.Core(), rw.Core(level)))
 	}
+	var clock func() time.Time // nil: this machine's
+	if rc.SimTime {
+		sim, err := p.FollowSimClock()
+		if err != nil {
+			return errors.Join(fmt.Errorf("camera: /clock: %w", err), stopServing())
+		}
+		defer sim.Close()
+		clock = sim.Now
+	}
 	if rc.Parameters != nil {
-		ps, err := p.ServeParameters(rc.Parameters, ros2.ParameterOptions{ZeroStamp: rc.ZeroStamp})
+		ps, err := p.ServeParameters(rc.Parameters, ros2.ParameterOptions{Clock: clock})
 		if err != nil {
 			return errors.Join(fmt.Errorf("camera: parameter services: %w", err), stopServing())
 		}
@@ -218,7 +229,7 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 			return errors.Join(fmt.Errorf("camera: diagnostics: %w", err), src.Close(), stopServing())
 		}
 		defer diag.Close() // after the loop's last publish, before the participant
-		loop := topicStatusLoop(rc, src, cam, srv, inputs[0].resolved, inputs[1].resolved)
+		loop := topicStatusLoop(rc, clock, src, cam, srv, inputs[0].resolved, inputs[1].resolved)
 		loop.Sink, loop.Log = diag, log
 		loopDone := make(chan struct{})
 		go func() {
@@ -246,9 +257,9 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 
 // topicStatusLoop is the camera's status loop: a status per driver topic
 // it subscribes (points, image) and one of its subscribers every
-// rc.DiagnosticsPeriod, STALE when it stops. Sink and Log are the
-// caller's to set.
-func topicStatusLoop(rc ROS2NodeConfig, src *ROS2Source, cam *Camera, srv *transport.Server, pointsTopic, imageTopic string) status.Loop {
+// rc.DiagnosticsPeriod, STALE when it stops, stamped by clock (nil: this
+// machine's). Sink and Log are the caller's to set.
+func topicStatusLoop(rc ROS2NodeConfig, clock func() time.Time, src *ROS2Source, cam *Camera, srv *transport.Server, pointsTopic, imageTopic string) status.Loop {
 	fullName := rc.DDS.FullNodeName()
 	var states []topicState
 	var topics []int
@@ -288,8 +299,8 @@ func topicStatusLoop(rc ROS2NodeConfig, src *ROS2Source, cam *Camera, srv *trans
 		},
 		Stopped: status.Named(strings.TrimPrefix(fullName, "/"), fullName, parts, status.Stale, "the node stopped"),
 	}
-	if rc.ZeroStamp {
-		loop.Stamp = func(time.Time) time.Time { return time.Time{} }
+	if clock != nil {
+		loop.Stamp = func(time.Time) time.Time { return clock() }
 	}
 	return loop
 }

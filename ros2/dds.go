@@ -81,6 +81,8 @@ func cType(t msgType) C.int {
 		return C.ZH_PARAMETER_EVENT
 	case typeTFMessage:
 		return C.ZH_TF_MESSAGE
+	case typeClock:
+		return C.ZH_CLOCK
 	}
 	if t.isService() {
 		return C.int(t) // ZH_REQUEST and ZH_REPLY have the same values
@@ -712,4 +714,16 @@ func takeTF(rd entity, recs []tfRec, strs []byte) (got int32, n, total int, rc r
 		return 0, 0, 0, retcode(r)
 	}
 	return 1, int(cn), int(ctotal), 0
+}
+
+// takeClock takes one Clock from rd: got = 1 with its time, 0 when the
+// reader is empty.
+func takeClock(rd entity) (got int32, sec int32, nanosec uint32, rc retcode) {
+	var csec C.int32_t
+	var cns C.uint32_t
+	r := C.zh_take_clock(C.dds_entity_t(rd), &csec, &cns)
+	if r <= 0 {
+		return 0, 0, 0, retcode(r)
+	}
+	return 1, int32(csec), uint32(cns), 0
 }

@@ -102,6 +102,8 @@ const (
 	typeParameterEvent msgType = 9
 	// typeTFMessage is tf2_msgs/TFMessage (/tf_static), read only.
 	typeTFMessage msgType = 10
+	// typeClock is rosgraph_msgs/Clock (/clock), read only.
+	typeClock msgType = 11
 	// typeParticipantEntitiesInfo is the graph topic's type
 	// (ros_discovery_info); the participant's own writer, not an endpoint.
 	typeParticipantEntitiesInfo msgType = 6
@@ -163,6 +165,7 @@ const (
 	hashLog            = "RIHS01_e28ce254ca8abc06abf92773b74602cdbf116ed34fbaf294fb9f81da9f318eac"
 	hashParameterEvent = "RIHS01_043e627780fcad87a22d225bc2a037361dba713fca6a6b9f4b869a5aa0393204"
 	hashTFMessage      = "RIHS01_e369d0f05a23ae52508854b66f6aa0437f3449d652e8cbf22d5abe85d020f087"
+	hashClock          = "RIHS01_692f7a66e93a3c83e71765d033b60349ba68023a8c689a79e48078bcb5c58564"
 	// rmw_dds_common 3.x (Jazzy), the 16-byte Gid.
 	hashParticipantEntitiesInfo = "RIHS01_91a0593bacdcc50ea9bdcf849a938b128412cc1ea821245c663bcd26f83c295e"
 )
@@ -188,6 +191,8 @@ func (t msgType) rosName() string {
 		return "rcl_interfaces/msg/ParameterEvent"
 	case typeTFMessage:
 		return "tf2_msgs/msg/TFMessage"
+	case typeClock:
+		return "rosgraph_msgs/msg/Clock"
 	case typeParticipantEntitiesInfo:
 		return "rmw_dds_common/msg/ParticipantEntitiesInfo"
 	}
@@ -234,6 +239,8 @@ func (t msgType) typeHash() string {
 		return hashParameterEvent
 	case typeTFMessage:
 		return hashTFMessage
+	case typeClock:
+		return hashClock
 	case typeParticipantEntitiesInfo:
 		return hashParticipantEntitiesInfo
 	}
@@ -320,18 +327,21 @@ type TwistOptions struct {
 	FrameID string // TwistStamped header.frame_id; default "base_link"
 	// ZeroStamp publishes every TwistStamped with header.stamp {0, 0},
 	// which diff_drive_controller (and controllers that follow it) stamp
-	// on arrival with their own clock: for use_sim_time, where this
-	// machine's clock lies in the simulation's future.
+	// on arrival with their own clock.
 	ZeroStamp bool
-	QoS       QoS // default DefaultQoS()
+	// Clock, if set, stamps each TwistStamped with its time at publish
+	// instead of the frame's: SimClock.Now under use_sim_time, as an
+	// rclcpp node stamps with now(). It must not allocate.
+	Clock func() time.Time
+	QoS   QoS // default DefaultQoS()
 }
 
 // ParameterOptions tune a ParameterServer.
 type ParameterOptions struct {
-	// ZeroStamp leaves the /parameter_events stamps {0, 0}: under a
-	// simulator's clock (use_sim_time), where rclcpp stamps them with
-	// simulation time, which this node does not read.
-	ZeroStamp bool
+	// Clock stamps the /parameter_events; nil: this machine's clock.
+	// Under use_sim_time, SimClock.Now: rclcpp stamps them with the node's
+	// clock, which is then the simulation's.
+	Clock func() time.Time
 }
 
 // RosoutOptions configure a RosoutWriter. The zero value publishes on

@@ -458,11 +458,11 @@ func (s *ParameterServer) announce(names []string, isNew bool) error {
 	if isNew {
 		nnew = len(s.evRecs)
 	}
-	var sec int32
-	var nanosec uint32
-	if !s.opts.ZeroStamp {
-		sec, nanosec = rosTime(time.Now())
+	now := time.Now
+	if s.opts.Clock != nil {
+		now = s.opts.Clock
 	}
+	sec, nanosec := rosTime(now())
 	if rc := writeParameterEvent(ep.e, sec, nanosec, s.node, s.evStrs, s.evRecs, nnew); rc < 0 {
 		return &ddsError{op: "write " + ep.ddsTopic, rc: rc}
 	}

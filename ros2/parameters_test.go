@@ -188,9 +188,9 @@ func TestParameterEvents(t *testing.T) {
 	}
 }
 
-// Under a simulator's clock the events carry no stamp, and the node is
-// named as the node, whatever remapping rules move topics ending in a
-// service's name.
+// Under a simulator's clock the events carry its time (ParameterOptions.
+// Clock, SimClock.Now), and the node is named as the node, whatever
+// remapping rules move topics ending in a service's name.
 func TestParameterEventsUnderSimTime(t *testing.T) {
 	cfg := loopbackConfig(t)
 	cfg.NodeName, cfg.Namespace = "zerohop_camera", "/sim"
@@ -204,7 +204,7 @@ func TestParameterEventsUnderSimTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	srv, err := p.ServeParameters(testParams(t), ParameterOptions{ZeroStamp: true})
+	srv, err := p.ServeParameters(testParams(t), ParameterOptions{Clock: func() time.Time { return time.Unix(42, 7) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,8 +216,8 @@ func TestParameterEventsUnderSimTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := fields(sub.expect("SAMPLE"))
-	if got["sec"] != "0" || got["nanosec"] != "0" || got["node"] != hex.EncodeToString([]byte("/sim/zerohop_camera")) || got["changed"] != "1" {
-		t.Errorf("event %v: want stamp 0.0 from /sim/zerohop_camera", got)
+	if got["sec"] != "42" || got["nanosec"] != "7" || got["node"] != hex.EncodeToString([]byte("/sim/zerohop_camera")) || got["changed"] != "1" {
+		t.Errorf("event %v: want stamp 42.000000007 (the clock's) from /sim/zerohop_camera", got)
 	}
 }
 

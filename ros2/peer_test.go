@@ -51,7 +51,7 @@ func buildPeer(peer, graph, paramClient string) error {
 		return fmt.Errorf("pkg-config CycloneDDS: %w", err)
 	}
 	for _, args := range [][]string{
-		{"-o", peer, "testdata/peer/peer.c", "builtin_interfaces.c", "std_msgs.c", "geometry_msgs.c", "tf2_msgs.c", "sensor_msgs.c", "zerohop_msgs.c", "diagnostic_msgs.c", "rcl_interfaces.c"},
+		{"-o", peer, "testdata/peer/peer.c", "builtin_interfaces.c", "std_msgs.c", "geometry_msgs.c", "tf2_msgs.c", "rosgraph_msgs.c", "sensor_msgs.c", "zerohop_msgs.c", "diagnostic_msgs.c", "rcl_interfaces.c"},
 		{"-o", graph, "testdata/graph/graph.c", "rmw_dds_common.c", "rmw_dds_common_humble.c"},
 		{"-o", paramClient, "testdata/paramclient/paramclient.c", "rcl_interfaces.c"},
 	} {

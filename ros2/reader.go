@@ -60,6 +60,7 @@ type handlers struct {
 	image      func(*ImageView)
 	cloud      func(*PointCloud2View)
 	transforms func([]tf.Stamped, int) // a TFMessage's transforms, and how many it had
+	clock      func(sec int32, nanosec uint32)
 }
 
 func (p *Participant) subscribe(t msgType, topic string, opts SubscriptionOptions, h handlers) (*Subscription, error) {
@@ -73,7 +74,7 @@ func (p *Participant) subscribe(t msgType, topic string, opts SubscriptionOption
 // openSubscription creates the reader (QoS q, resolved) and its waitset
 // and, if start, the goroutine (tests drive takeOne themselves instead).
 func (p *Participant) openSubscription(t msgType, topic string, q QoS, h handlers, start bool) (*Subscription, error) {
-	if h.image == nil && h.cloud == nil && h.transforms == nil {
+	if h.image == nil && h.cloud == nil && h.transforms == nil && h.clock == nil {
 		return nil, errNilCallback
 	}
 	ep, err := p.newEndpoint(t, topic, false, q, defaultMaxBlocking, nil)
@@ -86,9 +87,10 @@ func (p *Participant) openSubscription(t msgType, topic string, q QoS, h handler
 		return nil, &ddsError{op: "create waitset for " + ep.ddsTopic, rc: rc}
 	}
 	s := &Subscription{ep: ep, ws: ws, handlers: h, done: make(chan struct{})}
-	if h.transforms != nil {
+	switch {
+	case h.transforms != nil:
 		s.tfs = newTFBuffers()
-	} else {
+	case h.image != nil, h.cloud != nil:
 		s.cv = newCView(t)
 	}
 	p.mu.Lock()
@@ -157,6 +159,14 @@ func (s *Subscription) takeOne() (int32, retcode) {
 	)
 	if s.transforms != nil {
 		return s.takeTransforms()
+	}
+	if s.clock != nil {
+		got, sec, ns, rc := takeClock(rd)
+		if got > 0 {
+			s.received.Add(1)
+			s.clock(sec, ns)
+		}
+		return got, rc
 	}
 	if s.image != nil {
 		loan, n, rc = takeImage(rd, s.cv, &s.imgView)

@@ -112,3 +112,14 @@ func (*StaticTransforms) Lookup(context.Context, string, string) (tf.Transform, 
 }
 func (*StaticTransforms) Matched() int { return 0 }
 func (*StaticTransforms) Close() error { return nil }
+
+// SimClock follows /clock (see the ros2-tagged build).
+type SimClock struct{}
+
+// FollowSimClock returns ErrNotBuilt.
+func (*Participant) FollowSimClock() (*SimClock, error) { return nil, ErrNotBuilt }
+
+func (*SimClock) Now() time.Time   { return time.Time{} }
+func (*SimClock) Received() uint64 { return 0 }
+func (*SimClock) Matched() int     { return 0 }
+func (*SimClock) Close() error     { return nil }

@@ -13,7 +13,7 @@ import (
 	"github.com/zerohop/zerohop/ros2/internal/typehash"
 )
 
-var allTypes = []msgType{typeTwist, typeTwistStamped, typeImage, typePointCloud2, typeSlotHandle, typeDiagnostics, typeLog, typeParameterEvent, typeTFMessage, typeParticipantEntitiesInfo}
+var allTypes = []msgType{typeTwist, typeTwistStamped, typeImage, typePointCloud2, typeSlotHandle, typeDiagnostics, typeLog, typeParameterEvent, typeTFMessage, typeClock, typeParticipantEntitiesInfo}
 
 // registry holds the ROS types plus SlotHandle as zerohop_msgs declares it.
 func registry(t *testing.T) typehash.Registry {
@@ -61,6 +61,7 @@ func TestDDSTypeNames(t *testing.T) {
 		typeLog:                     "rcl_interfaces::msg::dds_::Log_",
 		typeParameterEvent:          "rcl_interfaces::msg::dds_::ParameterEvent_",
 		typeTFMessage:               "tf2_msgs::msg::dds_::TFMessage_",
+		typeClock:                   "rosgraph_msgs::msg::dds_::Clock_",
 		typeParticipantEntitiesInfo: "rmw_dds_common::msg::dds_::ParticipantEntitiesInfo_",
 	}
 	for typ, name := range want {
@@ -135,7 +136,7 @@ func TestGeneratedCodeIsFresh(t *testing.T) {
 	if err != nil {
 		t.Fatalf("idl/gen.sh: %v\n%s", err, out)
 	}
-	for _, name := range []string{"builtin_interfaces", "std_msgs", "geometry_msgs", "tf2_msgs", "sensor_msgs", "diagnostic_msgs", "zerohop_msgs", "rmw_dds_common", "rmw_dds_common_humble", "rcl_interfaces"} {
+	for _, name := range []string{"builtin_interfaces", "rosgraph_msgs", "std_msgs", "geometry_msgs", "tf2_msgs", "sensor_msgs", "diagnostic_msgs", "zerohop_msgs", "rmw_dds_common", "rmw_dds_common_humble", "rcl_interfaces"} {
 		for _, ext := range []string{".c", ".h"} {
 			fresh, err := os.ReadFile(filepath.Join(dir, name+ext))
 			if err != nil {

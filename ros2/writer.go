@@ -21,8 +21,9 @@ import (
 type TwistSink struct {
 	ep        *endpoint
 	stamped   bool
-	zeroStamp bool    // TwistOptions.ZeroStamp
-	frameID   cString // TwistStamped header.frame_id, C memory; freed when the endpoint closes
+	zeroStamp bool             // TwistOptions.ZeroStamp
+	clock     func() time.Time // TwistOptions.Clock; nil: the frame's stamp
+	frameID   cString          // TwistStamped header.frame_id, C memory; freed when the endpoint closes
 	// Under ep.mu: what went out, for the two log lines that tell a user
 	// without ROS tools that commands flow (the first moving one) and how
 	// it ended (Close).
@@ -51,10 +52,13 @@ func (p *Participant) NewTwistSink(opts TwistOptions) (*TwistSink, error) {
 	if opts.Stamped {
 		t = typeTwistStamped
 	}
-	if opts.ZeroStamp && !opts.Stamped {
-		return nil, fmt.Errorf("ros2: a zero stamp is for TwistStamped; Twist has no stamp")
+	switch {
+	case (opts.ZeroStamp || opts.Clock != nil) && !opts.Stamped:
+		return nil, fmt.Errorf("ros2: a zero stamp or a clock is for TwistStamped; Twist has no stamp")
+	case opts.ZeroStamp && opts.Clock != nil:
+		return nil, fmt.Errorf("ros2: TwistStamped with a zero stamp and a clock: choose one")
 	}
-	s := &TwistSink{stamped: opts.Stamped, zeroStamp: opts.ZeroStamp}
+	s := &TwistSink{stamped: opts.Stamped, zeroStamp: opts.ZeroStamp, clock: opts.Clock}
 	var release func()
 	if opts.Stamped {
 		s.frameID = newCString(opts.FrameID)
@@ -71,8 +75,8 @@ func (p *Participant) NewTwistSink(opts TwistOptions) (*TwistSink, error) {
 // PublishTwist publishes t. A non-finite component is never published:
 // the robot gets the zero command instead, and the error (wrapping
 // planner.ErrNonFinite) says so. stamp becomes TwistStamped's
-// header.stamp; the zero time (or TwistOptions.ZeroStamp) means "no stamp"
-// ({0, 0}).
+// header.stamp, unless TwistOptions.ZeroStamp or Clock say otherwise; the
+// zero time means "no stamp" ({0, 0}).
 func (s *TwistSink) PublishTwist(t planner.Twist, stamp time.Time) error {
 	var bad error
 	if !finite(t.LinearX) || !finite(t.AngularZ) {
@@ -88,8 +92,11 @@ func (s *TwistSink) PublishTwist(t planner.Twist, stamp time.Time) error {
 	}
 	var rc retcode
 	if s.stamped {
-		if s.zeroStamp {
+		switch {
+		case s.zeroStamp:
 			stamp = time.Time{}
+		case s.clock != nil:
+			stamp = s.clock()
 		}
 		sec, ns := rosTime(stamp)
 		rc = writeTwistStamped(ep.e, sec, ns, s.frameID, t.LinearX, t.AngularZ)

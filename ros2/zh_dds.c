@@ -13,6 +13,7 @@
 #include "diagnostic_msgs.h"
 #include "rcl_interfaces.h"
 #include "tf2_msgs.h"
+#include "rosgraph_msgs.h"
 #include "rmw_dds_common.h"
 #include "rmw_dds_common_humble.h"
 
@@ -64,6 +65,8 @@ static const dds_topic_descriptor_t *descriptor(int type)
     return &rcl_interfaces_msg_dds__ParameterEvent__desc;
   case ZH_TF_MESSAGE:
     return &tf2_msgs_msg_dds__TFMessage__desc;
+  case ZH_CLOCK:
+    return &rosgraph_msgs_msg_dds__Clock__desc;
   }
   return zh_service_descriptor(type);
 }
@@ -451,6 +454,20 @@ dds_return_t zh_return_loan(dds_entity_t reader, void *loan)
 {
   void *buf[1] = {loan};
   return dds_return_loan(reader, buf, 1);
+}
+
+int32_t zh_take_clock(dds_entity_t reader, int32_t *sec, uint32_t *nanosec)
+{
+  void *loan = NULL;
+  int32_t got = take_loaned(reader, &loan);
+  if (got <= 0)
+    return got;
+  const rosgraph_msgs_msg_dds__Clock_ *c = loan;
+  *sec = c->clock.sec;
+  *nanosec = c->clock.nanosec;
+  void *buf[1] = {loan};
+  dds_return_t rc = dds_return_loan(reader, buf, 1);
+  return rc < 0 ? rc : 1;
 }
 
 // put_str copies s into strs at *used if it fits, recording where.

@@ -24,6 +24,7 @@ enum zh_type {
   ZH_LOG = 8,           // rcl_interfaces::msg::dds_::Log_ (/rosout)
   ZH_PARAMETER_EVENT = 9, // rcl_interfaces::msg::dds_::ParameterEvent_ (/parameter_events)
   ZH_TF_MESSAGE = 10,   // tf2_msgs::msg::dds_::TFMessage_ (/tf_static)
+  ZH_CLOCK = 11,        // rosgraph_msgs::msg::dds_::Clock_ (/clock)
   // A parameter service's request type is ZH_REQUEST + its zh_param_service,
   // its reply type ZH_REPLY + it: rcl_interfaces::srv::dds_::<Srv>_Request_
   // and _Response_.
@@ -344,6 +345,10 @@ typedef struct zh_tf_rec {
 // with *n the records filled and *total the message's transform count
 // (more than *n when some did not fit), 0 when the reader holds no valid
 // sample, or a negative DDS return code.
+// zh_take_clock takes one valid Clock from `reader` into *sec, *nanosec:
+// 1, 0 when the reader holds no valid sample, or a negative DDS return code.
+int32_t zh_take_clock(dds_entity_t reader, int32_t *sec, uint32_t *nanosec);
+
 int32_t zh_take_tf(dds_entity_t reader, zh_tf_rec *recs, uint32_t max, char *strs, size_t nstrs,
                    uint32_t *n, uint32_t *total);
 

@@ -53,7 +53,22 @@ func ros2Flags(fs *flag.FlagSet, tuning *agent.PlannerTuning) func(*zap.Logger, 
 		if err != nil {
 			return ros2Out{}, err
 		}
-		paramSrv, err := p.ServeParameters(paramSet, ros2.ParameterOptions{ZeroStamp: set.simTime})
+		// Under use_sim_time what the node stamps carries the
+		// simulation's time, as an rclcpp node's does (its /clock
+		// subscription closes with the participant).
+		var clock func() time.Time // nil: this machine's
+		if set.simTime {
+			sim, err := p.FollowSimClock()
+			if err != nil {
+				p.Close()
+				return ros2Out{}, err
+			}
+			clock = sim.Now
+			if set.twist.Stamped && !set.twist.ZeroStamp {
+				set.twist.Clock = clock
+			}
+		}
+		paramSrv, err := p.ServeParameters(paramSet, ros2.ParameterOptions{Clock: clock})
 		if err != nil {
 			p.Close()
 			return ros2Out{}, err
@@ -99,10 +114,8 @@ func ros2Flags(fs *flag.FlagSet, tuning *agent.PlannerTuning) func(*zap.Logger, 
 			}
 			out.status, out.statusPeriod = diag, set.diagPeriod
 			out.statusNode = rosargs.FullName(rosargs.Node(set.cfg.Remaps, set.cfg.Namespace, set.cfg.NodeName))
-			if set.simTime {
-				// The simulation's clock is not this machine's: no stamp
-				// (aggregators time statuses by arrival).
-				out.statusStamp = func(time.Time) time.Time { return time.Time{} }
+			if clock != nil {
+				out.statusStamp = func(time.Time) time.Time { return clock() }
 			}
 		}
 		// The agent publishes zero (and its last status) before it
@@ -153,14 +166,14 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 		enable  = fs.Bool("ros2", false, "publish cmd_vel over ROS 2 (Cyclone DDS); domain and discovery from ROS_DOMAIN_ID, ROS_AUTOMATIC_DISCOVERY_RANGE, ROS_LOCALHOST_ONLY, ROS_STATIC_PEERS, CYCLONEDDS_URI")
 		topic   = fs.String("cmd-vel-topic", "cmd_vel", "ROS 2 topic for velocity commands (--ros2); a relative name resolves against --ros2-namespace (cmd_vel in /robot1 is /robot1/cmd_vel), an absolute one (/cmd_vel) does not; --ros-args -r cmd_vel:=/other moves it as it moves any ROS node's topic")
 		stamped = fs.Bool("twist-stamped", false, "publish geometry_msgs/TwistStamped instead of Twist (--ros2; newer controllers, Jazzy's diff_drive_controller)")
-		stampBy = fs.String("twist-stamp", "frame", `header.stamp of TwistStamped (--twist-stamped): "frame" (the capture time of the frame the command comes from, this machine's clock for zero commands) or "zero" ({0,0}: diff_drive_controller stamps it on arrival with its own clock; use it under use_sim_time, where this machine's clock lies in the simulation's future)`)
+		stampBy = fs.String("twist-stamp", "frame", `header.stamp of TwistStamped (--twist-stamped): "frame" (the capture time of the frame the command comes from, this machine's clock for zero commands; under --use-sim-time the simulation's time from /clock instead) or "zero" ({0,0}: diff_drive_controller stamps it on arrival with its own clock)`)
 		frame   = fs.String("cmd-vel-frame", "base_link", "header.frame_id of TwistStamped commands (--twist-stamped)")
 		domain  = fs.Int("ros-domain", -1, fmt.Sprintf("DDS domain id 0..%d, overriding ROS_DOMAIN_ID (--ros2; -1: from the environment, default 0)", ros2.MaxDomainID))
 		node    = fs.String("ros2-node-name", "zerohop_agent", "ROS node name in ros2 node list / rqt_graph (--ros2; --ros-args -r __node:=NAME wins over it)")
 		ns      = fs.String("ros2-namespace", "/", "ROS namespace of that node, e.g. /robot1; relative topic names resolve against it (--ros2; --ros-args -r __ns:=/NS wins over it)")
 		diagPer = fs.Duration("diagnostics-period", status.DefaultPeriod, "publish the agent's status as diagnostic_msgs/DiagnosticArray this often (--ros2; 0: never), for diagnostic_aggregator, rqt_robot_monitor and Foxglove: cmd_vel (ERROR while commands are zeroed, with why), frames (rate; WARN when over 5% are dropped), latency (each stage's p50/p99/max; WARN when the end-to-end p99 plus the time between frames passes 80% of --watchdog), lidar (WARN while the ground check disagrees with the mounting flags), compute (CPU or GPU); starting up at once, every part STALE when the agent stops. The ROS parameter diagnostic_updater.period sets it too")
 		diagTop = fs.String("diagnostics-topic", "/diagnostics", "topic of the agent's status (--ros2, --diagnostics-period)")
-		simTime = fs.Bool("use-sim-time", false, "the ROS graph runs on a simulator's /clock (use_sim_time, which launch files set as a parameter): with --twist-stamped, commands are stamped {0,0} as with --twist-stamp zero, since this machine's clock lies in the simulation's future; the Twist of plain cmd_vel has no stamp")
+		simTime = fs.Bool("use-sim-time", false, "the ROS graph runs on a simulator's /clock (use_sim_time, which launch files set as a parameter): with --ros2 the agent follows /clock and stamps TwistStamped commands (--twist-stamped), /diagnostics and /parameter_events with the simulation's time when each goes out, as rclcpp nodes do ({0,0} before the first /clock; --twist-stamp zero keeps commands at {0,0}); /rosout keeps this machine's clock, as rcl's does, and so does the watchdog")
 	)
 	return func(lookup func(string) (string, bool), ra *rosargs.Args) (ros2Settings, error) {
 		fail := func(err error) (ros2Settings, error) { return ros2Settings{}, err }
@@ -185,11 +198,8 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 		default:
 			return fail(fmt.Errorf(`--twist-stamp %q: want "frame" or "zero"`, *stampBy))
 		}
-		if *simTime && *stamped {
-			if given(fs, "twist-stamp") && !zeroStamp {
-				return fail(fmt.Errorf("--use-sim-time with --twist-stamp frame: a controller on the simulator's clock would read this machine's stamps as far in its future; leave --twist-stamp out (use_sim_time stamps {0,0})"))
-			}
-			zeroStamp = true
+		if *simTime && *stamped && given(fs, "twist-stamp") && !zeroStamp {
+			return fail(fmt.Errorf("--use-sim-time with --twist-stamp frame: a controller on the simulator's clock would read this machine's stamps as far in its future; leave --twist-stamp out (use_sim_time stamps commands with /clock) or give --twist-stamp zero"))
 		}
 		if zeroStamp && !*stamped {
 			return fail(fmt.Errorf("--twist-stamp zero: only with --twist-stamped (Twist has no stamp)"))

@@ -70,6 +70,7 @@ func TestROSArgsConfigureTheCmdVelPublisher(t *testing.T) {
 		node      string // full name
 		topic     string // cmd_vel, resolved
 		zeroStamp bool
+		simTime   bool // the commands are stamped from /clock once the participant is up
 	}{
 		{
 			// Node(executable='agent', name='front_agent', namespace='robot1',
@@ -77,24 +78,29 @@ func TestROSArgsConfigureTheCmdVelPublisher(t *testing.T) {
 			"launch_ros",
 			[]string{"--ros-args", "-r", "__node:=front_agent", "-r", "__ns:=/robot1",
 				"--params-file", "testdata/launch_params_front_agent.yaml", "-r", "cmd_vel:=/diff_drive_controller/cmd_vel"},
-			"/robot1/front_agent", "/diff_drive_controller/cmd_vel", true,
+			"/robot1/front_agent", "/diff_drive_controller/cmd_vel", false, true,
 		},
 		{
 			// SetUseSimTime(True) in a launch file: use_sim_time for every
-			// node; plain Twist has no stamp to zero.
+			// node; plain Twist has no stamp.
 			"use_sim_time without TwistStamped",
 			[]string{"--ros2", "--ros-args", "-p", "use_sim_time:=True"},
-			"/zerohop_agent", "/cmd_vel", false,
+			"/zerohop_agent", "/cmd_vel", false, true,
+		},
+		{
+			"use_sim_time with a zero stamp asked for",
+			[]string{"--ros2", "--twist-stamped", "--twist-stamp", "zero", "--use-sim-time"},
+			"/zerohop_agent", "/cmd_vel", true, true,
 		},
 		{
 			"a relative remapping under the flag's namespace",
 			[]string{"--ros2", "--ros2-namespace", "/r2", "--ros-args", "-r", "cmd_vel:=base/cmd_vel"},
-			"/r2/zerohop_agent", "/r2/base/cmd_vel", false,
+			"/r2/zerohop_agent", "/r2/base/cmd_vel", false, false,
 		},
 		{
 			"no ROS arguments",
 			[]string{"--ros2", "--twist-stamped"},
-			"/zerohop_agent", "/cmd_vel", false,
+			"/zerohop_agent", "/cmd_vel", false, false,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -117,8 +123,8 @@ func TestROSArgsConfigureTheCmdVelPublisher(t *testing.T) {
 			if got, err := cfg.ResolveTopic(opts.Topic); err != nil || got != tc.topic {
 				t.Errorf("cmd_vel on %q (%v), want %q", got, err, tc.topic)
 			}
-			if opts.ZeroStamp != tc.zeroStamp {
-				t.Errorf("ZeroStamp %v, want %v", opts.ZeroStamp, tc.zeroStamp)
+			if opts.ZeroStamp != tc.zeroStamp || set.simTime != tc.simTime {
+				t.Errorf("ZeroStamp %v, sim time %v; want %v, %v", opts.ZeroStamp, set.simTime, tc.zeroStamp, tc.simTime)
 			}
 		})
 	}

@@ -76,7 +76,7 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 		mirrorRel  = fs.String("ros2-mirror-reliability", "best-effort", `--source ros2: QoS of the mirror topics: "best-effort" (KEEP_LAST 5; RELIABLE subscribers such as rviz2's default displays do not match it) or "reliable" (KEEP_LAST 1; both kinds match). Neither makes the camera wait: a subscriber or link that falls behind misses frames`)
 		node       = fs.String("ros2-node-name", "zerohop_camera", "--source ros2: ROS node name in ros2 node list / rqt_graph")
 		ns         = fs.String("ros2-namespace", "/", "--source ros2: ROS namespace of that node, e.g. /robot1; relative topic names (the defaults points and image_raw, the mirror and handles topics) resolve against it (--ros-args -r __ns:=/NS wins over it)")
-		simTime    = fs.Bool("use-sim-time", false, `the ROS graph runs on a simulator's /clock (use_sim_time, which launch files set as a parameter): with --source ros2 a frame's capture time is its arrival, as with --ros2-stamp receipt, since the drivers' stamps are simulation time; other sources stamp with this machine's clock anyway`)
+		simTime    = fs.Bool("use-sim-time", false, `the ROS graph runs on a simulator's /clock (use_sim_time, which launch files set as a parameter): with --source ros2 the camera follows /clock and stamps its /diagnostics and /parameter_events with the simulation's time ({0,0} before the first /clock), and a frame's capture time is its arrival, as with --ros2-stamp receipt, since the drivers' stamps are simulation time; other sources stamp with this machine's clock anyway`)
 		stamp      = fs.String("ros2-stamp", "header", `--source ros2: a frame's capture time: "header" (the message's header.stamp; the driver's clock must be this machine's, within the agent's --watchdog) or "receipt" (this machine's clock when the message arrives: for a simulator's use_sim_time stamps or a driver clock that is not synchronised; time before arrival goes uncounted)`)
 		iField     = fs.String("ros2-intensity-field", camera.DefaultIntensityField, `--source ros2: the PointCloud2 field whose value (any numeric type, converted to float32) becomes each point's intensity, e.g. reflectivity for Livox or an Ouster's native profile; not x, y or z. "" = none: intensity 0 for every point, without the warning a cloud lacking the field gets`)
 		iScale     = fs.Float64("ros2-intensity-scale", 1, `--source ros2: multiply each intensity by this, a finite number > 0, to bring the driver's scale to the one the model was trained on (Velodyne sends 0-255, Ouster up to thousands, KITTI 0-1). The synthetic scene's intensities lie in 0-1 (ground 0.2 to obstacles 0.85), as KITTI's do: for a 0-255 driver give 0.00392157 (1/255). The shipped reference model ignores intensity (its BEV's intensity channel is unused). A scale other than 1 turns off the single-copy path for clouds already packed XYZI float32`)
@@ -149,7 +149,7 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 			MaxPoints: *maxPoints, MaxImageBytes: *maxImage, HandlesTopic: *handlesTop,
 			ImageMirrorTopic: *imgMirror, PointsMirrorTopic: *ptsMirror, MirrorReliability: rel,
 			StampOnReceipt: receipt, Intensity: intensity,
-			DiagnosticsPeriod: *diagPer, DiagnosticsTopic: *diagTop, ZeroStamp: *simTime,
+			DiagnosticsPeriod: *diagPer, DiagnosticsTopic: *diagTop, SimTime: *simTime,
 		}, nil
 	}
 }

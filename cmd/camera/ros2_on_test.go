@@ -353,8 +353,8 @@ func TestDiagnosticsFlags(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || rc.DiagnosticsPeriod != c.period || rc.DiagnosticsTopic != "/diagnostics" || rc.ZeroStamp != c.zero {
-			t.Errorf("%q: period %v, topic %q, zero stamp %v (%v); want %v, /diagnostics, %v", c.args, rc.DiagnosticsPeriod, rc.DiagnosticsTopic, rc.ZeroStamp, err, c.period, c.zero)
+		if err != nil || rc.DiagnosticsPeriod != c.period || rc.DiagnosticsTopic != "/diagnostics" || rc.SimTime != c.zero {
+			t.Errorf("%q: period %v, topic %q, zero stamp %v (%v); want %v, /diagnostics, %v", c.args, rc.DiagnosticsPeriod, rc.DiagnosticsTopic, rc.SimTime, err, c.period, c.zero)
 		}
 	}
 }

@@ -15,7 +15,7 @@ cp "$here"/*.idl "$tmp"/
 # Run idlc in the output folder without -o: its include guards and "File
 # name" lines are derived from the output path.
 cd "$tmp"
-for name in builtin_interfaces std_msgs geometry_msgs tf2_msgs sensor_msgs diagnostic_msgs zerohop_msgs rmw_dds_common rmw_dds_common_humble rcl_interfaces; do
+for name in builtin_interfaces rosgraph_msgs std_msgs geometry_msgs tf2_msgs sensor_msgs diagnostic_msgs zerohop_msgs rmw_dds_common rmw_dds_common_humble rcl_interfaces; do
   idlc -t -x final "$name.idl"
   # Absolute paths would make the output depend on the checkout.
   sed -i -e "s|Source: .*/$name.idl|Source: ros2/idl/$name.idl|" -e "s|File name: .*/|File name: |" "$tmp/$name.c" "$tmp/$name.h"

@@ -33,6 +33,7 @@ var published = []struct{ name, hash string }{
 	{"rcl_interfaces/msg/ParameterEvent", "RIHS01_043e627780fcad87a22d225bc2a037361dba713fca6a6b9f4b869a5aa0393204"},
 	// Jazzy's, as `ros2 topic info -v /tf` and rosbag2 metadata print it.
 	{"tf2_msgs/msg/TFMessage", "RIHS01_e369d0f05a23ae52508854b66f6aa0437f3449d652e8cbf22d5abe85d020f087"},
+	{"rosgraph_msgs/msg/Clock", "RIHS01_692f7a66e93a3c83e71765d033b60349ba68023a8c689a79e48078bcb5c58564"},
 	// rmw_dds_common 3.x: the *__get_type_hash constants of its generated
 	// description files.
 	{"rmw_dds_common/msg/Gid", "RIHS01_ab6f21cfbb0a6dbb837161e1110c2051a2850ed9f9c53944d7115d9bcebedf71"},

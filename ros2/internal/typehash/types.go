@@ -9,6 +9,8 @@ func ROS() Registry {
 	r := Registry{}
 	for _, t := range []Type{
 		{"builtin_interfaces/msg/Time", []Field{{Name: "sec", ID: Int32}, {Name: "nanosec", ID: Uint32}}},
+		// rosgraph_msgs: /clock, a simulator's time.
+		{"rosgraph_msgs/msg/Clock", []Field{nested("clock", "builtin_interfaces/msg/Time")}},
 		{"std_msgs/msg/Header", []Field{nested("stamp", "builtin_interfaces/msg/Time"), {Name: "frame_id", ID: String}}},
 		{"geometry_msgs/msg/Vector3", []Field{{Name: "x", ID: Float64}, {Name: "y", ID: Float64}, {Name: "z", ID: Float64}}},
 		{"geometry_msgs/msg/Twist", []Field{nested("linear", "geometry_msgs/msg/Vector3"), nested("angular", "geometry_msgs/msg/Vector3")}},

@@ -27,6 +27,10 @@
 //     does (RELIABLE, TRANSIENT_LOCAL, KEEP_LAST 1), then prints READY and WRITTEN:
 //     a reader started after that must still get it.
 //
+//   peer DOMAIN clock TOPIC SEC PERIOD_MS
+//     Publishes rosgraph_msgs/Clock as a simulator does (RELIABLE, KEEP_LAST
+//     1): SEC.5, then one more second every PERIOD_MS.
+//
 // All end when stdin closes.
 //
 // Every wait is bounded (20 s) so a broken test never leaves it running.
@@ -45,6 +49,7 @@
 #include "diagnostic_msgs.h"
 #include "rcl_interfaces.h"
 #include "tf2_msgs.h"
+#include "rosgraph_msgs.h"
 
 #define WAIT DDS_SECS(20)
 
@@ -566,8 +571,39 @@ static int pub_static(dds_entity_t pp, const char *topic, int ntf, char **tfs)
   return 0;
 }
 
+static int pub_clock(dds_entity_t pp, const char *topic, int32_t sec, int period_ms)
+{
+  dds_entity_t tp = dds_create_topic(pp, &rosgraph_msgs_msg_dds__Clock__desc, topic, NULL, NULL);
+  if (tp < 0) die("create topic", tp);
+  dds_qos_t *q = dds_create_qos();
+  dds_qset_reliability(q, DDS_RELIABILITY_RELIABLE, DDS_MSECS(100));
+  dds_qset_history(q, DDS_HISTORY_KEEP_LAST, 1);
+  dds_data_representation_id_t xcdr1 = DDS_DATA_REPRESENTATION_XCDR1;
+  dds_qset_data_representation(q, 1, &xcdr1);
+  dds_entity_t wr = dds_create_writer(pp, tp, q, NULL);
+  dds_delete_qos(q);
+  if (wr < 0) die("create writer", wr);
+  printf("READY\n");
+  fflush(stdout);
+  rosgraph_msgs_msg_dds__Clock_ c = {.clock = {.sec = sec, .nanosec = 500000000}};
+  dds_time_t deadline = dds_time() + WAIT;
+  while (!stdin_closed(period_ms) && dds_time() < deadline) {
+    dds_return_t rc = dds_write(wr, &c);
+    if (rc < 0) die("write", rc);
+    c.clock.sec++;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv)
 {
+  if (argc >= 6 && !strcmp(argv[2], "clock")) {
+    dds_entity_t pp = dds_create_participant((dds_domainid_t)atoi(argv[1]), NULL, NULL);
+    if (pp < 0) die("create participant", pp);
+    int rc = pub_clock(pp, argv[3], (int32_t)atoi(argv[4]), atoi(argv[5]));
+    dds_delete(pp);
+    return rc;
+  }
   if (argc >= 4 && !strcmp(argv[2], "static")) {
     dds_entity_t pp = dds_create_participant((dds_domainid_t)atoi(argv[1]), NULL, NULL);
     if (pp < 0) die("create participant", pp);
