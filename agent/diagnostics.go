@@ -155,6 +155,8 @@ func diagnose(fullName string, st nodeState) []status.Status {
 	switch {
 	case delta("lidar_frame_mismatch_total") > 0:
 		lidar.Level, lidar.Message = status.Error, fmt.Sprintf("clouds dropped: they are not in frame %s, which the mount from /tf_static is for (--lidar-frame)", st.lidarFrame)
+	case g["ground_mismatch"] != 0 && st.mountFrom != "":
+		lidar.Level, lidar.Message = status.Warn, "the ground is not where the mount from "+st.mountFrom+" puts it: check the URDF's (or static transform's) joint to the LiDAR against the log's suggested_lidar_height_m and suggested_lidar_rpy"
 	case g["ground_mismatch"] != 0:
 		lidar.Level, lidar.Message = status.Warn, "the ground is not where --lidar-height and --lidar-rpy put it: see the log's suggested_lidar_height_m and suggested_lidar_rpy"
 	case len(lidar.Values) == 1:

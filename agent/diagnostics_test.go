@@ -63,6 +63,10 @@ func TestDiagnose(t *testing.T) {
 		{"no frames in the window", func(s *nodeState) { s.snap.Stages[1].Window = telemetry.Percentiles{} }, statusLatency, status.OK,
 			"no frames in the window"},
 		{"ground mismatch", func(s *nodeState) { s.snap.Gauges["ground_mismatch"] = 1 }, statusLidar, status.Warn, "suggested_lidar_rpy"},
+		{"ground mismatch with the mount from /tf_static", func(s *nodeState) {
+			s.snap.Gauges["ground_mismatch"] = 1
+			s.lidarFrame, s.mountFrom = "velodyne", "/tf_static base_footprint→velodyne"
+		}, statusLidar, status.Warn, "not where the mount from /tf_static base_footprint→velodyne puts it: check the URDF's"},
 		{"no ground check yet", func(s *nodeState) { s.snap.Gauges = map[string]float64{} }, statusLidar, status.OK, "no ground check yet"},
 		{"clouds in another frame than the mount's", func(s *nodeState) {
 			s.lidarFrame, s.mountFrom = "velodyne", "/tf_static base_footprint→velodyne"

@@ -64,6 +64,10 @@ func MountFromTF(ctx context.Context, cfg *NodeConfig, src TransformSource, base
 	if log == nil {
 		log = zap.NewNop()
 	}
+	if len(lidar) > handles.FrameIDSize {
+		log.Warn("--lidar-frame is longer than a handle's 16-byte frame id: clouds are checked on its first 16 bytes, so another sensor's frame that starts the same would pass",
+			zap.String("lidar_frame", lidar), zap.String("checked", lidar[:handles.FrameIDSize]))
+	}
 	log.Info("LiDAR mount: waiting for /tf_static", zap.String("base_frame", base), zap.String("lidar_frame", lidar), zap.Duration("timeout", timeout))
 	wait, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

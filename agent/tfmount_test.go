@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/zerohop/zerohop/handles"
 	"github.com/zerohop/zerohop/ros2/tf"
 	"github.com/zerohop/zerohop/telemetry"
@@ -207,5 +210,24 @@ func TestCloudsInAnotherFrameAreDropped(t *testing.T) {
 	}
 	if a := testing.AllocsPerRun(10, func() { c.step(t, seq, &h); seq++ }); a != 0 {
 		t.Errorf("a checked frame allocates %.1f times", a)
+	}
+}
+
+// A frame id longer than a handle's 16 bytes is checked on its first 16:
+// said at start, since another sensor's frame could then pass.
+func TestMountFromTFWarnsOfLongFrameIDs(t *testing.T) {
+	for _, tc := range []struct {
+		lidar string
+		warns int
+	}{{"front_lidar_link", 0}, {"front_lidar_link_left", 1}} {
+		core, logs := observer.New(zap.InfoLevel)
+		cfg := NodeConfig{Log: zap.New(core)}
+		src := &fakeTransforms{t: tf.Transform{Translation: [3]float64{0, 0, 0.5}, Rotation: tf.Quaternion{W: 1}}, path: []string{"base_footprint", tc.lidar}}
+		if err := MountFromTF(context.Background(), &cfg, src, "base_footprint", tc.lidar, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if n := logs.FilterMessageSnippet("longer than a handle's 16-byte frame id").Len(); n != tc.warns {
+			t.Errorf("%s: %d warnings, want %d", tc.lidar, n, tc.warns)
+		}
 	}
 }

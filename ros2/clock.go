@@ -34,12 +34,15 @@ type SimClock struct {
 // FollowSimClock subscribes to /clock (ClockTopic, after the
 // participant's remapping rules) with ClockQoS.
 func (p *Participant) FollowSimClock() (*SimClock, error) {
-	c := &SimClock{log: p.log}
-	sub, err := p.openSubscription(typeClock, ClockTopic, ClockQoS(), handlers{clock: c.set}, true)
+	// The topic before the goroutine starts: set logs it.
+	topic, _, err := p.cfg.ddsTopicName(ClockTopic)
 	if err != nil {
 		return nil, err
 	}
-	c.sub, c.topic = sub, sub.ep.rosTopic
+	c := &SimClock{log: p.log, topic: topic}
+	if c.sub, err = p.openSubscription(typeClock, ClockTopic, ClockQoS(), handlers{clock: c.set}, true); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 

@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/zerohop/zerohop/planner"
 )
@@ -67,5 +69,33 @@ func TestTwistStampedFollowsSimClock(t *testing.T) {
 	}
 	if a := testing.AllocsPerRun(100, func() { sink.PublishTwist(planner.Twist{LinearX: 0.25}, frame) }); a != 0 {
 		t.Errorf("a publish stamped by the sim clock allocates %.1f times", a)
+	}
+}
+
+// A simulation reset (or a bag played again) takes the clock back: Now
+// follows it, and it is logged once.
+func TestSimClockGoesBackWithTheSimulation(t *testing.T) {
+	cfg := loopbackConfig(t)
+	core, logs := observer.New(zap.InfoLevel)
+	p, err := NewParticipant(cfg, zap.New(core))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	sim, err := p.FollowSimClock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Close()
+	first := startPeer(t, cfg, "clock", "rt/clock", "5000", "20")
+	waitFor(t, "the first simulation's clock", func() bool { return sim.Now().Unix() >= 5000 })
+	first.stop()
+	startPeer(t, cfg, "clock", "rt/clock", "100", "20")
+	waitFor(t, "the clock to go back", func() bool { s := sim.Now().Unix(); return s >= 100 && s < 5000 })
+	if n := logs.FilterMessageSnippet("went back").Len(); n != 1 {
+		t.Errorf("%d 'went back' lines, want 1", n)
+	}
+	if n := logs.FilterMessageSnippet("following the simulation's clock").Len(); n != 1 {
+		t.Errorf("%d 'following' lines, want 1", n)
 	}
 }

@@ -699,6 +699,8 @@ var (
 	_ [unsafe.Offsetof(tfRec{}.childLen) - unsafe.Offsetof(C.zh_tf_rec{}.child_len)]byte
 	_ [unsafe.Offsetof(C.zh_tf_rec{}.sec) - unsafe.Offsetof(tfRec{}.sec)]byte
 	_ [unsafe.Offsetof(tfRec{}.sec) - unsafe.Offsetof(C.zh_tf_rec{}.sec)]byte
+	_ [unsafe.Offsetof(C.zh_tf_rec{}.parent_off) - unsafe.Offsetof(tfRec{}.parentOff)]byte
+	_ [unsafe.Offsetof(tfRec{}.parentOff) - unsafe.Offsetof(C.zh_tf_rec{}.parent_off)]byte
 )
 
 // takeTF takes one TFMessage from rd and copies its transforms into recs

@@ -71,13 +71,15 @@ func (s *Subscription) takeTransforms() (int32, retcode) {
 // StaticTransforms keeps what /tf_static carries, as tf2_ros's
 // StaticTransformListener does, and answers lookups in it.
 type StaticTransforms struct {
-	sub     *Subscription
-	tree    tf.Tree
-	log     *zap.Logger
-	topic   string
-	changed chan struct{} // cap 1: a message came since Lookup last looked
+	sub   *Subscription
+	tree  tf.Tree
+	log   *zap.Logger
+	topic string
 
-	mu        sync.Mutex
+	mu sync.Mutex
+	// changed is closed (and replaced) after each message: every waiting
+	// Lookup looks again.
+	changed   chan struct{}
 	rejected  []string // the first few transforms tf refused, for Lookup's error
 	nrejected int
 	truncated bool
@@ -89,12 +91,15 @@ const maxRejectedShown = 4
 // ListenStaticTransforms subscribes to /tf_static (TFStaticTopic, after
 // the participant's remapping rules) with TFStaticQoS.
 func (p *Participant) ListenStaticTransforms() (*StaticTransforms, error) {
-	st := &StaticTransforms{log: p.log, changed: make(chan struct{}, 1)}
-	sub, err := p.openSubscription(typeTFMessage, TFStaticTopic, TFStaticQoS(), handlers{transforms: st.add}, true)
+	// The topic before the goroutine starts: add logs it.
+	topic, _, err := p.cfg.ddsTopicName(TFStaticTopic)
 	if err != nil {
 		return nil, err
 	}
-	st.sub, st.topic = sub, sub.ep.rosTopic
+	st := &StaticTransforms{log: p.log, topic: topic, changed: make(chan struct{})}
+	if st.sub, err = p.openSubscription(typeTFMessage, TFStaticTopic, TFStaticQoS(), handlers{transforms: st.add}, true); err != nil {
+		return nil, err
+	}
 	return st, nil
 }
 
@@ -124,10 +129,10 @@ func (st *StaticTransforms) add(ts []tf.Stamped, total int) {
 				zap.String("topic", st.topic), zap.Int("transforms", total), zap.Int("read", len(ts)))
 		}
 	}
-	select {
-	case st.changed <- struct{}{}:
-	default:
-	}
+	st.mu.Lock()
+	close(st.changed)
+	st.changed = make(chan struct{})
+	st.mu.Unlock()
 }
 
 // Lookup waits until the transforms on /tf_static connect source to
@@ -137,12 +142,17 @@ func (st *StaticTransforms) add(ts []tf.Stamped, total int) {
 // what is missing and what /tf_static held.
 func (st *StaticTransforms) Lookup(ctx context.Context, target, source string) (tf.Transform, []string, error) {
 	for {
+		// The channel before the lookup: a message that comes between
+		// the two closes it, and the lookup runs again.
+		st.mu.Lock()
+		changed := st.changed
+		st.mu.Unlock()
 		t, path, err := st.tree.Lookup(target, source)
 		if err == nil {
 			return t, path, nil
 		}
 		select {
-		case <-st.changed:
+		case <-changed:
 		case <-ctx.Done():
 			return tf.Transform{}, nil, st.explain(err)
 		}

@@ -38,7 +38,7 @@ func listenStatic(t *testing.T, cfg Config) *StaticTransforms {
 
 // A static broadcaster that wrote before the agent started (robot_state_
 // publisher at launch) is still read: TRANSIENT_LOCAL on both sides. The
-// chain crosses two messages' worth of frames and is composed as tf2 does.
+// chain crosses three transforms and is composed as tf2 does.
 func TestStaticTransformsLateJoiner(t *testing.T) {
 	cfg := loopbackConfig(t)
 	s := math.Sin(5 * math.Pi / 180) // pitch 10°: q = (0, sin 5°, 0, cos 5°)
@@ -136,5 +136,76 @@ func TestStaticTransformsRemapped(t *testing.T) {
 	}
 	if tr.Translation != [3]float64{0.1, 0, 0.5} {
 		t.Errorf("translation %v", tr.Translation)
+	}
+}
+
+// A TFMessage larger than the take's buffers: zh_take_tf fills what fits,
+// skips a transform whose frame ids do not fit (and the rest once the
+// records are full), and says how many the message had.
+func TestTakeTFBounds(t *testing.T) {
+	cfg := loopbackConfig(t)
+	p, err := NewParticipant(cfg, zaptest.NewLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var got []tf.Stamped
+	total := 0
+	s, err := p.openSubscription(typeTFMessage, TFStaticTopic, TFStaticQoS(), handlers{transforms: func(ts []tf.Stamped, n int) {
+		got, total = append(got[:0], ts...), n
+	}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// Three records, eight bytes of frame ids: "ab" + "bbcc" + "cd" fit
+	// exactly, the long pair between them does not, the fifth finds the
+	// records full.
+	s.tfs = &tfBuffers{recs: make([]tfRec, 3), strs: make([]byte, 8)}
+	pub := startPeer(t, cfg, "static", "rt/tf_static",
+		"a,b,1,0,0,0,0,0,1", "bb,cc,2,0,0,0,0,0,1", "a_long_parent,a_long_child,3,0,0,0,0,0,1",
+		"c,d,4,0,0,0,0,0,1", "e,f,5,0,0,0,0,0,1")
+	pub.expect("WRITTEN")
+	waitFor(t, "the TFMessage", func() bool {
+		n, rc := s.takeOne()
+		if rc < 0 {
+			t.Fatal(rc)
+		}
+		return n == 1
+	})
+	var names []string
+	for _, st := range got {
+		names = append(names, st.Parent+">"+st.Child+"@"+ftoa(st.Transform.Translation[0]))
+	}
+	if strings.Join(names, " ") != "a>b@1 bb>cc@2 c>d@4" || total != 5 {
+		t.Errorf("took %v of %d, want a>b@1 bb>cc@2 c>d@4 of 5", names, total)
+	}
+	if s.Skipped() != 2 {
+		t.Errorf("skipped %d, want 2", s.Skipped())
+	}
+}
+
+// Transforms from several broadcasters (robot_state_publisher, a driver's
+// static_transform_publisher) join one tree; a transform tf2 would refuse
+// is refused and named when a lookup fails.
+func TestStaticTransformsFromTwoBroadcasters(t *testing.T) {
+	cfg := loopbackConfig(t)
+	startPeer(t, cfg, "static", "rt/tf_static", "base_footprint,base_link,0,0,0.1,0,0,0,1").expect("WRITTEN")
+	startPeer(t, cfg, "static", "rt/tf_static", "base_link,velodyne,0.2,0,0.5,0,0,0,1", "base_link,imu,0,0,0.2,0,0,0,2").expect("WRITTEN")
+	st := listenStatic(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	tr, _, err := st.Lookup(ctx, "base_footprint", "velodyne")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(tr.Translation[2]-0.6) > 1e-12 {
+		t.Errorf("translation %v, want z 0.6 (0.1 + 0.5 from two broadcasters)", tr.Translation)
+	}
+	short, cancelShort := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancelShort()
+	_, _, err = st.Lookup(short, "base_footprint", "imu")
+	if err == nil || !strings.Contains(err.Error(), "1 refused: base_link→imu: invalid quaternion") || !strings.Contains(err.Error(), "2 publisher(s) matched") {
+		t.Errorf("err %v, want the refused transform named", err)
 	}
 }

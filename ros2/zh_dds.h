@@ -328,6 +328,10 @@ int32_t zh_take_image(dds_entity_t reader, zh_image *view);
 int32_t zh_take_cloud(dds_entity_t reader, zh_cloud *view);
 dds_return_t zh_return_loan(dds_entity_t reader, void *loan);
 
+// zh_take_clock takes one valid Clock from `reader` into *sec, *nanosec:
+// 1, 0 when the reader holds no valid sample, or a negative DDS return code.
+int32_t zh_take_clock(dds_entity_t reader, int32_t *sec, uint32_t *nanosec);
+
 // zh_tf_rec is one geometry_msgs/TransformStamped of a TFMessage, its frame
 // ids as offsets into the caller's string buffer (not NUL-terminated).
 typedef struct zh_tf_rec {
@@ -345,10 +349,6 @@ typedef struct zh_tf_rec {
 // with *n the records filled and *total the message's transform count
 // (more than *n when some did not fit), 0 when the reader holds no valid
 // sample, or a negative DDS return code.
-// zh_take_clock takes one valid Clock from `reader` into *sec, *nanosec:
-// 1, 0 when the reader holds no valid sample, or a negative DDS return code.
-int32_t zh_take_clock(dds_entity_t reader, int32_t *sec, uint32_t *nanosec);
-
 int32_t zh_take_tf(dds_entity_t reader, zh_tf_rec *recs, uint32_t max, char *strs, size_t nstrs,
                    uint32_t *n, uint32_t *total);
 

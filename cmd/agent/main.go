@@ -183,6 +183,10 @@ Flags:
 	defer stop()
 	if *lidarFrame != "" {
 		if err := mountFromTF(ctx, &cfg, out, *baseFrame, *lidarFrame, *tfTimeout); err != nil {
+			if ctx.Err() != nil { // SIGINT/SIGTERM while waiting: a normal stop
+				log.Info("stopped while waiting for /tf_static")
+				return nil
+			}
 			return err
 		}
 	}

@@ -354,7 +354,7 @@ func TestDiagnosticsFlags(t *testing.T) {
 			continue
 		}
 		if err != nil || rc.DiagnosticsPeriod != c.period || rc.DiagnosticsTopic != "/diagnostics" || rc.SimTime != c.zero {
-			t.Errorf("%q: period %v, topic %q, zero stamp %v (%v); want %v, /diagnostics, %v", c.args, rc.DiagnosticsPeriod, rc.DiagnosticsTopic, rc.SimTime, err, c.period, c.zero)
+			t.Errorf("%q: period %v, topic %q, sim time %v (%v); want %v, /diagnostics, %v", c.args, rc.DiagnosticsPeriod, rc.DiagnosticsTopic, rc.SimTime, err, c.period, c.zero)
 		}
 	}
 }
