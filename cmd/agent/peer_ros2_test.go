@@ -12,9 +12,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/zerohop/zerohop/internal/childproc/childproctest"
 )
 
 // testPeer is ros2/testdata/peer (raw Cyclone, no zerohop code) run as a
@@ -23,15 +24,13 @@ type testPeer struct {
 	lines chan string
 }
 
-var buildPeerOnce = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "zerohop-agent-peer")
-	if err != nil {
-		return "", err
-	}
-	peer := filepath.Join(dir, "peer")
+// buildTestPeer compiles the peer into the test's temporary folder.
+func buildTestPeer(t *testing.T) string {
+	t.Helper()
+	peer := filepath.Join(t.TempDir(), "peer")
 	flags, err := exec.Command("pkg-config", "--cflags", "--libs", "CycloneDDS").Output()
 	if err != nil {
-		return "", fmt.Errorf("pkg-config CycloneDDS: %w", err)
+		t.Fatal("pkg-config CycloneDDS:", err)
 	}
 	args := []string{"-O1", "-I../../ros2", "-o", peer}
 	for _, s := range []string{"testdata/peer/peer.c", "builtin_interfaces.c", "rosgraph_msgs.c", "std_msgs.c", "geometry_msgs.c",
@@ -39,10 +38,10 @@ var buildPeerOnce = sync.OnceValues(func() (string, error) {
 		args = append(args, "../../ros2/"+s)
 	}
 	if out, err := exec.Command("gcc", append(args, strings.Fields(string(flags))...)...).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("gcc: %v\n%s", err, out)
+		t.Fatalf("gcc: %v\n%s", err, out)
 	}
-	return peer, nil
-})
+	return peer
+}
 
 // loopbackDomain puts the test on ros2/testdata/loopback.xml in a domain
 // from base on, and returns it.
@@ -58,14 +57,13 @@ func loopbackDomain(t *testing.T, base int) string {
 	return domain
 }
 
-// startTestPeer runs the peer with args in domain and waits for READY.
-func startTestPeer(t *testing.T, domain string, args ...string) *testPeer {
+// startTestPeer runs the peer at path with args in domain and waits for
+// READY. Call it on the test's goroutine: the peer is killed should the
+// test binary die.
+func startTestPeer(t *testing.T, path, domain string, args ...string) *testPeer {
 	t.Helper()
-	path, err := buildPeerOnce()
-	if err != nil {
-		t.Fatal(err)
-	}
 	cmd := exec.Command(path, append([]string{domain}, args...)...)
+	childproctest.LockForPdeathsig(cmd)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

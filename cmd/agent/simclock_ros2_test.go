@@ -16,8 +16,9 @@ func TestAgentStampsCommandsWithSimClock(t *testing.T) {
 	requireORTCache(t)
 	domain := loopbackDomain(t, 231)
 	// One simulated second every 20 ms, from 5000.5.
-	startTestPeer(t, domain, "clock", "rt/clock", "5000", "20")
-	sub := startTestPeer(t, domain, "sub", "twist_stamped", "rt/cmd_vel", "reliable", "5")
+	peer := buildTestPeer(t)
+	startTestPeer(t, peer, domain, "clock", "rt/clock", "5000", "20")
+	sub := startTestPeer(t, peer, domain, "sub", "twist_stamped", "rt/cmd_vel", "reliable", "5")
 	done := make(chan error, 1)
 	go func() {
 		done <- run([]string{"--duration", "3s", "--http", "127.0.0.1:0", "--camera", "synthetic", "--log-level", "error",

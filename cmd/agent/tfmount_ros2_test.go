@@ -16,7 +16,7 @@ import (
 func TestLidarMountFromTFStatic(t *testing.T) {
 	requireORTCache(t)
 	domain := loopbackDomain(t, 230)
-	peer := startTestPeer(t, domain, "static", "rt/tf_static",
+	peer := startTestPeer(t, buildTestPeer(t), domain, "static", "rt/tf_static",
 		"base_footprint,base_link,0,0,0.1,0,0,0,1", "base_link,velodyne,0.2,0,0.5,0,0,0,1")
 	peer.expect(t, "WRITTEN")
 
