@@ -71,8 +71,6 @@ type edge struct {
 	tf     Transform // unit rotation
 }
 
-// NewTree returns an empty tree (as the zero value).
-func NewTree() *Tree { return &Tree{} }
 
 // stripSlash drops one leading '/', as tf2 does with frame ids (a ROS 1
 // habit: "/base_link").

@@ -25,7 +25,7 @@ var (
 
 func robot(t *testing.T) *Tree {
 	t.Helper()
-	tr := NewTree()
+	tr := &Tree{}
 	for _, s := range []Stamped{
 		{"base_footprint", "base_link", bfToBL},
 		{"base_link", "lidar_mount", blToMount},
