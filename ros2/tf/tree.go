@@ -71,7 +71,6 @@ type edge struct {
 	tf     Transform // unit rotation
 }
 
-
 // stripSlash drops one leading '/', as tf2 does with frame ids (a ROS 1
 // habit: "/base_link").
 func stripSlash(f string) string { return strings.TrimPrefix(f, "/") }
