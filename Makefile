@@ -117,7 +117,7 @@ models:
 models-check:
 	@/usr/bin/python3 -c 'import onnx, numpy' 2>/dev/null || { echo "make models-check: needs python3-onnx and python3-numpy (apt-get install -y python3-onnx python3-numpy)"; exit 1; }
 	@tmp=$$(mktemp -d); /usr/bin/python3 models/gen_reference.py --out $$tmp >/dev/null && \
-	cmp models/reference.onnx $$tmp/reference.onnx && cmp models/reference.json $$tmp/reference.json; \
+	for f in reference.onnx reference.json reference_lidar.onnx reference_lidar.json; do cmp models/$$f $$tmp/$$f || exit 1; done; \
 	rc=$$?; rm -rf $$tmp; exit $$rc
 
 demo: build

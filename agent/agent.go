@@ -52,6 +52,9 @@ type Config struct {
 	Filter  *voxel.Filter
 	BEV     *voxel.BEV
 	Session *infer.Session
+	// Prep fills the model's image input; nil when it has none (a
+	// LiDAR-only model): the pipeline then runs on clouds alone, and
+	// neither takes nor waits for images.
 	Prep    *infer.Preprocessor
 	Planner *planner.Planner
 	// Tuning, if set, carries changes to the planner's settings made
@@ -75,7 +78,8 @@ type Config struct {
 	// cut to 16 bytes.
 	LidarFrame string
 	// PairTolerance is how far apart in capture time a cloud and an image
-	// may be to be processed together; default 20 ms.
+	// may be to be processed together, and so how long a cloud waits for
+	// its image at most; default DefaultPairTolerance.
 	PairTolerance time.Duration
 	// Tick is how often the watchdog is checked while no frame arrives,
 	// and the stall guard retries a zero the sink refused; default a
@@ -85,6 +89,11 @@ type Config struct {
 	Tick time.Duration
 	Log  *zap.Logger
 }
+
+// DefaultPairTolerance is Config.PairTolerance's default: within a
+// 30 Hz camera's half period, so that a cloud pairs with the nearest image
+// of a camera and LiDAR stamped by one clock.
+const DefaultPairTolerance = 20 * time.Millisecond
 
 // outOfOrderEvery is how often out-of-order frames are logged at most.
 const outOfOrderEvery = 10 * time.Second
@@ -107,6 +116,9 @@ type Pipeline struct {
 	// ground checks that the clouds' ground is where the BEV takes it,
 	// on the voxels of the frame planned last (planned: p.pts holds them).
 	ground *groundWatch
+	// images: the model has an image input, so each cloud is paired with
+	// an image; false for a LiDAR-only model.
+	images bool
 	// lidarIDs are Config.LidarFrame as handles carry it; frameMismatches
 	// counts the clouds dropped for another frame.
 	lidarIDs        lidarFrameIDs
@@ -211,16 +223,18 @@ type prepResult struct {
 // New checks the configuration.
 func New(cfg Config) (*Pipeline, error) {
 	switch {
-	case cfg.Source == nil, cfg.Filter == nil, cfg.BEV == nil, cfg.Session == nil, cfg.Prep == nil,
+	case cfg.Source == nil, cfg.Filter == nil, cfg.BEV == nil, cfg.Session == nil,
 		cfg.Planner == nil, cfg.Watchdog == nil, cfg.Recorder == nil, cfg.Sink == nil:
 		return nil, errors.New("agent: every pipeline component must be set")
+	case cfg.Prep == nil && cfg.Session.Image() != nil:
+		return nil, fmt.Errorf("agent: model %s has an image input but the pipeline no image preprocessor", cfg.Session.Model())
 	case cfg.MaxPoints <= 0:
 		return nil, fmt.Errorf("agent: max points %d", cfg.MaxPoints)
 	case cfg.GPU != nil && len(cfg.GPUBEV) != 4*len(cfg.Session.BEV()):
 		return nil, fmt.Errorf("agent: GPU BEV buffer of %d bytes for a BEV input of %d float32", len(cfg.GPUBEV), len(cfg.Session.BEV()))
 	}
 	if cfg.PairTolerance <= 0 {
-		cfg.PairTolerance = 20 * time.Millisecond
+		cfg.PairTolerance = DefaultPairTolerance
 	}
 	if cfg.Tick <= 0 {
 		cfg.Tick = max(cfg.Watchdog.Timeout()/4, time.Microsecond) // time.NewTicker refuses 0
@@ -228,7 +242,8 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
-	p := &Pipeline{cfg: cfg, log: cfg.Log, pts: voxel.NewPoints(cfg.MaxPoints), gpu: cfg.GPU, guardWake: make(chan struct{}, 1)}
+	p := &Pipeline{cfg: cfg, log: cfg.Log, pts: voxel.NewPoints(cfg.MaxPoints), gpu: cfg.GPU, guardWake: make(chan struct{}, 1),
+		images: cfg.Session.Image() != nil}
 	p.ground = newGroundWatch(cfg.BEV, cfg.Log)
 	p.lidarIDs = newLidarFrameIDs(cfg.LidarFrame)
 	p.queue, _ = cfg.Source.(queueStats)
@@ -295,8 +310,13 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		close(stopGuard)
 		<-guardDone
 	}()
-	if p.gpu != nil {
+	if p.gpu != nil && p.images {
 		defer p.startPrepOverlap()()
+	}
+	// A LiDAR-only pipeline has no image stream: a nil channel, never ready.
+	var imageC <-chan transport.Lease
+	if p.images {
+		imageC = p.cfg.Source.C(TopicImage)
 	}
 	for {
 		select {
@@ -308,7 +328,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 				return nil
 			}
 			p.frame(l)
-		case l := <-p.cfg.Source.C(TopicImage):
+		case l := <-imageC:
 			p.keepImage(l)
 			continue
 		case <-tick.C:
@@ -398,10 +418,10 @@ func (p *Pipeline) noteUnpaired(cloud *handles.Handle) {
 	}
 	fields := []zap.Field{zap.Uint64("seq", cloud.Seq), zap.Duration("pair_tolerance", p.cfg.PairTolerance), zap.Int("clouds_in_a_row", p.unpaired)}
 	if p.lastImageNs == 0 {
-		p.log.Warn("frames dropped: no image has arrived to pair the clouds with (is the camera's image stream publishing?)", fields...)
+		p.log.Warn("frames dropped: no image has arrived to pair the clouds with (is the camera's image stream publishing? a robot without a camera runs the agent with --lidar-only)", fields...)
 		return
 	}
-	p.log.Warn("frames dropped: the clouds find no image within the pairing tolerance (are the images and clouds stamped by one clock?)",
+	p.log.Warn("frames dropped: the clouds find no image within the pairing tolerance (are the images and clouds stamped by one clock? a steady offset below half the watchdog period, such as a driver stamping the scan's start, or a camera slower than 25 Hz, is taken with a larger --pair-tolerance)",
 		append(fields, zap.Duration("last_image_minus_cloud", time.Duration(p.lastImageNs-cloud.CaptureNs)))...)
 }
 
@@ -468,7 +488,7 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 		return
 	}
 	stamp := time.Unix(0, cloud.Handle.CaptureNs)
-	if !p.pairImage(&cloud.Handle) {
+	if p.images && !p.pairImage(&cloud.Handle) {
 		rec.Inc(telemetry.FramesDropped)
 		p.noteUnpaired(&cloud.Handle)
 		// Check first: building the fields would allocate on every drop.
@@ -534,7 +554,7 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 	// reused slot, so this holds even before our side has seen the
 	// connection end. The stages' reads are done by now: their helper
 	// goroutines and GPU streams have been waited for.
-	if !cloud.Valid() || !p.image.Valid() {
+	if !cloud.Valid() || (p.images && !p.image.Valid()) {
 		rec.Inc(telemetry.FramesDropped)
 		if closed(p.runDone) {
 			// Stopping: the subscriber's connection closes with Run's
@@ -595,13 +615,20 @@ func (p *Pipeline) dropImage() {
 	}
 }
 
-// stages runs voxel → BEV → preprocess → infer; a failure is reported to
+// stages runs voxel → BEV → preprocess (models with an image input) →
+// infer; a failure is reported to
 // the watchdog, which zeroes the output.
 func (p *Pipeline) stages(cloud *transport.Lease) error {
 	rec := p.cfg.Recorder
 	h := &cloud.Handle
 	in := voxel.Cloud{Data: cloud.Bytes(), Count: int(h.Points.Count), Step: int(h.Points.Step),
 		OffX: int(h.Points.X), OffY: int(h.Points.Y), OffZ: int(h.Points.Z), OffI: int(h.Points.Intensity)}
+	if !p.images {
+		if _, err := p.cloudStages(in); err != nil {
+			return err
+		}
+		return p.infer()
+	}
 	ih := &p.image.Handle
 	view := infer.ImageView{Pix: p.image.Bytes(), Width: int(ih.Image.Width), Height: int(ih.Image.Height),
 		Step: int(ih.Image.RowStep), Format: pixelFormat(ih.Image.Encoding)}
@@ -632,13 +659,18 @@ func (p *Pipeline) stages(cloud *transport.Lease) error {
 		}
 		p.lap(telemetry.StagePreprocess, t)
 	}
+	return p.infer()
+}
+
+// infer runs the model on the inputs the stages filled.
+func (p *Pipeline) infer() error {
 	p.stage.Store(int32(telemetry.StageInfer))
 	d, err := p.cfg.Session.Run()
 	if err != nil {
 		p.cfg.Watchdog.Fail("infer", err)
 		return err
 	}
-	rec.Record(telemetry.StageInfer, d) // not a failed run's 0
+	p.cfg.Recorder.Record(telemetry.StageInfer, d) // not a failed run's 0
 	return nil
 }
 

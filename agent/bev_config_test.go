@@ -290,7 +290,7 @@ func TestModelConfigForTheEmbeddedModel(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = describesTheReferenceModel(m)
+			err = describesTheReferenceModel(m, false)
 			if tt.want == nil {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -375,5 +375,50 @@ func TestLidarMountPutsTheCloudInTheRobotFrame(t *testing.T) {
 	}
 	if far < 3 {
 		t.Errorf("control: with the height alone only %d sectors' clearances are a metre off the robot frame's: the tilt was expected to show (why --lidar-rpy exists)", far)
+	}
+}
+
+// With --lidar-only the embedded model is the LiDAR-only variant: its own
+// config passes, a raster of another model is refused naming that model,
+// and without --lidar-only a config with no image input is refused with
+// the flag that runs it.
+func TestModelConfigForTheEmbeddedLidarOnlyModel(t *testing.T) {
+	lidar, err := os.ReadFile(filepath.Join("..", "models", "reference_lidar.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name      string
+		text      string
+		lidarOnly bool
+		want      []string // nil: accepted
+	}{
+		{"reference_lidar.json with --lidar-only", string(lidar), true, nil},
+		{"reference_lidar.json without --lidar-only", string(lidar), false, []string{"cfg.json", "no image input", "--lidar-only"}},
+		{"another raster", strings.Replace(string(lidar), `"cell_m": 0.2`, `"cell_m": 0.2, "min_x_m": -12.8`, 1), true,
+			[]string{"from x = -12.8 m", "LiDAR-only reference model"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := infer.ParseConfig([]byte(tt.text), "cfg.json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = describesTheReferenceModel(m, tt.lidarOnly)
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("accepted; want an error naming %q", tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %q", err, w)
+				}
+			}
+		})
 	}
 }

@@ -36,10 +36,20 @@ type NodeConfig struct {
 	Spin        bool
 	Model       string // ONNX file; "" = the embedded reference model
 	ModelConfig string // JSON; "" = the reference model's config
-	ORTLib      string
-	Providers   string
-	TRTCache    string
-	Threads     int // ONNX Runtime intra-op threads
+	// LidarOnly runs on LiDAR clouds alone, for robots without a camera:
+	// images are neither subscribed to nor waited for. Without Model it
+	// picks the embedded LiDAR-only reference model (and its config);
+	// a model config with an image input is refused. A model config
+	// without an image input runs LiDAR-only without it too.
+	LidarOnly bool
+	// PairTolerance is how far apart in capture time a cloud and its
+	// image may be, and so how long a cloud waits for its image at most;
+	// 0: DefaultPairTolerance. At most half the watchdog period.
+	PairTolerance time.Duration
+	ORTLib        string
+	Providers     string
+	TRTCache      string
+	Threads       int // ONNX Runtime intra-op threads
 	// PrepThreads share the image preprocessing of a frame (row bands);
 	// 0: min(GOMAXPROCS, infer.DefaultPreprocessParallelism).
 	PrepThreads int
@@ -176,12 +186,11 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 		return err
 	}
 	defer rt.Close()
-	mcfg := infer.ReferenceConfig()
-	if cfg.ModelConfig != "" {
-		if mcfg, err = infer.LoadConfig(cfg.ModelConfig); err != nil {
-			return err
-		}
+	mcfg, err := modelConfig(cfg)
+	if err != nil {
+		return err
 	}
+	_, images := mcfg.Input(infer.TensorImage)
 	providers, err := infer.ParseProviders(orDefault(cfg.Providers, infer.DefaultProviders))
 	if err != nil {
 		return err
@@ -193,7 +202,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 		return err
 	}
 	if cfg.Model == "" && cfg.ModelConfig != "" {
-		if err := describesTheReferenceModel(mcfg); err != nil {
+		if err := describesTheReferenceModel(mcfg, cfg.LidarOnly); err != nil {
 			return err
 		}
 	}
@@ -209,9 +218,12 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 		opts.BEV = gv.bevF
 	}
 	var sess *infer.Session
-	if cfg.Model == "" {
+	switch {
+	case cfg.Model == "" && cfg.LidarOnly:
+		sess, err = infer.NewSessionFromBytes(rt, "reference_lidar.onnx (embedded)", models.ReferenceLidarONNX(), mcfg, opts)
+	case cfg.Model == "":
 		sess, err = infer.NewSessionFromBytes(rt, "reference.onnx (embedded)", models.ReferenceONNX(), mcfg, opts)
-	} else {
+	default:
 		sess, err = infer.NewSession(rt, cfg.Model, mcfg, opts)
 	}
 	if err != nil {
@@ -223,17 +235,22 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 	}
 	log.Info("model ready", zap.String("model", sess.Model()), zap.String("provider", sess.Provider()))
 
-	pp, err := mcfg.PreprocessParams()
-	if err != nil {
-		return err
+	var prep *infer.Preprocessor
+	if images {
+		pp, err := mcfg.PreprocessParams()
+		if err != nil {
+			return err
+		}
+		if prep, err = infer.NewPreprocessor(pp, cfg.PrepThreads); err != nil {
+			return err
+		}
+		defer prep.Close()
+		log.Info("image preprocessing", zap.Int("threads", prep.Parallelism()),
+			zap.Int("width", pp.Width), zap.Int("height", pp.Height),
+			zap.Duration("pair_tolerance", orDefaultDuration(cfg.PairTolerance, DefaultPairTolerance)))
+	} else {
+		log.Info("LiDAR only: the model has no image input; images are neither taken nor waited for", zap.String("model", sess.Model()))
 	}
-	prep, err := infer.NewPreprocessor(pp, cfg.PrepThreads)
-	if err != nil {
-		return err
-	}
-	defer prep.Close()
-	log.Info("image preprocessing", zap.Int("threads", prep.Parallelism()),
-		zap.Int("width", pp.Width), zap.Int("height", pp.Height))
 	bev, err := voxel.NewBEV(bevCfg)
 	if err != nil {
 		return fmt.Errorf("%s: bev input: %w", mcfg.Source(), err)
@@ -293,6 +310,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 		return err
 	}
 	rec.SetProvider(sess.Provider())
+	_ = rec.SetLabel(telemetry.LabelInputs, inputsLabel(images))
 	for _, sk := range sess.Skipped() {
 		// One gauge per skipped provider; its help text carries the reason.
 		reason := strings.Join(strings.Fields(sk.Reason), " ")
@@ -345,10 +363,14 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 	// Frame source.
 	var src FrameSource
 	copyErr := make(chan error, 1) // the copy transport's end, if it ends first
+	// The camera's refusal of this agent (its uid, topics it lacks) ends
+	// the agent with that error: a supervisor restarting on failure must
+	// see one, and retrying would only be refused again.
+	refused := make(chan error, 1)
 	switch {
 	case cfg.Camera == "" && cfg.Transport == "copy":
 		var subs []*transport.CopySubscriber
-		for i := range 2 {
+		for i := range streams(images) {
 			sub, err := transport.DialCopy(ctx, cfg.Socket+"."+camera.TopicName(i), 16<<20)
 			if err != nil {
 				return err
@@ -371,7 +393,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 	case cfg.Camera == "":
 		sub, err := transport.NewSubscriber(transport.SubscriberConfig{
 			Path: cfg.Socket, Name: orDefault(cfg.Name, "agent"),
-			Topics: []string{camera.PointsTopicName, camera.ImageTopicName}, Spin: cfg.Spin, Log: log,
+			Topics: []string{camera.PointsTopicName, camera.ImageTopicName}[:streams(images)], Spin: cfg.Spin, Log: log,
 			Pinner: pinner,
 		})
 		if err != nil {
@@ -383,7 +405,6 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 		} else {
 			rec.SetHandoff("socket")
 		}
-		refused := make(chan error, 1)
 		goRun(func() error {
 			err := sub.Run(ctx)
 			if errors.Is(err, transport.ErrRefused) {
@@ -398,16 +419,9 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 			}
 			return 0
 		})
-		defer func() {
-			select {
-			case err := <-refused:
-				log.Error("camera refused this agent", zap.Error(err))
-			default:
-			}
-		}()
 	default:
 		source, err := camera.OpenSource(ctx, "--camera", cfg.Camera, camera.NodeConfig{Rate: cfg.Rate, Loop: true,
-			Beams: cfg.Beams, AzimuthSteps: cfg.AzimuthSteps})
+			Beams: cfg.Beams, AzimuthSteps: cfg.AzimuthSteps, NoImage: !images})
 		if err != nil {
 			return err
 		}
@@ -417,9 +431,9 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 		}
 		closeAfterBG = append(closeAfterBG, func() { cam.Close() })
 		var topics []transport.Topic
-		for i := range 2 {
+		for i := range streams(images) {
 			if cam.Pool(i) == nil {
-				return fmt.Errorf("--camera %s: the source has no %s stream; the agent needs both", cfg.Camera, camera.TopicName(i))
+				return fmt.Errorf("--camera %s: the source has no %s stream; the model needs clouds and images (a model without an image input, as --lidar-only's, needs none)", cfg.Camera, camera.TopicName(i))
 			}
 			topics = append(topics, transport.Topic{Name: camera.TopicName(i), Kind: camera.Kind(i), Pool: cam.Pool(i)})
 		}
@@ -442,7 +456,8 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 		sink = &LogSink{Log: log}
 	}
 	pcfg := Config{Source: src, Filter: filter, BEV: bev, Session: sess, Prep: prep, Planner: plan,
-		Tuning: cfg.Planner, Watchdog: wd, Recorder: rec, Sink: sink, MaxPoints: cfg.MaxPoints, LidarFrame: cfg.LidarFrame, Log: log}
+		Tuning: cfg.Planner, Watchdog: wd, Recorder: rec, Sink: sink, MaxPoints: cfg.MaxPoints, LidarFrame: cfg.LidarFrame,
+		PairTolerance: cfg.PairTolerance, Log: log}
 	var staging *stagingCounter
 	if gv != nil {
 		staging = &stagingCounter{filter: gv.filter}
@@ -551,6 +566,8 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 	select {
 	case cerr := <-copyErr:
 		return errors.Join(cerr, err)
+	case rerr := <-refused:
+		return errors.Join(rerr, err)
 	default:
 		return err
 	}
@@ -623,6 +640,14 @@ func resolveNodeConfig(cfg NodeConfig) (NodeConfig, error) {
 	case cfg.Transport != "" && cfg.Transport != "unix" && cfg.Transport != "copy":
 		return cfg, fmt.Errorf(`--transport %q: want "unix" or "copy"`, cfg.Transport)
 	}
+	// A cloud waits up to the tolerance for its image, and its frame must
+	// still be fresh when planned: half the watchdog period leaves the
+	// stages the other half.
+	if wd := orDefaultDuration(cfg.Watchdog, planner.DefaultWatchdogTimeout); cfg.PairTolerance != 0 &&
+		(cfg.PairTolerance < time.Millisecond || cfg.PairTolerance > wd/2) {
+		return cfg, fmt.Errorf("--pair-tolerance %v: want 1ms up to half the watchdog period, %v (--watchdog %v): a cloud waits up to this long for its image (0: the default, %v)",
+			cfg.PairTolerance, wd/2, wd, DefaultPairTolerance)
+	}
 	if cfg.Camera == "" {
 		return cfg, nil
 	}
@@ -685,9 +710,16 @@ func bevConfig(m infer.ModelConfig, lidar lidarPose) (voxel.BEVConfig, error) {
 // checks the names and shapes, but none of these: the model would run
 // and plan from data it misreads (with min_x_m -12.8, say, its rows in
 // front of the robot would hold what lies behind it, and it would drive
-// into what is ahead).
-func describesTheReferenceModel(m infer.ModelConfig) error {
+// into what is ahead). lidarOnly: the embedded model is the LiDAR-only
+// variant.
+func describesTheReferenceModel(m infer.ModelConfig, lidarOnly bool) error {
 	ref := infer.ReferenceConfig()
+	if lidarOnly {
+		ref = infer.ReferenceLidarConfig()
+	}
+	if _, images := m.Input(infer.TensorImage); !images && !lidarOnly {
+		return fmt.Errorf("%s has no image input, and the embedded reference model takes one: --lidar-only runs its LiDAR-only variant (models/MODEL_CARD.md)", m.Source())
+	}
 	got, err := bevConfig(m, lidarPose{})
 	if err != nil {
 		return err
@@ -696,13 +728,16 @@ func describesTheReferenceModel(m infer.ModelConfig) error {
 	if err != nil {
 		return err
 	}
-	gotPP, err := m.PreprocessParams()
-	if err != nil {
-		return err
-	}
-	wantPP, err := ref.PreprocessParams()
-	if err != nil {
-		return err
+	// Both have an image input, or neither (modelConfig refused one with
+	// --lidar-only).
+	var gotPP, wantPP infer.PreprocessParams
+	if _, images := m.Input(infer.TensorImage); images {
+		if gotPP, err = m.PreprocessParams(); err != nil {
+			return err
+		}
+		if wantPP, err = ref.PreprocessParams(); err != nil {
+			return err
+		}
 	}
 	var what string
 	switch {
@@ -716,7 +751,11 @@ func describesTheReferenceModel(m infer.ModelConfig) error {
 	default:
 		return nil
 	}
-	return fmt.Errorf("%s describes %s for the embedded reference model (models/MODEL_CARD.md): give the model it describes with --model, or leave --model-config out", m.Source(), what)
+	name := "reference model"
+	if lidarOnly {
+		name = "LiDAR-only reference model"
+	}
+	return fmt.Errorf("%s describes %s for the embedded %s (models/MODEL_CARD.md): give the model it describes with --model, or leave --model-config out", m.Source(), what, name)
 }
 
 // The BEV cell sizes the agent takes, as --leaf's range: below a
@@ -741,6 +780,50 @@ func filterConfig(cfg NodeConfig, bevCfg voxel.BEVConfig) (voxel.Config, error) 
 	leaf := [3]float32{cfg.Leaf, cfg.Leaf, cfg.Leaf}
 	crop := bev.CropFor(leaf)
 	return voxel.Config{Leaf: leaf, MinPoints: cfg.MinPoints, Crop: &crop}, nil
+}
+
+// modelConfig is the model config the agent runs: --model-config's, else
+// the embedded reference model's (its LiDAR-only variant's with
+// --lidar-only). With --lidar-only it must have no image input.
+func modelConfig(cfg NodeConfig) (infer.ModelConfig, error) {
+	mcfg := infer.ReferenceConfig()
+	if cfg.LidarOnly {
+		mcfg = infer.ReferenceLidarConfig()
+	}
+	if cfg.ModelConfig != "" {
+		var err error
+		if mcfg, err = infer.LoadConfig(cfg.ModelConfig); err != nil {
+			return mcfg, err
+		}
+	}
+	if in, ok := mcfg.Input(infer.TensorImage); ok && cfg.LidarOnly {
+		return mcfg, fmt.Errorf("--lidar-only: %s has an image input %q, which no camera image would fill: a LiDAR-only model's config lists only its bev input (models/README.md)", mcfg.Source(), in.Name)
+	}
+	return mcfg, nil
+}
+
+// streams is how many of the camera's streams (points, then image) the
+// agent takes: the image only when the model has an image input.
+func streams(images bool) int {
+	if images {
+		return 2
+	}
+	return 1
+}
+
+// inputsLabel is telemetry.LabelInputs's value.
+func inputsLabel(images bool) string {
+	if images {
+		return "lidar+camera"
+	}
+	return "lidar"
+}
+
+func orDefaultDuration(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
 }
 
 func orDefault(s, def string) string {

@@ -32,6 +32,9 @@ const (
 	envSocket = "ZEROHOP_AGENT_TEST_SOCKET"
 	// envSmallScene=1 makes the camera process render smallScene.
 	envSmallScene = "ZEROHOP_AGENT_TEST_SMALL_SCENE"
+	// envNoImage=1 makes the camera process serve clouds only, as a
+	// robot's without a camera (--image-size none).
+	envNoImage = "ZEROHOP_AGENT_TEST_NO_IMAGE"
 )
 
 // smallScene is a synthetic scene small enough for the fake CUDA driver's
@@ -48,6 +51,7 @@ func TestMain(m *testing.M) {
 			cfg.Beams, cfg.AzimuthSteps = smallScene.Beams, smallScene.AzimuthSteps
 			cfg.ImageWidth, cfg.ImageHeight = smallScene.ImageWidth, smallScene.ImageHeight
 		}
+		cfg.NoImage = os.Getenv(envNoImage) == "1"
 		err := camera.RunNode(ctx, cfg)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -104,10 +108,12 @@ func requireORT(t *testing.T) {
 	}
 }
 
-func startCameraProc(t *testing.T, socket string) *exec.Cmd {
+// startCameraProc starts the test binary as a camera process serving
+// socket; env adds to its environment (envSmallScene=1, envNoImage=1).
+func startCameraProc(t *testing.T, socket string, env ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envRole+"=camera", envSocket+"="+socket)
+	cmd.Env = append(append(os.Environ(), envRole+"=camera", envSocket+"="+socket), env...)
 	cmd.Stderr = io.Discard
 	if testing.Verbose() {
 		cmd.Stderr = os.Stderr
@@ -492,6 +498,8 @@ func TestFlagErrorsComeBeforeAnythingStarts(t *testing.T) {
 		{"replay of a missing folder", NodeConfig{Camera: "replay:" + filepath.Join(dir, "missing")}, []string{"--camera", "missing", "no such file"}},
 		{"replay of a file", NodeConfig{Camera: "replay:" + notDir}, []string{"--camera", notDir, "not a directory"}},
 		{"in-process camera rate", NodeConfig{Camera: "synthetic", Rate: 20000}, []string{"--rate", "20000 Hz"}},
+		{"pair tolerance under a millisecond", NodeConfig{PairTolerance: 500 * time.Microsecond}, []string{"--pair-tolerance 500µs", "1ms up to half the watchdog period, 100ms"}},
+		{"pair tolerance over half the watchdog", NodeConfig{PairTolerance: 150 * time.Millisecond, Watchdog: 250 * time.Millisecond}, []string{"--pair-tolerance 150ms", "125ms", "--watchdog 250ms"}},
 		{"taken HTTP port", NodeConfig{HTTP: taken.Addr().String()}, []string{"--http", taken.Addr().String()}},
 		{"HTTP address without a port", NodeConfig{HTTP: "localhost"}, []string{`--http "localhost"`}},
 	}

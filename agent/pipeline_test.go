@@ -55,6 +55,9 @@ type composedOptions struct {
 	// bev is the raster, as bevConfig gives it; zero: the reference
 	// model's, ground at z = 0.
 	bev voxel.BEVConfig
+	// lidarOnly runs the LiDAR-only reference model on a scene without a
+	// camera: no image pool, no preprocessor, one topic.
+	lidarOnly bool
 }
 
 func newComposed(t *testing.T) *composed { return newComposedWith(t, composedOptions{}) }
@@ -83,18 +86,25 @@ func newComposedWith(t *testing.T, o composedOptions) *composed {
 		}
 		t.Cleanup(func() { rt.Close() })
 	}
-	sess, err := infer.NewSessionFromBytes(rt, "reference.onnx", models.ReferenceONNX(), infer.ReferenceConfig(),
+	model, mcfg := models.ReferenceONNX(), infer.ReferenceConfig()
+	if o.lidarOnly {
+		model, mcfg = models.ReferenceLidarONNX(), infer.ReferenceLidarConfig()
+		o.synth.NoImage = true
+	}
+	sess, err := infer.NewSessionFromBytes(rt, "reference.onnx", model, mcfg,
 		infer.SessionOptions{Providers: []string{"cpu"}, IntraOpThreads: 1, BEV: bevInput})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sess.Close() })
-	pp, _ := infer.ReferenceConfig().PreprocessParams()
-	prep, err := infer.NewPreprocessor(pp, 2)
-	if err != nil {
-		t.Fatal(err)
+	var prep *infer.Preprocessor
+	if !o.lidarOnly {
+		pp, _ := infer.ReferenceConfig().PreprocessParams()
+		if prep, err = infer.NewPreprocessor(pp, 2); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(prep.Close)
 	}
-	t.Cleanup(prep.Close)
 	bev, err := voxel.NewBEV(o.bev)
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +135,7 @@ func newComposedWith(t *testing.T, o composedOptions) *composed {
 	}
 	t.Cleanup(func() { cam.Close() })
 	var topics []transport.Topic
-	for i := range 2 {
+	for i := range streams(!o.lidarOnly) {
 		topics = append(topics, transport.Topic{Name: camera.TopicName(i), Kind: camera.Kind(i), Pool: cam.Pool(i)})
 	}
 	inproc, err := transport.NewInproc(transport.InprocConfig{Topics: topics})

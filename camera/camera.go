@@ -218,6 +218,31 @@ func (c *Camera) Topics() []transport.Topic {
 	return topics
 }
 
+// Why a camera lacks a stream, and what to do, for a subscriber that asks
+// for it (transport.ServerConfig.Absent): an agent that needs images
+// connected to a LiDAR-only camera (--image-size none, a replay folder
+// without images, --ros2-image-topic "").
+const (
+	NoImageWhy  = "this camera has no image stream, only LiDAR points: give the camera images, or run the agent with --lidar-only"
+	NoPointsWhy = "this camera has no LiDAR point clouds, only images: give the camera a LiDAR (the agent needs clouds)"
+)
+
+// AbsentTopics names the streams the source does not provide, each with
+// why and what to do, for transport.ServerConfig.Absent; nil when it
+// provides both.
+func (c *Camera) AbsentTopics() map[string]string {
+	var absent map[string]string
+	for i, why := range [2]string{NoPointsWhy, NoImageWhy} {
+		if c.pools[i] == nil {
+			if absent == nil {
+				absent = map[string]string{}
+			}
+			absent[TopicName(i)] = why
+		}
+	}
+	return absent
+}
+
 // Kind returns topic's handle kind.
 func Kind(topic int) handles.Kind {
 	if topic == TopicImage {

@@ -2,6 +2,8 @@ package camera
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -52,5 +54,38 @@ func TestLateCountsEveryMissedTick(t *testing.T) {
 	}
 	if late := c.Stats().Late; late < 20 {
 		t.Fatalf("late %d after a frame that took 25 periods; want about 25", late)
+	}
+}
+
+// A source without a stream gets no pool and no topic for it, and the
+// topic is named absent with why, for the server's refusal.
+func TestTopicsOfASourceWithoutAStream(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		sizes  PoolSizes
+		topics []string
+		absent map[string]string
+	}{
+		{"both", PoolSizes{Points: 16, ImageBytes: 64}, []string{PointsTopicName, ImageTopicName}, nil},
+		{"LiDAR only", PoolSizes{Points: 16}, []string{PointsTopicName}, map[string]string{ImageTopicName: NoImageWhy}},
+		{"images only", PoolSizes{ImageBytes: 64}, []string{ImageTopicName}, map[string]string{PointsTopicName: NoPointsWhy}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cam, err := New(Config{Source: tc.sizes, Slots: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cam.Close()
+			var names []string
+			for _, tp := range cam.Topics() {
+				names = append(names, tp.Name)
+			}
+			if !slices.Equal(names, tc.topics) {
+				t.Errorf("topics %q, want %q", names, tc.topics)
+			}
+			if got := cam.AbsentTopics(); !maps.Equal(got, tc.absent) {
+				t.Errorf("absent %q, want %q", got, tc.absent)
+			}
+		})
 	}
 }

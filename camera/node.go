@@ -32,6 +32,7 @@ type NodeConfig struct {
 	AzimuthSteps int
 	ImageWidth   int
 	ImageHeight  int
+	NoImage      bool // synthetic and replay: no images, only clouds (--image-size none, for a LiDAR-only agent); only the points topic is served
 	Socket       string
 	AllowGID     int
 	Slots        uint32
@@ -58,11 +59,15 @@ func OpenSource(ctx context.Context, flag, spec string, cfg NodeConfig) (sensor.
 		return nil, err
 	}
 	if dir, ok := strings.CutPrefix(spec, "replay:"); ok {
-		return sensor.NewReplayContext(ctx, dir, sensor.ReplayConfig{Loop: cfg.Loop, Preload: true})
+		r, err := sensor.NewReplayContext(ctx, dir, sensor.ReplayConfig{Loop: cfg.Loop, Preload: true})
+		if err != nil || !cfg.NoImage {
+			return r, err
+		}
+		return sensor.PointsOnly(r), nil
 	}
 	return sensor.NewSynthetic(sensor.SyntheticConfig{
 		Rate: cfg.Rate, Beams: cfg.Beams, AzimuthSteps: cfg.AzimuthSteps,
-		ImageWidth: cfg.ImageWidth, ImageHeight: cfg.ImageHeight,
+		ImageWidth: cfg.ImageWidth, ImageHeight: cfg.ImageHeight, NoImage: cfg.NoImage,
 	})
 }
 
@@ -128,7 +133,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		return runCopy(ctx, cfg, cam, metricsLn, log)
 	}
 	srv, err := transport.NewServer(transport.ServerConfig{Path: cfg.Socket, AllowGID: cfg.AllowGID, Topics: topics,
-		Subscribers: cfg.Subscribers, Log: log})
+		Absent: cam.AbsentTopics(), Subscribers: cfg.Subscribers, Log: log})
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package camera
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -492,4 +493,102 @@ func TestRunROS2NodeRefusesAMirrorOnItsInput(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--ros2-image-mirror-topic") || !strings.Contains(err.Error(), `"~image"`) {
 		t.Errorf("mirror topic ~image: %v, want it refused naming the flag", err)
 	}
+}
+
+// TestRunNodeWithoutImages: a LiDAR-only camera (NoImage: --image-size
+// none) serves the points topic over its socket; a subscriber asking for
+// points alone gets valid clouds, and one that also asks for images (an
+// agent that needs them) is refused, told that this camera has no image
+// stream and what to do.
+func TestRunNodeWithoutImages(t *testing.T) {
+	sock := socketPath(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- RunNode(ctx, NodeConfig{Socket: sock, AllowGID: -1, Source: "synthetic", NoImage: true,
+			Beams: 4, AzimuthSteps: 36, Rate: 100, Checksum: true})
+	}()
+	stopNode := func() {
+		t.Helper()
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("RunNode: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("RunNode still running 5 s after its context ended")
+		}
+	}
+	defer func() {
+		if ctx.Err() == nil {
+			stopNode()
+		}
+	}()
+
+	for _, tc := range []struct {
+		name   string
+		topics []string
+		// refused: the refusal must say each of these; nil: clouds arrive.
+		refused []string
+	}{
+		{"points only", []string{PointsTopicName}, nil},
+		{"points and images", []string{PointsTopicName, ImageTopicName},
+			[]string{`"image"`, "no image stream", "give the camera images", "--lidar-only"}},
+		{"images only", []string{ImageTopicName}, []string{"no image stream", "--lidar-only"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			validator, _ := handles.NewValidator()
+			got := make(chan error, 64)
+			sub, err := transport.NewSubscriber(transport.SubscriberConfig{
+				Path: sock, Name: "test", Topics: tc.topics, MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond,
+				OnLease: func(l transport.Lease) {
+					err := validator.VerifyPayload(&l.Handle, l.Bytes())
+					if err == nil && (l.Topic != 0 || l.Handle.Kind != handles.KindPoints || l.Handle.Points.Count == 0) {
+						err = fmt.Errorf("topic %d kind %v with %d points, want clouds on topic 0", l.Topic, l.Handle.Kind, l.Handle.Points.Count)
+					}
+					l.Release()
+					select {
+					case got <- err:
+					default:
+					}
+				},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			subCtx, subCancel := context.WithTimeout(ctx, 10*time.Second)
+			defer subCancel()
+			runErr := make(chan error, 1)
+			go func() { runErr <- sub.Run(subCtx) }()
+			if tc.refused != nil {
+				err := <-runErr // ErrRefused at once, or subCtx's end
+				if !errors.Is(err, transport.ErrRefused) {
+					t.Fatalf("Run = %v, want ErrRefused", err)
+				}
+				for _, w := range tc.refused {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("refusal %q does not say %q", err, w)
+					}
+				}
+				return
+			}
+			for n := 0; n < 10; n++ {
+				select {
+				case err := <-got:
+					if err != nil {
+						t.Fatal(err)
+					}
+				case err := <-runErr:
+					t.Fatalf("subscriber ended after %d clouds: %v", n, err)
+				case <-subCtx.Done():
+					t.Fatalf("only %d clouds in 10 s (connected %t)", n, sub.Connected())
+				}
+			}
+			subCancel()
+			<-runErr
+		})
+	}
+	stopNode()
 }

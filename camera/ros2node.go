@@ -129,7 +129,7 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 	defer cam.Close()
 	topics := cam.Topics()
 	srv, err := transport.NewServer(transport.ServerConfig{Path: cfg.Socket, AllowGID: cfg.AllowGID, Topics: topics,
-		Subscribers: cfg.Subscribers, Log: log})
+		Absent: cam.AbsentTopics(), Subscribers: cfg.Subscribers, Log: log})
 	if err != nil {
 		return err
 	}

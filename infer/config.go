@@ -107,6 +107,17 @@ func ReferenceConfig() ModelConfig {
 	return cfg
 }
 
+// ReferenceLidarConfig returns the config of models/reference_lidar.onnx
+// (embedded): the reference model without its image input. It panics if
+// the embedded config is invalid, which the package tests rule out.
+func ReferenceLidarConfig() ModelConfig {
+	cfg, err := ParseConfig(models.ReferenceLidarConfigJSON(), "models/reference_lidar.json (embedded)")
+	if err != nil {
+		panic(err)
+	}
+	return cfg
+}
+
 // LoadConfig reads and validates a JSON model config file.
 func LoadConfig(path string) (ModelConfig, error) {
 	data, err := os.ReadFile(path)

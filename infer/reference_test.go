@@ -388,3 +388,38 @@ func TestReferenceModalitiesCombine(t *testing.T) {
 		t.Fatalf("the test scene should affect some sector through both inputs: bev %v image %v", sb, si)
 	}
 }
+
+// The LiDAR-only variant (models/reference_lidar.onnx) is the full model's
+// BEV branch: on every scene its outputs equal the full model's with a
+// hazard-free image, and it has no image input to fill.
+func TestReferenceLidarIsTheBEVBranch(t *testing.T) {
+	full := newRefSession(t)
+	lidar, err := NewSession(requireRuntime(t), "../models/reference_lidar.onnx", ReferenceLidarConfig(), SessionOptions{Providers: []string{ProviderCPU}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lidar.Close() })
+	if lidar.Image() != nil {
+		t.Fatalf("the LiDAR-only session has an image input of %d values", len(lidar.Image()))
+	}
+	empty, block, post := newRefScene(), newRefScene(), newRefScene()
+	block.block(3.8, 4.6, 1.6, 2.6, 1)
+	x, y := polar(5, 30)
+	post.block(x-0.1, x+0.1, y-0.1, y+0.1, 1)
+	for name, scene := range map[string]refScene{"empty": empty, "block": block, "post": post} {
+		wantS, wantC := refOutputs(t, full, scene)
+		copy(lidar.BEV(), scene.bev)
+		if _, err := lidar.Run(); err != nil {
+			t.Fatal(err)
+		}
+		for k := range wantS {
+			if lidar.Scores()[k] != wantS[k] || lidar.Clearance()[k] != wantC[k] {
+				t.Fatalf("%s, sector %d: LiDAR-only score %v clearance %v, the full model's %v and %v",
+					name, k, lidar.Scores()[k], lidar.Clearance()[k], wantS[k], wantC[k])
+			}
+		}
+		if name != "empty" && minOf(wantS) >= 1 {
+			t.Fatalf("%s: the scene changes no score (%v): the comparison shows nothing", name, wantS)
+		}
+	}
+}

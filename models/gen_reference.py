@@ -1,6 +1,8 @@
 #!/usr/bin/python3
-"""Generate zerohop's reference steering model: models/reference.onnx and its
-default config models/reference.json.
+"""Generate zerohop's reference steering models: models/reference.onnx (LiDAR
+and camera) with its default config models/reference.json, and its LiDAR-only
+variant models/reference_lidar.onnx with models/reference_lidar.json (the
+same BEV branch without the image branch: score = clearance / 8).
 
 The weights are set analytically from the sensor geometry below; nothing is
 trained. See MODEL_CARD.md for what the model computes and why.
@@ -130,7 +132,9 @@ def check_mirror(w, axis_flip, name):
         sys.exit("gen_reference: %s weights are not left/right mirror images" % name)
 
 
-def build():
+def build(with_image=True):
+    """The reference model; with_image=False: its LiDAR-only variant, the
+    BEV branch alone (no image input, no hazard penalty)."""
     S = len(HEADINGS_DEG)
     wb = bev_weights()
     # Columns c and 127 - c are mirror images, as in the raster.
@@ -162,6 +166,8 @@ def build():
         const("sector_row_shape", [1, S], np.int64),
         const("near_field", NEAR_FIELD_M),
         const("inv_near_field", 1.0 / NEAR_FIELD_M),
+    ]
+    image_inits = [
         const("hazard_w", np.array([1, -1, -1], np.float32).reshape(1, 3, 1, 1) * HAZARD_GAIN),
         const("hazard_b", [-HAZARD_OFFSET * HAZARD_GAIN]),
         const("zero", 0.0),
@@ -183,6 +189,8 @@ def build():
         N("ReduceMax", ["nearness_cells"], ["nearness"], axes=[1], keepdims=0),
         N("Reshape", ["nearness", "sector_row_shape"], ["nearness_row"]),
         N("Sub", ["near_field", "nearness_row"], ["clearance"]),
+    ]
+    image_nodes = [
         # (b) image: orange-red ground hazard per sector, closer weighs more.
         N("Conv", ["image", "hazard_w", "hazard_b"], ["orangeness"]),
         N("Clip", ["orangeness", "zero", "one"], ["hazard"]),
@@ -195,13 +203,20 @@ def build():
         N("Mul", ["clearance", "inv_near_field"], ["clearance_term"]),
         N("Sub", ["clearance_term", "penalty"], ["sector_scores"]),
     ]
+    inputs = [helper.make_tensor_value_info("bev", TensorProto.FLOAT, [1, 3, GRID, GRID])]
+    name = "zerohop_reference"
+    if with_image:
+        inits += image_inits
+        nodes += image_nodes
+        inputs.append(helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, IMG_H, IMG_W]))
+    else:
+        # score = clearance term alone
+        nodes.append(N("Mul", ["clearance", "inv_near_field"], ["sector_scores"]))
+        name = "zerohop_reference_lidar"
     graph = helper.make_graph(
         nodes,
-        "zerohop_reference",
-        inputs=[
-            helper.make_tensor_value_info("bev", TensorProto.FLOAT, [1, 3, GRID, GRID]),
-            helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, IMG_H, IMG_W]),
-        ],
+        name,
+        inputs=inputs,
         outputs=[
             helper.make_tensor_value_info("sector_scores", TensorProto.FLOAT, [1, S]),
             helper.make_tensor_value_info("clearance", TensorProto.FLOAT, [1, S]),
@@ -213,7 +228,8 @@ def build():
         opset_imports=[helper.make_opsetid("", OPSET)],
         producer_name="zerohop/models/gen_reference.py",
         model_version=MODEL_VERSION,
-        doc_string="zerohop reference steering model: analytic weights, not trained. See models/MODEL_CARD.md.",
+        doc_string=("zerohop reference steering model" + ("" if with_image else ", LiDAR only") +
+                    ": analytic weights, not trained. See models/MODEL_CARD.md."),
     )
     # IR 7 is what opset 13 shipped with; old and new runtimes both load it.
     model.ir_version = 7
@@ -225,14 +241,15 @@ def build():
     return model
 
 
-def config():
-    """The default model config that infer.ReferenceConfig embeds."""
+def config(with_image=True):
+    """The default model config that infer.ReferenceConfig embeds (with_image
+    False: infer.ReferenceLidarConfig's)."""
+    inputs = [{"name": "bev", "tensor": "bev", "shape": [1, 3, GRID, GRID], "cell_m": CELL_M}]
+    if with_image:
+        inputs.append({"name": "image", "tensor": "image", "shape": [1, 3, IMG_H, IMG_W], "color": "rgb",
+                       "mean": [0, 0, 0], "std": [1, 1, 1]})
     return {
-        "inputs": [
-            {"name": "bev", "tensor": "bev", "shape": [1, 3, GRID, GRID], "cell_m": CELL_M},
-            {"name": "image", "tensor": "image", "shape": [1, 3, IMG_H, IMG_W], "color": "rgb",
-             "mean": [0, 0, 0], "std": [1, 1, 1]},
-        ],
+        "inputs": inputs,
         "outputs": [
             {"name": "sector_scores", "role": "sector_scores", "shape": [1, len(HEADINGS_DEG)]},
             {"name": "clearance", "role": "clearance", "shape": [1, len(HEADINGS_DEG)]},
@@ -255,14 +272,15 @@ def main():
     ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)),
                     help="output folder (default: this script's folder)")
     args = ap.parse_args()
-    model = build()
-    onnx_path = os.path.join(args.out, "reference.onnx")
-    json_path = os.path.join(args.out, "reference.json")
-    with open(onnx_path, "wb") as f:
-        f.write(model.SerializeToString())
-    with open(json_path, "w") as f:
-        f.write(format_config(config()))
-    print("gen_reference: wrote %s (%d bytes), %s" % (onnx_path, os.path.getsize(onnx_path), json_path))
+    for stem, with_image in (("reference", True), ("reference_lidar", False)):
+        model = build(with_image)
+        onnx_path = os.path.join(args.out, stem + ".onnx")
+        json_path = os.path.join(args.out, stem + ".json")
+        with open(onnx_path, "wb") as f:
+            f.write(model.SerializeToString())
+        with open(json_path, "w") as f:
+            f.write(format_config(config(with_image)))
+        print("gen_reference: wrote %s (%d bytes), %s" % (onnx_path, os.path.getsize(onnx_path), json_path))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
-// Package models holds zerohop's shipped reference model, its generator
-// (gen_reference.py) and its model card (MODEL_CARD.md).
+// Package models holds zerohop's shipped reference model and its LiDAR-only
+// variant, their generator (gen_reference.py) and their model card
+// (MODEL_CARD.md).
 //
-// The reference model and its default config are embedded so that a binary
-// runs without the repository next to it. Regenerate both with
+// The models and their default configs are embedded so that a binary
+// runs without the repository next to it. Regenerate them with
 // `/usr/bin/python3 models/gen_reference.py` (make models); the files are
 // committed.
 package models
@@ -19,10 +20,26 @@ var (
 	referenceONNX string
 	//go:embed reference.json
 	referenceConfig string
+	//go:embed reference_lidar.onnx
+	referenceLidarONNX string
+	//go:embed reference_lidar.json
+	referenceLidarConfig string
 )
 
 // ReferenceONNX returns a fresh copy of the reference model (ONNX protobuf).
 func ReferenceONNX() []byte { return []byte(referenceONNX) }
+
+// ReferenceLidarFile is the LiDAR-only variant's path relative to the
+// repository root.
+const ReferenceLidarFile = "models/reference_lidar.onnx"
+
+// ReferenceLidarONNX returns a fresh copy of the reference model's
+// LiDAR-only variant: its BEV branch without the image input, for robots
+// without a camera.
+func ReferenceLidarONNX() []byte { return []byte(referenceLidarONNX) }
+
+// ReferenceLidarConfigJSON returns a fresh copy of that variant's config.
+func ReferenceLidarConfigJSON() []byte { return []byte(referenceLidarConfig) }
 
 // ReferenceConfigJSON returns a fresh copy of the reference model's default
 // config, in the format that infer.ParseConfig reads.

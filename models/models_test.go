@@ -18,6 +18,8 @@ func TestEmbeddedFilesMatchCommittedFiles(t *testing.T) {
 	}{
 		{"reference.onnx", ReferenceONNX},
 		{"reference.json", ReferenceConfigJSON},
+		{"reference_lidar.onnx", ReferenceLidarONNX},
+		{"reference_lidar.json", ReferenceLidarConfigJSON},
 	} {
 		want, err := os.ReadFile(tc.file)
 		if err != nil {
@@ -47,13 +49,14 @@ func TestModelCardNamesTheFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	onnx := ReferenceONNX()
-	sum := sha256.Sum256(onnx)
-	size := strconv.Itoa(len(onnx))
-	spaced := size[:len(size)-3] + " " + size[len(size)-3:] // "165 626", as the card writes it
-	for _, want := range []string{hex.EncodeToString(sum[:]), spaced + " bytes"} {
-		if !bytes.Contains(card, []byte(want)) {
-			t.Errorf("MODEL_CARD.md does not state %q for models/reference.onnx", want)
+	for file, onnx := range map[string][]byte{ReferenceFile: ReferenceONNX(), ReferenceLidarFile: ReferenceLidarONNX()} {
+		sum := sha256.Sum256(onnx)
+		size := strconv.Itoa(len(onnx))
+		spaced := size[:len(size)-3] + " " + size[len(size)-3:] // "165 626", as the card writes it
+		for _, want := range []string{hex.EncodeToString(sum[:]), "`" + file + "`, " + spaced + " bytes"} {
+			if !bytes.Contains(card, []byte(want)) {
+				t.Errorf("MODEL_CARD.md does not state %q for %s", want, file)
+			}
 		}
 	}
 }

@@ -29,6 +29,12 @@ type SyntheticConfig struct {
 	// level camera is not expressible; use a tiny value such as 1e-9.)
 	CameraPitchDownDeg float64
 	Encoding           ImageEncoding // 0 → rgb8
+	// NoImage: no camera: MaxImageBytes is 0 and FillImage returns
+	// ErrNotProvided, as a replay folder without images; for LiDAR-only
+	// robots. The camera fields above are then neither checked nor used,
+	// and no image tables are built; the clouds are the same bytes as
+	// with the camera.
+	NoImage bool
 }
 
 // Limits on SyntheticConfig that keep the tables a sensible size.
@@ -69,12 +75,13 @@ func (c SyntheticConfig) withDefaults() SyntheticConfig {
 
 func (c SyntheticConfig) validate() error {
 	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
-	checks := []struct {
+	type check struct {
 		ok   bool
 		what string
 		val  any
 		want string
-	}{
+	}
+	checks := []check{
 		{finite(c.Rate) && c.Rate > 0, "Rate", c.Rate, "> 0"},
 		{c.Beams > 0 && c.AzimuthSteps > 0 && c.Beams <= maxSyntheticRays/c.AzimuthSteps,
 			"Beams × AzimuthSteps", fmt.Sprintf("%d × %d", c.Beams, c.AzimuthSteps), fmt.Sprintf("both > 0, product <= %d", maxSyntheticRays)},
@@ -84,12 +91,16 @@ func (c SyntheticConfig) validate() error {
 			"ElevationMinDeg", c.ElevationMinDeg, "> -90 and below ElevationMaxDeg"},
 		{finite(c.MaxRange) && c.MaxRange > 0, "MaxRange", c.MaxRange, "> 0"},
 		{finite(c.LidarHeight) && c.LidarHeight > 0 && c.LidarHeight < wallHeight, "LidarHeight", c.LidarHeight, "in (0, 3) m, between ground and wall tops"},
-		{c.ImageWidth > 0 && c.ImageHeight > 0 && c.ImageWidth <= maxSyntheticPixels/c.ImageHeight,
-			"ImageWidth × ImageHeight", fmt.Sprintf("%d × %d", c.ImageWidth, c.ImageHeight), fmt.Sprintf("both > 0, product <= %d", maxSyntheticPixels)},
-		{finite(c.HorizontalFOVDeg) && c.HorizontalFOVDeg > 0 && c.HorizontalFOVDeg < 180, "HorizontalFOVDeg", c.HorizontalFOVDeg, "in (0, 180)"},
-		{finite(c.CameraHeight) && c.CameraHeight > 0 && c.CameraHeight < wallHeight, "CameraHeight", c.CameraHeight, "in (0, 3) m, between ground and wall tops"},
-		{finite(c.CameraPitchDownDeg) && c.CameraPitchDownDeg > -90 && c.CameraPitchDownDeg < 90, "CameraPitchDownDeg", c.CameraPitchDownDeg, "in (-90, 90)"},
-		{c.Encoding.Valid(), "Encoding", c.Encoding, "rgb8, bgr8 or mono8"},
+	}
+	if !c.NoImage { // without a camera its fields are not used
+		checks = append(checks, []check{
+			{c.ImageWidth > 0 && c.ImageHeight > 0 && c.ImageWidth <= maxSyntheticPixels/c.ImageHeight,
+				"ImageWidth × ImageHeight", fmt.Sprintf("%d × %d", c.ImageWidth, c.ImageHeight), fmt.Sprintf("both > 0, product <= %d", maxSyntheticPixels)},
+			{finite(c.HorizontalFOVDeg) && c.HorizontalFOVDeg > 0 && c.HorizontalFOVDeg < 180, "HorizontalFOVDeg", c.HorizontalFOVDeg, "in (0, 180)"},
+			{finite(c.CameraHeight) && c.CameraHeight > 0 && c.CameraHeight < wallHeight, "CameraHeight", c.CameraHeight, "in (0, 3) m, between ground and wall tops"},
+			{finite(c.CameraPitchDownDeg) && c.CameraPitchDownDeg > -90 && c.CameraPitchDownDeg < 90, "CameraPitchDownDeg", c.CameraPitchDownDeg, "in (-90, 90)"},
+			{c.Encoding.Valid(), "Encoding", c.Encoding, "rgb8, bgr8 or mono8"},
+		}...)
 	}
 	for _, ch := range checks {
 		if !ch.ok {
@@ -156,20 +167,29 @@ func NewSynthetic(cfg SyntheticConfig) (*Synthetic, error) {
 	}
 	s := &Synthetic{cfg: cfg, static: staticScene(), lidarZ: cfg.LidarHeight, bpp: cfg.Encoding.BytesPerPixel()}
 	s.initLidar()
-	s.initCamera()
+	if !cfg.NoImage {
+		s.initCamera()
+	}
 	return s, nil
 }
 
 // MaxPoints is Beams × AzimuthSteps.
 func (s *Synthetic) MaxPoints() int { return s.cfg.Beams * s.cfg.AzimuthSteps }
 
-// MaxImageBytes is width × height × bytes per pixel of the configured encoding.
-func (s *Synthetic) MaxImageBytes() int { return s.cfg.ImageWidth * s.cfg.ImageHeight * s.bpp }
+// MaxImageBytes is width × height × bytes per pixel of the configured
+// encoding; 0 with NoImage.
+func (s *Synthetic) MaxImageBytes() int {
+	if s.cfg.NoImage {
+		return 0
+	}
+	return s.cfg.ImageWidth * s.cfg.ImageHeight * s.bpp
+}
 
 // Frames is SyntheticConfig.Frames (0: endless).
 func (s *Synthetic) Frames() uint64 { return s.cfg.Frames }
 
-// Camera is the camera model the image is rendered with.
+// Camera is the camera model the image is rendered with; the zero
+// PinholeCamera with NoImage.
 func (s *Synthetic) Camera() PinholeCamera { return s.cam }
 
 // Truth is the position of the moving parts at frame seq.
@@ -391,10 +411,14 @@ func (s *Synthetic) groundHit(u, v int) (x, y float64) {
 
 // FillImage writes the camera image of frame seq into dst: the static
 // background, then the hazard marking on visible ground, then the obstacle
-// where it is nearer than the static scene. It does not allocate.
+// where it is nearer than the static scene. It does not allocate. With
+// NoImage it returns an error wrapping ErrNotProvided.
 func (s *Synthetic) FillImage(seq uint64, dst []byte) (ImageInfo, error) {
 	if err := s.checkSeq("FillImage", seq); err != nil {
 		return ImageInfo{}, err
+	}
+	if s.cfg.NoImage {
+		return ImageInfo{}, fmt.Errorf("synthetic: FillImage: NoImage, no camera: %w", ErrNotProvided)
 	}
 	if need := s.MaxImageBytes(); len(dst) < need {
 		return ImageInfo{}, fmt.Errorf("synthetic: FillImage: dst has %d bytes, need %d (%d×%d %s): %w",

@@ -569,3 +569,68 @@ func TestSyntheticConcurrentFills(t *testing.T) {
 
 // Both sources satisfy Source.
 var _ = []Source{(*Synthetic)(nil), (*Replay)(nil)}
+
+// TestSyntheticNoImage: a LiDAR-only scene has no image stream (as a
+// replay folder without images), builds no image tables, ignores the
+// camera's fields, and renders the very clouds of the scene with a camera.
+func TestSyntheticNoImage(t *testing.T) {
+	withImages := newSynthetic(t, smallConfig())
+	tests := []struct {
+		name string
+		mod  func(*SyntheticConfig)
+	}{
+		{"camera fields as usual", func(*SyntheticConfig) {}},
+		{"default camera fields", func(c *SyntheticConfig) { c.ImageWidth, c.ImageHeight = 0, 0 }},
+		// Refused with a camera (TestSyntheticConfigErrors); unused without.
+		{"huge image", func(c *SyntheticConfig) { c.ImageWidth, c.ImageHeight = 100000, 100000 }},
+		{"negative width", func(c *SyntheticConfig) { c.ImageWidth = -1 }},
+		{"fov 180", func(c *SyntheticConfig) { c.HorizontalFOVDeg = 180 }},
+		{"camera above the walls", func(c *SyntheticConfig) { c.CameraHeight = 5 }},
+		{"pitch 90", func(c *SyntheticConfig) { c.CameraPitchDownDeg = 90 }},
+		{"bad encoding", func(c *SyntheticConfig) { c.Encoding = 9 }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := smallConfig()
+			tc.mod(&cfg)
+			cfg.NoImage = true
+			s := newSynthetic(t, cfg)
+			if got := s.MaxImageBytes(); got != 0 {
+				t.Errorf("MaxImageBytes = %d, want 0", got)
+			}
+			for _, n := range []int{0, withImages.MaxImageBytes()} {
+				if _, err := s.FillImage(0, make([]byte, n)); !errors.Is(err, ErrNotProvided) {
+					t.Errorf("FillImage into %d bytes: %v, want ErrNotProvided", n, err)
+				}
+			}
+			// No CPU or memory spent on a camera that is not there.
+			if s.background != nil || s.pixT != nil || s.pixMat != nil || s.rowDX != nil || s.colDY != nil || s.rowGroundT != nil {
+				t.Errorf("image tables built: background %d, pixT %d, pixMat %d, rowDX %d, colDY %d, rowGroundT %d",
+					len(s.background), len(s.pixT), len(s.pixMat), len(s.rowDX), len(s.colDY), len(s.rowGroundT))
+			}
+			if s.MaxPoints() != withImages.MaxPoints() {
+				t.Fatalf("MaxPoints = %d, want %d as with images", s.MaxPoints(), withImages.MaxPoints())
+			}
+			got, want := make([]byte, s.MaxPoints()*PointStep), make([]byte, s.MaxPoints()*PointStep)
+			for _, seq := range sceneSeqs {
+				n, err := s.FillPoints(seq, got)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m, err := withImages.FillPoints(seq, want)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n != m || !bytes.Equal(got[:n*PointStep], want[:m*PointStep]) {
+					t.Fatalf("frame %d: %d points, differ from the %d with images", seq, n, m)
+				}
+			}
+		})
+	}
+	// The LiDAR's checks still apply.
+	cfg := smallConfig()
+	cfg.NoImage, cfg.Beams = true, -3
+	if _, err := NewSynthetic(cfg); err == nil || !strings.Contains(err.Error(), "Beams × AzimuthSteps") {
+		t.Errorf("NoImage with -3 beams: %v, want the beams refused", err)
+	}
+}

@@ -114,6 +114,9 @@ const (
 	// LabelGPUKernels is what the GPU voxel kernels were loaded from: the
 	// device's "sm_XY" (compiled by NVRTC), a "compute_XY" PTX, or "none".
 	LabelGPUKernels = "gpu_kernels"
+	// LabelInputs is what the model is fed: "lidar+camera" (clouds
+	// paired with images) or "lidar" (a LiDAR-only model: no images).
+	LabelInputs = "inputs"
 )
 
 type labelSpec struct{ key, metric, help, initial string }
@@ -121,7 +124,7 @@ type labelSpec struct{ key, metric, help, initial string }
 // labelInfo lists the label keys with their info metric names (a function,
 // not a package variable, so it cannot be changed at run time).
 // numLabels is how many labels labelInfo describes.
-const numLabels = 5
+const numLabels = 6
 
 func labelInfo() [numLabels]labelSpec {
 	return [...]labelSpec{
@@ -130,6 +133,7 @@ func labelInfo() [numLabels]labelSpec {
 		{LabelVoxelPath, "voxel_path_info", "Where voxel filtering runs, \"cpu\" or \"gpu\" (value is always 1).", "unknown"},
 		{LabelHandoff, "handoff_info", "How frames reach the pipeline: \"socket\", \"rings\", \"copy\" or \"inproc\" (value is always 1).", "unknown"},
 		{LabelGPUKernels, "gpu_kernels_info", "What the GPU voxel kernels were loaded from: \"sm_XY\" (NVRTC), \"compute_XY\" PTX (the driver JIT-compiled it), or \"none\" (value is always 1).", "none"},
+		{LabelInputs, "inputs_info", "What the model is fed: \"lidar+camera\" (each cloud paired with an image) or \"lidar\" (a LiDAR-only model; no images taken) (value is always 1).", "unknown"},
 	}
 }
 
@@ -313,7 +317,7 @@ func (r *Recorder) Count(c Counter) uint64 {
 }
 
 // SetLabel sets one of the label values (LabelProvider, LabelGPU,
-// LabelVoxelPath, LabelHandoff, LabelGPUKernels). Invalid UTF-8 is dropped
+// LabelVoxelPath, LabelHandoff, LabelGPUKernels, LabelInputs). Invalid UTF-8 is dropped
 // from value.
 func (r *Recorder) SetLabel(key, value string) error {
 	var keys []string
@@ -440,10 +444,12 @@ type Snapshot struct {
 	VoxelPath string  `json:"voxel_path"`
 	Handoff   string  `json:"handoff"`
 	// GPUKernels is LabelGPUKernels: "sm_90", "compute_70" (PTX), "none".
-	GPUKernels string             `json:"gpu_kernels"`
-	Stages     []StageSnapshot    `json:"stages"`
-	Counters   map[string]float64 `json:"counters"` // built-in frame counters and AddCounterFunc
-	Gauges     map[string]float64 `json:"gauges"`   // AddGaugeFunc
+	GPUKernels string `json:"gpu_kernels"`
+	// Inputs is LabelInputs: "lidar+camera" or "lidar".
+	Inputs   string             `json:"inputs"`
+	Stages   []StageSnapshot    `json:"stages"`
+	Counters map[string]float64 `json:"counters"` // built-in frame counters and AddCounterFunc
+	Gauges   map[string]float64 `json:"gauges"`   // AddGaugeFunc
 }
 
 // Histograms flushes the record buffers and returns each stage's
@@ -476,7 +482,7 @@ func (r *Recorder) Snapshot() Snapshot {
 	}
 	r.labelsMu.Lock()
 	snap.Provider, snap.GPU, snap.VoxelPath = r.labels[LabelProvider], r.labels[LabelGPU], r.labels[LabelVoxelPath]
-	snap.Handoff, snap.GPUKernels = r.labels[LabelHandoff], r.labels[LabelGPUKernels]
+	snap.Handoff, snap.GPUKernels, snap.Inputs = r.labels[LabelHandoff], r.labels[LabelGPUKernels], r.labels[LabelInputs]
 	r.labelsMu.Unlock()
 
 	r.readMu.Lock()

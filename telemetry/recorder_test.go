@@ -364,6 +364,12 @@ func TestLabels(t *testing.T) {
 	if err := r.SetLabel(LabelGPUKernels, "compute_70"); err != nil {
 		t.Fatal(err)
 	}
+	if s := r.Snapshot(); s.Inputs != "unknown" {
+		t.Fatalf("initial inputs label %q", s.Inputs)
+	}
+	if err := r.SetLabel(LabelInputs, "lidar"); err != nil {
+		t.Fatal(err)
+	}
 	if err := r.SetLabel("colour", "red"); err == nil || !strings.Contains(err.Error(), `"colour"`) || !strings.Contains(err.Error(), `"gpu_kernels"`) {
 		t.Fatalf("unknown label: %v; want it named, with the known ones", err)
 	}
@@ -373,6 +379,12 @@ func TestLabels(t *testing.T) {
 	}
 	if ms := gather(t, r, "zerohop_gpu_kernels_info"); len(ms) != 1 || ms[0].GetLabel()[0].GetValue() != "compute_70" {
 		t.Fatalf("gpu kernels info metric %v", ms)
+	}
+	if s.Inputs != "lidar" {
+		t.Fatalf("inputs label %q, want lidar", s.Inputs)
+	}
+	if ms := gather(t, r, "zerohop_inputs_info"); len(ms) != 1 || ms[0].GetLabel()[0].GetValue() != "lidar" {
+		t.Fatalf("inputs info metric %v", ms)
 	}
 	if ms := gather(t, r, "zerohop_handoff_info"); len(ms) != 1 || ms[0].GetLabel()[0].GetValue() != "rings" {
 		t.Fatalf("handoff info metric %v", ms)

@@ -48,7 +48,8 @@ Leases camera images and LiDAR clouds from a zerohop camera (zero-copy, over
 a unix socket) or runs a camera source in this process (--camera), and per
 frame pair runs voxel filter → BEV raster → image preprocessing → ONNX model
 → planner, publishing cmd_vel. A watchdog zeroes cmd_vel when frames stop or
-a stage fails. Per-stage latency: http://<--http>/ (page), /latency (JSON),
+a stage fails. With --lidar-only (a robot without a camera) it takes the
+clouds alone. Per-stage latency: http://<--http>/ (page), /latency (JSON),
 /metrics (Prometheus), /healthz. With an NVIDIA GPU (its driver found at run
 time) voxel filter and BEV run on it, reading the slot in place: kernels
 compiled for the device by NVRTC when found ($ZEROHOP_NVRTC names one; "none":
@@ -89,7 +90,9 @@ Flags:
 	fs.StringVar(&cfg.Name, "name", "agent", "subscriber name shown in the camera's log")
 	fs.BoolVar(&cfg.Spin, "spin", false, "spin on the handle rings the camera writes instead of sleeping in recv (sub-microsecond handoff; one busy core)")
 	fs.StringVar(&cfg.Model, "model", "", "ONNX model file (default: the embedded reference model, see models/MODEL_CARD.md)")
-	fs.StringVar(&cfg.ModelConfig, "model-config", "", "JSON that maps the model's inputs and outputs (see models/README.md)")
+	fs.StringVar(&cfg.ModelConfig, "model-config", "", "JSON that maps the model's inputs and outputs (see models/README.md); one without an image input runs the agent on the LiDAR alone, as --lidar-only")
+	fs.BoolVar(&cfg.LidarOnly, "lidar-only", false, "for a robot with a LiDAR and no camera: take the clouds alone, neither subscribing to images nor waiting for them (the camera may serve none: bin/camera --image-size none, or --source ros2 --ros2-image-topic \"\"); without --model, the embedded LiDAR-only reference model (models/MODEL_CARD.md); a --model-config with an image input is refused. /latency's inputs says \"lidar\"")
+	fs.DurationVar(&cfg.PairTolerance, "pair-tolerance", agent.DefaultPairTolerance, "how far apart the capture stamps of a cloud and the image it is processed with may be, and so how long a cloud waits for its image at most; 1ms up to half --watchdog. Raise it for a camera slower than 25 Hz or drivers that stamp the scan's start (the log's last_image_minus_cloud shows the offset when clouds find no image)")
 	fs.StringVar(&cfg.ORTLib, "ort-lib", "", fmt.Sprintf("path of libonnxruntime.so (if not given: $ZEROHOP_ORT_LIB; else ort/%s/libonnxruntime.so.1 under $ZEROHOP_CACHE, ./.cache, .cache beside the executable, .cache above it; else libonnxruntime.so.1 or .so in each $LD_LIBRARY_PATH folder, then the system library folders)", infer.ORTVersion))
 	fs.StringVar(&cfg.Providers, "providers", infer.DefaultProviders, "ONNX Runtime execution providers in order of preference, comma-separated: tensorrt, cuda, cpu (case-insensitive; one that cannot start is skipped with a log line saying why)")
 	fs.StringVar(&cfg.TRTCache, "trt-cache", ".cache/trt", "TensorRT engine cache folder; a relative path is relative to the working directory")

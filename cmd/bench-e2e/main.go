@@ -44,7 +44,7 @@ type options struct {
 }
 
 // transportNames are the valid --transports values.
-var transportNames = []string{"unix", "copy", "unix+spin"}
+var transportNames = []string{"unix", "copy", "unix+spin", "unix+lidar"}
 
 const (
 	maxSeconds = 24 * 60 * 60
@@ -82,7 +82,7 @@ Flags:
 	fs.Float64Var(&o.rate, "rate", 30, "camera frame rate")
 	fs.StringVar(&o.bin, "bin", "bin", "directory holding the camera and agent binaries")
 	fs.StringVar(&o.out, "out", "docs/bench-e2e.md", `markdown output file ("" for stdout only)`)
-	fs.StringVar(&transports, "transports", "unix,copy", `transports to measure, in order: unix, copy, or unix+spin (the agent spinning on its handle rings, --spin)`)
+	fs.StringVar(&transports, "transports", "unix,copy", `transports to measure, in order: unix, copy, unix+spin (the agent spinning on its handle rings, --spin) or unix+lidar (a robot without a camera: camera --image-size none, agent --lidar-only)`)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -226,10 +226,15 @@ func measure(ctx context.Context, o options, transport string) (result, error) {
 		return result{}, err
 	}
 	// "unix+spin": the unix transport with the agent spinning on its
-	// handle rings (--spin).
+	// handle rings (--spin); "unix+lidar": a robot without a camera.
 	base, spin := strings.CutSuffix(transport, "+spin")
-	cam, err := startProc("camera", filepath.Join(o.bin, "camera"), "--socket", sock, "--transport", base,
-		"--rate", strconv.FormatFloat(o.rate, 'f', -1, 64), "--metrics", camAddr, "--log-level", "warn")
+	base, lidarOnly := strings.CutSuffix(base, "+lidar")
+	camArgs := []string{"--socket", sock, "--transport", base,
+		"--rate", strconv.FormatFloat(o.rate, 'f', -1, 64), "--metrics", camAddr, "--log-level", "warn"}
+	if lidarOnly {
+		camArgs = append(camArgs, "--image-size", "none")
+	}
+	cam, err := startProc("camera", filepath.Join(o.bin, "camera"), camArgs...)
 	if err != nil {
 		return result{}, err
 	}
@@ -237,6 +242,9 @@ func measure(ctx context.Context, o options, transport string) (result, error) {
 	agentArgs := []string{"--socket", sock, "--transport", base, "--http", agentAddr, "--providers", "cpu", "--log-level", "warn"}
 	if spin {
 		agentArgs = append(agentArgs, "--spin")
+	}
+	if lidarOnly {
+		agentArgs = append(agentArgs, "--lidar-only")
 	}
 	agent, err := startProc("agent", filepath.Join(o.bin, "agent"), agentArgs...)
 	if err != nil {

@@ -27,6 +27,8 @@ func TestParseOptions(t *testing.T) {
 		{args: []string{"--long"}, seconds: 180, rate: 30, transports: []string{"unix", "copy"}},
 		{args: []string{"--seconds", "5", "--rate", "0.1", "--transports", "copy, unix+spin"}, seconds: 5, rate: 0.1, transports: []string{"copy", "unix+spin"}},
 		{args: []string{"--rate", "10000", "--transports", "unix"}, seconds: 60, rate: 10000, transports: []string{"unix"}},
+		{args: []string{"--transports", "unix,unix+lidar"}, seconds: 60, rate: 30, transports: []string{"unix", "unix+lidar"}},
+		{args: []string{"--transports", "copy+lidar"}, err: `unknown transport "copy+lidar"`},
 		{args: []string{"--transports", "bogus"}, err: `--transports "bogus": unknown transport "bogus"`},
 		{args: []string{"--transports", "unix,"}, err: `unknown transport ""`},
 		{args: []string{"--transports", ""}, err: `--transports ""`},

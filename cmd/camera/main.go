@@ -61,7 +61,7 @@ Flags:
 	fs.Float64Var(&cfg.Rate, "rate", 30, "frames per second, 0.001 to 10000 (0: 30); with --source ros2 the drivers set the pace and this only sizes the slot pools")
 	fs.IntVar(&cfg.Beams, "beams", 64, "synthetic LiDAR beams")
 	fs.IntVar(&cfg.AzimuthSteps, "azimuth-steps", 1800, "synthetic LiDAR azimuth steps per revolution")
-	fs.StringVar(&imageSize, "image-size", "1280x720", "synthetic image size WIDTHxHEIGHT")
+	fs.StringVar(&imageSize, "image-size", "1280x720", `synthetic image size WIDTHxHEIGHT, or "none": no camera images, only LiDAR clouds, from the synthetic scene or a replay folder that has images (for a LiDAR-only agent: bin/agent --lidar-only; with --source ros2, --ros2-image-topic "" does this)`)
 	fs.StringVar(&cfg.Socket, "socket", transport.DefaultSocketPath(), "unix socket to serve subscribers on, mode 0660; its folder is created 0750 if missing, an existing one is left as it is (if not given: $XDG_RUNTIME_DIR/zerohop/camera.sock, else /run/zerohop/camera.sock)")
 	fs.IntVar(&cfg.AllowGID, "allow-gid", -1, "also admit subscribers with this primary gid (-1: only the camera's own uid)")
 	fs.UintVar(&slots, "slots", 0, "slots per pool, at least 2 (0: sizing rule for --subscribers subscribers taking up to 50 ms: 9 for 2 at 30 fps)")
@@ -88,8 +88,7 @@ Flags:
 	if cfg.Source != "ros2" && cfg.Source != "" && cfg.Source != "synthetic" && !strings.HasPrefix(cfg.Source, "replay:") {
 		return fmt.Errorf(`--source %q: want "synthetic", "replay:DIR" or "ros2"`, cfg.Source)
 	}
-	w, h, err := parseSize(imageSize)
-	if err != nil {
+	if err := setImageSize(&cfg, imageSize); err != nil {
 		return err
 	}
 	if slots > pinned.MaxSlots {
@@ -101,7 +100,7 @@ Flags:
 	if cfg.Subscribers < 1 || cfg.Subscribers > pinned.MaxSubscribers {
 		return fmt.Errorf("--subscribers %d: want 1..%d", cfg.Subscribers, pinned.MaxSubscribers)
 	}
-	cfg.ImageWidth, cfg.ImageHeight, cfg.Slots = w, h, uint32(slots)
+	cfg.Slots = uint32(slots)
 	log, level, err := logging.New(logLevel)
 	if err != nil {
 		return err
@@ -117,12 +116,19 @@ Flags:
 	return camera.RunNode(ctx, cfg)
 }
 
-func parseSize(s string) (int, int, error) {
+// setImageSize sets cfg's synthetic image size from --image-size s:
+// WIDTHxHEIGHT, or "none" for no images at all (NoImage).
+func setImageSize(cfg *camera.NodeConfig, s string) error {
+	if s == "none" {
+		cfg.ImageWidth, cfg.ImageHeight, cfg.NoImage = 0, 0, true
+		return nil
+	}
 	ws, hs, ok := strings.Cut(s, "x")
 	w, err1 := strconv.Atoi(ws)
 	h, err2 := strconv.Atoi(hs)
 	if !ok || err1 != nil || err2 != nil || w <= 0 || h <= 0 {
-		return 0, 0, fmt.Errorf("--image-size %q: want WIDTHxHEIGHT, e.g. 1280x720", s)
+		return fmt.Errorf(`--image-size %q: want WIDTHxHEIGHT, e.g. 1280x720, or "none" (no images, only LiDAR clouds)`, s)
 	}
-	return w, h, nil
+	cfg.ImageWidth, cfg.ImageHeight, cfg.NoImage = w, h, false
+	return nil
 }

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/zerohop/zerohop/camera"
+	"github.com/zerohop/zerohop/internal/sockdir"
 )
 
 // Flag values out of range are refused before anything starts, naming the
@@ -23,5 +27,74 @@ func TestRunRefusesBadSizingFlags(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("run(%q) = %v, want an error with %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// --image-size is WIDTHxHEIGHT or "none" (no images: a LiDAR-only
+// camera); anything else is refused, naming the flag and the value.
+func TestSetImageSize(t *testing.T) {
+	for _, tc := range []struct {
+		in             string
+		wantW, wantH   int
+		wantNoImage    bool
+		wantErrContain string
+	}{
+		{in: "1280x720", wantW: 1280, wantH: 720},
+		{in: "32x16", wantW: 32, wantH: 16},
+		{in: "none", wantNoImage: true},
+		{in: "", wantErrContain: `--image-size ""`},
+		{in: "None", wantErrContain: `--image-size "None"`},
+		{in: "no", wantErrContain: `--image-size "no"`},
+		{in: "0x0", wantErrContain: `--image-size "0x0"`},
+		{in: "0x720", wantErrContain: `--image-size "0x720"`},
+		{in: "-1x720", wantErrContain: `--image-size "-1x720"`},
+		{in: "1280x", wantErrContain: `--image-size "1280x"`},
+		{in: "1280", wantErrContain: `--image-size "1280"`},
+		{in: "1280*720", wantErrContain: `--image-size "1280*720"`},
+		{in: "1280x720x3", wantErrContain: `--image-size "1280x720x3"`},
+	} {
+		// A value from an earlier flag must not survive: start from the
+		// opposite of what is wanted.
+		cfg := camera.NodeConfig{ImageWidth: 7, ImageHeight: 7, NoImage: !tc.wantNoImage}
+		err := setImageSize(&cfg, tc.in)
+		if tc.wantErrContain != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErrContain) || !strings.Contains(err.Error(), `"none"`) {
+				t.Errorf("setImageSize(%q) = %v, want an error with %q offering \"none\"", tc.in, err, tc.wantErrContain)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("setImageSize(%q): %v", tc.in, err)
+			continue
+		}
+		if cfg.ImageWidth != tc.wantW || cfg.ImageHeight != tc.wantH || cfg.NoImage != tc.wantNoImage {
+			t.Errorf("setImageSize(%q): %dx%d NoImage %t, want %dx%d NoImage %t",
+				tc.in, cfg.ImageWidth, cfg.ImageHeight, cfg.NoImage, tc.wantW, tc.wantH, tc.wantNoImage)
+		}
+	}
+}
+
+// run takes --image-size none through to a camera that renders clouds and
+// stops after --frames; a bad value stops it before anything starts.
+func TestRunImageSize(t *testing.T) {
+	for _, tc := range []struct {
+		size string
+		want string // "" for no error
+	}{
+		{"none", ""},
+		{"nopes", `--image-size "nopes": want WIDTHxHEIGHT`},
+		{"64x", `--image-size "64x": want WIDTHxHEIGHT`},
+	} {
+		t.Run(tc.size, func(t *testing.T) {
+			args := []string{"--image-size", tc.size, "--beams", "4", "--azimuth-steps", "36", "--frames", "2",
+				"--socket", filepath.Join(sockdir.Short(t), "c.sock"), "--metrics", "", "--log-level", "error"}
+			err := run(args)
+			if tc.want == "" && err != nil {
+				t.Fatalf("run(%q): %v", args, err)
+			}
+			if tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("run(%q) = %v, want an error with %q", args, err, tc.want)
+			}
+		})
 	}
 }

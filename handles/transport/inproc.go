@@ -66,7 +66,12 @@ func NewInproc(cfg InprocConfig) (*Inproc, error) {
 }
 
 // Publish implements the camera's Publisher.
+// A topic it was not built with is an error (a camera that has a stream
+// its subscriber did not ask for), not a panic.
 func (t *Inproc) Publish(topic int, slot pinned.Slot, h *handles.Handle) (int, error) {
+	if topic < 0 || topic >= len(t.topics) {
+		return 0, fmt.Errorf("inproc transport: publish on topic %d: it has %d topics", topic, len(t.topics))
+	}
 	tp := t.topics[topic]
 	h.PoolID, h.Slot, h.Generation = tp.Pool.ID(), slot.Index(), slot.Generation()
 	to := pinned.SubscriberSet(0)

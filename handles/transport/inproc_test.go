@@ -2,6 +2,8 @@ package transport
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/zerohop/zerohop/handles"
@@ -94,5 +96,23 @@ func TestInprocInlineDeliveryAllocatesNothing(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("inline publish → release allocates %.1f per frame", allocs)
+	}
+}
+
+// A publish on a topic the transport was not built with is an error naming
+// it, not an index out of range.
+func TestInprocPublishOnAnUnknownTopicFails(t *testing.T) {
+	p := newInprocPool(t)
+	tr := newInprocT(t, p)
+	slot, err := p.Acquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Abort(slot)
+	for _, topic := range []int{1, -1} {
+		h := handles.Handle{Kind: handles.KindImage, Length: 16}
+		if _, err := tr.Publish(topic, slot, &h); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("topic %d", topic)) {
+			t.Fatalf("publish on topic %d of 1: %v; want an error naming it", topic, err)
+		}
 	}
 }

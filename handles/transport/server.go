@@ -44,7 +44,13 @@ type ServerConfig struct {
 	// pools have at least MinShare·Subscribers+1 slots. More may connect,
 	// without that guarantee (logged).
 	Subscribers int
-	Log         *zap.Logger
+	// Absent names topics this server does not serve though a subscriber
+	// may well ask for them (a camera without images: "image"), each with
+	// why and what to do: a subscriber asking for one is refused with
+	// that, rather than with a bare "unknown topic". The refusal, with the
+	// topic's name and the served ones, must fit in 200 bytes.
+	Absent map[string]string
+	Log    *zap.Logger
 }
 
 // DefaultSocketPath is $XDG_RUNTIME_DIR/zerohop/camera.sock, or
@@ -145,6 +151,14 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 			return nil, fmt.Errorf("transport server: topic %q has no pool", t.Name)
 		}
 		s.topics = append(s.topics, &serverTopic{Topic: t})
+	}
+	for name := range cfg.Absent {
+		if seen[name] {
+			return nil, fmt.Errorf("transport server: topic %q both served and absent", name)
+		}
+		if r := s.absentRefusal(name); len(r) > maxRefuseReason {
+			return nil, fmt.Errorf("transport server: the refusal for absent topic %q has %d bytes, at most %d fit: %q", name, len(r), maxRefuseReason, r)
+		}
 	}
 	lfd, err := listenSeqpacket(cfg.Path)
 	if err != nil {
@@ -332,6 +346,9 @@ func (s *Server) admit(c *conn) error {
 	for _, name := range h.topics {
 		ti := s.topicIndex(name)
 		if ti < 0 {
+			if _, ok := s.cfg.Absent[name]; ok {
+				return errors.New(s.absentRefusal(name))
+			}
 			return fmt.Errorf("unknown topic %q (served: %s)", name, s.topicNames())
 		}
 		if c.joined[ti] {
@@ -535,6 +552,12 @@ func (s *Server) poolTopic(id uint32) int {
 		}
 	}
 	return -1
+}
+
+// absentRefusal is the refusal of a subscriber asking for absent topic
+// name (ServerConfig.Absent).
+func (s *Server) absentRefusal(name string) string {
+	return fmt.Sprintf("no topic %q (served: %s): %s", name, s.topicNames(), s.cfg.Absent[name])
 }
 
 func (s *Server) topicNames() string {

@@ -1,0 +1,215 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/zerohop/zerohop/internal/sockdir"
+)
+
+// latencyInputs reads /latency's inputs label and the count of each stage.
+func latencyInputs(t *testing.T, base string) (inputs string, counts map[string]uint64) {
+	t.Helper()
+	var lat struct {
+		Inputs string `json:"inputs"`
+		Stages []struct {
+			Name       string `json:"name"`
+			SinceStart struct {
+				Count uint64 `json:"count"`
+			} `json:"since_start"`
+		} `json:"stages"`
+	}
+	if err := json.Unmarshal(getBody(t, base+"/latency"), &lat); err != nil {
+		t.Fatalf("/latency: %v", err)
+	}
+	counts = map[string]uint64{}
+	for _, s := range lat.Stages {
+		counts[s.Name] = s.SinceStart.Count
+	}
+	return lat.Inputs, counts
+}
+
+// A robot without a camera: the camera process serves clouds only, and the
+// agent with --lidar-only takes them alone over the socket and drives, its
+// /latency saying so; no frame is dropped for want of an image.
+func TestLidarOnlyAgentDrivesFromACameraWithoutImages(t *testing.T) {
+	requireORT(t)
+	socket := filepath.Join(sockdir.Short(t), "zh", "camera.sock")
+	startCameraProc(t, socket, envSmallScene+"=1", envNoImage+"=1")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + ln.Addr().String()
+	sink := &recordingSink{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- RunNode(ctx, NodeConfig{Socket: socket, Listener: ln, Sink: sink, Threads: 1, Providers: "cpu", LidarOnly: true,
+			Watchdog: slowStepWatchdog})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		moving := 0
+		for _, c := range sink.since(time.Time{}) {
+			if c.cmd.LinearX > 0 {
+				moving++
+			}
+		}
+		if moving > 20 {
+			break
+		}
+		select {
+		case err := <-done:
+			done <- err
+			t.Fatalf("agent stopped: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 60 s: %d moving commands, want 20", moving)
+		}
+	}
+	inputs, counts := latencyInputs(t, base)
+	if inputs != "lidar" {
+		t.Errorf("/latency inputs %q, want lidar", inputs)
+	}
+	if counts["preprocess"] != 0 || counts["infer"] == 0 || counts["e2e"] == 0 {
+		t.Errorf("/latency stage counts %v: want frames inferred, none preprocessed", counts)
+	}
+	mb := getBody(t, base+"/metrics")
+	if !strings.Contains(string(mb), `zerohop_inputs_info{inputs="lidar"} 1`) {
+		t.Errorf("/metrics lacks zerohop_inputs_info{inputs=\"lidar\"} 1")
+	}
+	if d := metricValue(t, mb, "zerohop_frames_dropped_total"); d != 0 {
+		t.Errorf("%v frames dropped", d)
+	}
+}
+
+// Composed mode: --lidar-only with the in-process camera makes no image
+// pool and plans clouds alone, from the synthetic scene (which then renders
+// no image) and from a replay folder that has images (hidden). The
+// replay's few-point clouds see nothing inside the raster, so its frames
+// are taken (handoff) and fail at the voxel stage, as they would with
+// images.
+func TestLidarOnlyComposedAgent(t *testing.T) {
+	requireORT(t)
+	mixed, err := filepath.Abs(filepath.Join("..", "sensor", "testdata", "replay", "mixed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		camera string
+		stage  string // counted once per cloud
+	}{{"synthetic", "e2e"}, {"replay:" + mixed, "handoff"}} {
+		t.Run(strings.SplitN(tc.camera, ":", 2)[0], func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			base := "http://" + ln.Addr().String()
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() {
+				done <- RunNode(ctx, NodeConfig{Camera: tc.camera, Rate: 30, Beams: 16, AzimuthSteps: 300, LidarOnly: true,
+					Listener: ln, Sink: &recordingSink{}, Threads: 1, Providers: "cpu", Watchdog: slowStepWatchdog, Log: zaptest.NewLogger(t)})
+			}()
+			defer func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Error(err)
+				}
+			}()
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				if _, counts := latencyInputs(t, base); counts[tc.stage] >= 10 {
+					break
+				}
+				select {
+				case err := <-done:
+					done <- err
+					t.Fatalf("agent stopped: %v", err)
+				default:
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("after 30 s: fewer than 10 clouds in stage %s", tc.stage)
+				}
+			}
+			inputs, counts := latencyInputs(t, base)
+			if inputs != "lidar" || counts["preprocess"] != 0 {
+				t.Errorf("/latency inputs %q, stage counts %v; want lidar, nothing preprocessed", inputs, counts)
+			}
+			mb := getBody(t, base+"/metrics")
+			if !strings.Contains(string(mb), "zerohop_pool_in_use_points") || strings.Contains(string(mb), "zerohop_pool_in_use_image") {
+				t.Errorf("/metrics: want the points pool's gauge and no image pool's:\n%s", mb)
+			}
+		})
+	}
+}
+
+// Model configs that cannot run as asked stop the agent at start-up,
+// naming the flag: --lidar-only with a config that has an image input, a
+// LiDAR-only config for the embedded camera+LiDAR model.
+func TestLidarOnlyStartupErrors(t *testing.T) {
+	requireORT(t)
+	dir := t.TempDir()
+	full, err := filepath.Abs(filepath.Join("..", "models", "reference.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lidar, _ := filepath.Abs(filepath.Join("..", "models", "reference_lidar.json"))
+	if _, err := os.Stat(lidar); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		cfg  NodeConfig
+		want []string
+	}{
+		{"--lidar-only with an image input", NodeConfig{LidarOnly: true, ModelConfig: full}, []string{"--lidar-only", "reference.json", `image input "image"`}},
+		{"LiDAR-only config for the embedded model", NodeConfig{ModelConfig: lidar}, []string{"reference_lidar.json", "no image input", "--lidar-only"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.cfg.Providers = "cpu"
+			startupError(t, dir, tt.cfg, tt.want)
+		})
+	}
+}
+
+// An agent whose model needs images, subscribed to a camera without them,
+// is refused and ends with the camera's reason and the fix (it used to log
+// the refusal and end with no error, which a supervisor reads as success).
+func TestAgentRefusedByACameraWithoutImagesEndsWithTheReason(t *testing.T) {
+	requireORT(t)
+	socket := filepath.Join(sockdir.Short(t), "zh", "camera.sock")
+	startCameraProc(t, socket, envSmallScene+"=1", envNoImage+"=1")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err = RunNode(ctx, NodeConfig{Socket: socket, Listener: ln, Sink: &recordingSink{}, Threads: 1, Providers: "cpu"})
+	if ctx.Err() != nil {
+		t.Fatal("the agent ran on for 60 s instead of ending on the refusal")
+	}
+	if err == nil {
+		t.Fatal("the agent ended without an error")
+	}
+	for _, want := range []string{`no topic "image"`, "no image stream", "--lidar-only"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}
