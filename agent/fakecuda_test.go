@@ -84,7 +84,7 @@ func fakeCUDANoNVRTCChild(t *testing.T) {
 		gpuPipelineMatchesCPU(t, g, smallScene, 2)
 	})
 	t.Run("composed node", func(t *testing.T) {
-		composedFakeCUDANode(t, filepath.Join(os.Getenv("LD_LIBRARY_PATH"), "libcuda.so.1"), gpu.EmbeddedTarget)
+		composedFakeCUDANode(t, filepath.Join(os.Getenv("LD_LIBRARY_PATH"), "libcuda.so.1"), gpu.EmbeddedTarget, false)
 	})
 }
 
@@ -177,7 +177,10 @@ func fakeCUDAChild(t *testing.T) {
 		fakeCUDANode(t, driver, live, 0, 0)
 	})
 	t.Run("composed node, camera pools in cuMemHostAlloc'd memory", func(t *testing.T) {
-		composedFakeCUDANode(t, driver, "sm_90")
+		composedFakeCUDANode(t, driver, "sm_90", false)
+	})
+	t.Run("composed LiDAR-only node: the GPU path without images", func(t *testing.T) {
+		composedFakeCUDANode(t, driver, "sm_90", true)
 	})
 }
 
@@ -185,8 +188,9 @@ func fakeCUDAChild(t *testing.T) {
 // process until two frames are processed, and checks that the camera's
 // pools are in the GPU's pinned memory, the GPU path stayed on with the
 // kernels wantKernels (/latency's gpu_kernels), and nothing is left in the
-// fake driver afterwards.
-func composedFakeCUDANode(t *testing.T, driver, wantKernels string) {
+// fake driver afterwards. lidarOnly: --lidar-only (one camera pool, no
+// image preprocessing beside the GPU).
+func composedFakeCUDANode(t *testing.T, driver, wantKernels string, lidarOnly bool) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -198,7 +202,7 @@ func composedFakeCUDANode(t *testing.T, driver, wantKernels string) {
 	go func() {
 		done <- RunNode(ctx, NodeConfig{Camera: "synthetic", Rate: 10, Beams: smallScene.Beams,
 			AzimuthSteps: smallScene.AzimuthSteps, Listener: ln, Sink: &recordingSink{},
-			Threads: 1, Providers: "cpu", GPU: GPUOn, CubinCache: t.TempDir(), Watchdog: 5 * time.Second})
+			Threads: 1, Providers: "cpu", GPU: GPUOn, CubinCache: t.TempDir(), Watchdog: 5 * time.Second, LidarOnly: lidarOnly})
 	}()
 	// The emulation is slow, under -race slower still.
 	lat := waitFrames(t, ln.Addr().String(), done, 2, 90*time.Second, func() {
@@ -212,10 +216,15 @@ func composedFakeCUDANode(t *testing.T, driver, wantKernels string) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	// Two camera pools, the BEV input and the filter's host block.
-	if hostAllocs < 4 || lat.VoxelPath != "gpu" || lat.GPUKernels != wantKernels || lat.Counters["gpu_voxel_failures_total"] != 0 {
-		t.Fatalf("while running: %d pinned host allocations (want ≥ 4), voxel path %q, kernels %q (want %q), GPU failures %v",
-			hostAllocs, lat.VoxelPath, lat.GPUKernels, wantKernels, lat.Counters["gpu_voxel_failures_total"])
+	// Two camera pools (one without images), the BEV input and the
+	// filter's host block.
+	wantAllocs, wantInputs := uint64(4), "lidar+camera"
+	if lidarOnly {
+		wantAllocs, wantInputs = 3, "lidar"
+	}
+	if hostAllocs < wantAllocs || lat.VoxelPath != "gpu" || lat.GPUKernels != wantKernels || lat.Counters["gpu_voxel_failures_total"] != 0 || lat.Inputs != wantInputs {
+		t.Fatalf("while running: %d pinned host allocations (want ≥ %d), voxel path %q, kernels %q (want %q), GPU failures %v, inputs %q (want %q)",
+			hostAllocs, wantAllocs, lat.VoxelPath, lat.GPUKernels, wantKernels, lat.Counters["gpu_voxel_failures_total"], lat.Inputs, wantInputs)
 	}
 	if left, err := fakecuda.Leaks(driver); err != nil || len(left) > 0 {
 		t.Errorf("after RunNode, left in the fake driver: %v %v", left, err)
@@ -300,6 +309,7 @@ type latencyView struct {
 	GPU        string             `json:"gpu"`
 	VoxelPath  string             `json:"voxel_path"`
 	GPUKernels string             `json:"gpu_kernels"`
+	Inputs     string             `json:"inputs"`
 	Counters   map[string]float64 `json:"counters"`
 }
 
