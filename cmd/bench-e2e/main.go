@@ -417,7 +417,7 @@ func report(o options, rs []result) string {
 	fmt.Fprintf(&b, "# End-to-end benchmark\n\n")
 	fmt.Fprintf(&b, "`bench-e2e --seconds %d --rate %g --transports %s` — %s, %s, %d CPUs, %s, %s, commit %s.\n\n",
 		o.seconds, o.rate, strings.Join(o.transports, ","), time.Now().UTC().Format("2006-01-02 15:04 UTC"), cpuModel(), runtime.NumCPU(), runtime.Version(), host, commit())
-	fmt.Fprintf(&b, "Camera: synthetic scene, 1280×720 rgb8 + 115,200 points per frame at %g Hz. Agent: CPU execution provider, ONNX Runtime 1 intra-op thread. ", o.rate)
+	fmt.Fprintf(&b, "Camera: synthetic scene, 1280×720 rgb8 (none in the +lidar runs) + 115,200 points per frame at %g Hz. Agent: CPU execution provider, ONNX Runtime 1 intra-op thread. ", o.rate)
 	b.WriteString("Latencies in µs over the measured window, warm-up left out: the agent's since-start HDR histograms (`/latency/hdr`) at the window's end less those at its start; nearest-rank percentiles. Frame counts and CPU (% of one core, /proc utime+stime) over the same window.\n\n")
 	for _, r := range rs {
 		fmt.Fprintf(&b, "## %s transport\n\n", r.transport)
@@ -427,8 +427,12 @@ func report(o options, rs []result) string {
 			fmt.Fprintf(&b, "| %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f |\n", s.name, p.Count, p.P50, p.P90, p.P99, p.P999, p.Max)
 		}
 		c := r.counters
-		fmt.Fprintf(&b, "\nCPU: camera %.1f %%, agent %.1f %%. Frames in %.0f s: camera published %.0f clouds; agent processed %.0f frames (took up %.0f clouds and images, dropped %.0f, superseded %.0f).\n\n",
-			r.cameraCPU, r.agentCPU, r.seconds, r.published, c["frames_processed"], c["frames_received"], c["frames_dropped"], c["frames_superseded"])
+		took := "clouds and images"
+		if strings.HasSuffix(r.transport, "+lidar") {
+			took = "clouds"
+		}
+		fmt.Fprintf(&b, "\nCPU: camera %.1f %%, agent %.1f %%. Frames in %.0f s: camera published %.0f clouds; agent processed %.0f frames (took up %.0f %s, dropped %.0f, superseded %.0f).\n\n",
+			r.cameraCPU, r.agentCPU, r.seconds, r.published, c["frames_processed"], c["frames_received"], took, c["frames_dropped"], c["frames_superseded"])
 	}
 	if len(rs) == 2 {
 		e := func(r result, f func(percentiles) float64) float64 {
