@@ -123,7 +123,10 @@ type Pipeline struct {
 	// counts the clouds dropped for another frame.
 	lidarIDs        lidarFrameIDs
 	frameMismatches atomic.Uint64
-	planned         bool
+	// unpairedTotal counts the clouds dropped for finding no image within
+	// the pairing tolerance.
+	unpairedTotal atomic.Uint64
+	planned       bool
 	// queue is cfg.Source's queue counters, nil when it has none;
 	// queueSuperseded is how many of its supersedes frames_superseded
 	// holds. Pipeline goroutine only.
@@ -286,6 +289,10 @@ func (p *Pipeline) GroundMismatch() bool   { return p.ground.Mismatch() }
 // FrameMismatches counts the clouds dropped for coming in another frame
 // than Config.LidarFrame. Safe for concurrent use.
 func (p *Pipeline) FrameMismatches() uint64 { return p.frameMismatches.Load() }
+
+// Unpaired counts the clouds dropped for finding no image within the
+// pairing tolerance. Safe for concurrent use.
+func (p *Pipeline) Unpaired() uint64 { return p.unpairedTotal.Load() }
 
 // PublishFailures counts commands the sink failed to send. Safe for
 // concurrent use.
@@ -490,6 +497,7 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 	stamp := time.Unix(0, cloud.Handle.CaptureNs)
 	if p.images && !p.pairImage(&cloud.Handle) {
 		rec.Inc(telemetry.FramesDropped)
+		p.unpairedTotal.Add(1)
 		p.noteUnpaired(&cloud.Handle)
 		// Check first: building the fields would allocate on every drop.
 		if ce := p.log.Check(zap.DebugLevel, "no image within the pairing tolerance"); ce != nil {

@@ -47,6 +47,8 @@ type nodeState struct {
 	// lidarFrame and mountFrom are NodeConfig's LidarFrame and
 	// LidarMountFrom: the mount's frame and where it came from.
 	lidarFrame, mountFrom string
+	// pairTolerance is the pairing tolerance in force.
+	pairTolerance time.Duration
 }
 
 // diagnose turns the node's state into its statuses:
@@ -56,7 +58,8 @@ type nodeState struct {
 //     the planner's limits cannot stop the robot in time
 //     (brakingShortfall); else OK;
 //   - frames: the rate over the last period; WARN when more than 5 % of
-//     its frames were dropped or none was processed;
+//     its frames were dropped (saying so when most found no image within
+//     the pairing tolerance) or none was processed;
 //   - latency: each stage's p50/p99/max over /latency's window; WARN when
 //     the end-to-end p99 plus the time between frames (how old the newest
 //     frame gets before the next) passes 80 % of the watchdog period,
@@ -112,13 +115,22 @@ func diagnose(fullName string, st nodeState) []status.Status {
 		kv("dropped", count(c["frames_dropped"])),
 		kv("superseded", count(c["frames_superseded"])),
 		kv("handoff", st.snap.Handoff),
+		kv("inputs", st.snap.Inputs),
 	}}
+	if st.snap.Inputs != "lidar" {
+		frames.Values = append(frames.Values, kv("unpaired", count(c["frames_unpaired_total"])),
+			kv("pair tolerance", st.pairTolerance.String()))
+	}
 	switch {
 	case processed == 0:
 		frames.Level, frames.Message = status.Warn, fmt.Sprintf("no frame processed in the last %v", st.elapsed.Round(time.Millisecond))
 	case dropped > status.DropWarnRatio*(processed+dropped):
 		frames.Level, frames.Message = status.Warn, fmt.Sprintf("%s of %s frames dropped in the last %v (%.1f Hz processed)",
 			count(dropped), count(processed+dropped), st.elapsed.Round(time.Millisecond), rate)
+		if unpaired := delta("frames_unpaired_total"); unpaired*2 > dropped {
+			frames.Message += fmt.Sprintf(": %s clouds found no image within %v (--pair-tolerance; are images and clouds stamped by one clock, is the image stream up?)",
+				count(unpaired), st.pairTolerance)
+		}
 	}
 
 	lat := status.Status{Level: status.OK, Name: name(statusLatency), Values: []status.KeyValue{kv("window s", strconv.FormatFloat(st.snap.WindowS, 'f', 0, 64))}}
@@ -187,7 +199,8 @@ func statusLoop(cfg NodeConfig, watchdog time.Duration, rec *telemetry.Recorder,
 		Collect: func(now time.Time, elapsed time.Duration) []status.Status {
 			snap := rec.Snapshot()
 			out := diagnose(cfg.StatusNode, nodeState{health: health(time.Now()), snap: snap, prev: prev, elapsed: elapsed, watchdog: watchdog,
-				planner: running(), lidarFrame: cfg.LidarFrame, mountFrom: cfg.LidarMountFrom})
+				planner: running(), lidarFrame: cfg.LidarFrame, mountFrom: cfg.LidarMountFrom,
+				pairTolerance: orDefaultDuration(cfg.PairTolerance, DefaultPairTolerance)})
 			prev = snap.Counters
 			return out
 		},

@@ -46,6 +46,12 @@ func TestDiagnose(t *testing.T) {
 		{"a drop now and then", func(s *nodeState) { s.snap.Counters["frames_dropped"] = 3 }, statusFrames, status.OK, "30.0 Hz"},
 		{"frames dropped in the period", func(s *nodeState) { s.snap.Counters["frames_dropped"] = 5 }, statusFrames, status.Warn,
 			"3 of 33 frames dropped in the last 1s (30.0 Hz processed)"},
+		// Most of the period's drops found no image: the warning says so and
+		// names the flag; without that, it does not.
+		{"frames dropped unpaired", func(s *nodeState) {
+			s.snap.Counters["frames_dropped"] = 12
+			s.snap.Counters["frames_unpaired_total"] = 9
+		}, statusFrames, status.Warn, "10 of 40 frames dropped in the last 1s (30.0 Hz processed): 9 clouds found no image within 20ms (--pair-tolerance"},
 		{"no frame in the period", func(s *nodeState) { s.snap.Counters["frames_processed"] = 300 }, statusFrames, status.Warn,
 			"no frame processed in the last 1s"},
 		{"the first period counts from the start", func(s *nodeState) {
@@ -83,7 +89,7 @@ func TestDiagnose(t *testing.T) {
 			"needs 9.00 m to stop, more than slow_distance (3 m)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := nodeState{snap: healthySnapshot(), prev: prev, elapsed: time.Second, watchdog: 200 * time.Millisecond}
+			st := nodeState{snap: healthySnapshot(), prev: prev, elapsed: time.Second, watchdog: 200 * time.Millisecond, pairTolerance: DefaultPairTolerance}
 			tc.change(&st)
 			got := diagnose("/robot1/front_agent", st)
 			if len(got) != 5 {
@@ -249,4 +255,52 @@ func BenchmarkStatusCollect(b *testing.B) {
 			b.Fatal(len(st))
 		}
 	}
+}
+
+// The frames status names what the model is fed, and for a camera+LiDAR
+// model the clouds that found no image and the tolerance; a LiDAR-only
+// one has no pairing to report.
+func TestDiagnoseFramesValues(t *testing.T) {
+	for _, tc := range []struct {
+		inputs   string
+		unpaired bool
+	}{{"lidar+camera", true}, {"lidar", false}} {
+		snap := healthySnapshot()
+		snap.Inputs = tc.inputs
+		snap.Counters["frames_unpaired_total"] = 7
+		st := nodeState{snap: snap, elapsed: time.Second, watchdog: 200 * time.Millisecond, pairTolerance: 35 * time.Millisecond}
+		values := map[string]string{}
+		for _, s := range diagnose("/zerohop_agent", st) {
+			if strings.HasSuffix(s.Name, ": "+statusFrames) {
+				for _, kv := range s.Values {
+					values[kv.Key] = kv.Value
+				}
+			}
+		}
+		if _, ok := values["inputs"]; !ok || values["inputs"] != tc.inputs {
+			t.Errorf("%s: inputs %q", tc.inputs, values["inputs"])
+		}
+		_, hasUnpaired := values["unpaired"]
+		if hasUnpaired != tc.unpaired || tc.unpaired && (values["unpaired"] != "7" || values["pair tolerance"] != "35ms") {
+			t.Errorf("%s: values %v; want unpaired 7 and pair tolerance 35ms only with images", tc.inputs, values)
+		}
+	}
+}
+
+// Drops that are mostly not unpaired clouds do not blame the pairing.
+func TestDiagnoseDropsNotFromPairing(t *testing.T) {
+	snap := healthySnapshot()
+	snap.Counters["frames_dropped"] = 12
+	snap.Counters["frames_unpaired_total"] = 4
+	st := nodeState{snap: snap, prev: map[string]float64{"frames_processed": 300, "frames_dropped": 2}, elapsed: time.Second,
+		watchdog: 200 * time.Millisecond, pairTolerance: DefaultPairTolerance}
+	for _, s := range diagnose("/zerohop_agent", st) {
+		if strings.HasSuffix(s.Name, ": "+statusFrames) {
+			if s.Level != status.Warn || !strings.HasPrefix(s.Message, "10 of 40 frames dropped") || strings.Contains(s.Message, "pair-tolerance") {
+				t.Fatalf("frames: level %d, %q; want a warning about the drops that does not name --pair-tolerance (4 of 10 unpaired)", s.Level, s.Message)
+			}
+			return
+		}
+	}
+	t.Fatal("no frames status")
 }

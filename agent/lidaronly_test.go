@@ -110,6 +110,9 @@ func TestPairToleranceDecidesWhichImagesPair(t *testing.T) {
 				t.Fatalf("tolerance %v, images 30 ms after their clouds: %d processed, %d dropped; want all %s",
 					tc.tolerance, processed, dropped, map[bool]string{true: "processed", false: "dropped"}[tc.planned])
 			}
+			if want := map[bool]uint64{true: 0, false: 3}[tc.planned]; c.pipe.Unpaired() != want {
+				t.Fatalf("%d clouds counted unpaired, want %d", c.pipe.Unpaired(), want)
+			}
 			// An image newer than the dropped cloud stays held for the next.
 			c.pipe.dropImage()
 			if c.cam.Pool(TopicImage).InUse() != 0 || c.cam.Pool(TopicPoints).InUse() != 0 {

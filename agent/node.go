@@ -503,6 +503,10 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 		}); err != nil {
 		log.Warn("metrics: ground mismatch", zap.Error(err))
 	}
+	if err := rec.AddCounterFunc("frames_unpaired_total", "Clouds dropped because no image was captured within --pair-tolerance of them (images and clouds on different clocks, a slow or stopped image stream); three in a row are logged with the offset.",
+		func() float64 { return float64(pipe.Unpaired()) }); err != nil {
+		log.Warn("metrics: unpaired", zap.Error(err))
+	}
 	if err := rec.AddCounterFunc("lidar_frame_mismatch_total", "Clouds dropped because their frame id is not the LiDAR frame whose mount came from /tf_static (--lidar-frame); the first is logged.",
 		func() float64 { return float64(pipe.FrameMismatches()) }); err != nil {
 		log.Warn("metrics: lidar frame mismatch", zap.Error(err))
