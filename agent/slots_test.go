@@ -66,6 +66,12 @@ func TestTwoSlotPoolsKeepPairing(t *testing.T) {
 	if err := sub.WaitConnected(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// Welcomed is not yet a recipient of both topics: wait for that too.
+	for deadline := time.Now().Add(5 * time.Second); srv.Subscribers(0).Len() != 1 || srv.Subscribers(1).Len() != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the camera did not add the subscriber to both topics within 5 s")
+		}
+	}
 	pipe, err := New(Config{Source: sub, Filter: filter, BEV: bev, Session: sess, Prep: prep, Planner: plan,
 		Watchdog: wd, Recorder: rec, Sink: &recordingSink{}, MaxPoints: 200_000})
 	if err != nil {

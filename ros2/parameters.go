@@ -426,6 +426,11 @@ func (s *ParameterServer) answer(srv paramService, req request, strs []string) {
 	}
 }
 
+// Announce publishes a ParameterEvent with the named parameters' current
+// values as changed: for values the node changed itself
+// (params.Set.RefreshFromFlag), as rclcpp announces its own set_parameter.
+func (s *ParameterServer) Announce(names []string) error { return s.announce(names, false) }
+
 // announceChanged publishes a ParameterEvent with names changed; a
 // failure is logged, the set stands.
 func (s *ParameterServer) announceChanged(names []string) {

@@ -488,6 +488,8 @@ run)
 		camera_agent_step "camera + agent processes, GPU voxel, 10 s" "$(limit 45)" 9395 10 "$tmp/agent-socket.log" --gpu on --gpu-input mapped "${common[@]}"
 		agent_step "agent, GPU voxel, copied input, 10 s" "$(limit 45)" 9392 10 "$tmp/agent-copy.log" --gpu on --gpu-input copy "${common[@]}"
 		agent_step "agent, CPU voxel (--gpu off), 10 s" "$(limit 45)" 9393 10 "$tmp/agent-cpu.log" --gpu off "${common[@]}"
+		# A robot without a camera: the GPU voxel path with no image stage beside it.
+		agent_step "agent, LiDAR only, GPU voxel, 5 s" "$(limit 30)" 9396 5 "$tmp/agent-lidar.log" --gpu on --lidar-only "${common[@]}"
 		ort_gpu_step
 
 		echo

@@ -192,6 +192,11 @@ Flags:
 			}
 			return err
 		}
+		// ros2 param get lidar_height (and xy, rpy) shows the mount in
+		// force, not the flags' zeros.
+		if err := showMount(fs, cfg, out.refreshParams); err != nil {
+			log.Warn("ROS parameters: the mount from /tf_static not shown in lidar_height, lidar_xy, lidar_rpy", zap.Error(err))
+		}
 	}
 	return agent.RunNodeBounded(ctx, cfg, shutdownGrace)
 }
@@ -224,6 +229,28 @@ func mountFromTF(ctx context.Context, cfg *agent.NodeConfig, out ros2Out, base, 
 	return agent.MountFromTF(ctx, cfg, src, base, lidar, timeout)
 }
 
+// showMount sets --lidar-height, --lidar-xy and --lidar-rpy to the mount
+// read from /tf_static and refreshes their ROS parameters (refresh nil:
+// no parameters served).
+func showMount(fs *flag.FlagSet, cfg agent.NodeConfig, refresh func(flagNames ...string) error) error {
+	num := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	values := map[string]string{
+		"lidar-height": strconv.FormatFloat(float64(cfg.LidarHeight), 'g', -1, 32),
+		"lidar-xy":     num(cfg.LidarXY[0]) + "," + num(cfg.LidarXY[1]),
+		"lidar-rpy":    num(cfg.LidarRPY[0]) + "," + num(cfg.LidarRPY[1]) + "," + num(cfg.LidarRPY[2]),
+	}
+	names := []string{"lidar-height", "lidar-xy", "lidar-rpy"}
+	for _, name := range names {
+		if err := fs.Set(name, values[name]); err != nil {
+			return fmt.Errorf("--%s %s: %w", name, values[name], err)
+		}
+	}
+	if refresh == nil {
+		return nil
+	}
+	return refresh(names...)
+}
+
 // given reports whether the flag was set on the command line or by a ROS
 // parameter.
 func given(fs *flag.FlagSet, name string) bool {
@@ -246,7 +273,11 @@ type ros2Out struct {
 	// is no ROS 2, and noTF says why.
 	listenTF func() (agent.TransformSource, func(), error)
 	noTF     string
-	close    func()
+	// refreshParams shows the named flags' current values as their ROS
+	// parameters' and announces them on /parameter_events; nil without
+	// ROS 2.
+	refreshParams func(flagNames ...string) error
+	close         func()
 }
 
 // numbersFlag is a flag of n comma-separated numbers ("0.4,-0.1"); with

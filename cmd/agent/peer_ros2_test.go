@@ -43,6 +43,23 @@ func buildTestPeer(t *testing.T) string {
 	return peer
 }
 
+// buildParamClient compiles ros2/testdata/paramclient (raw Cyclone, as
+// ros2 param's client) into the test's temporary folder.
+func buildParamClient(t *testing.T) string {
+	t.Helper()
+	client := filepath.Join(t.TempDir(), "paramclient")
+	flags, err := exec.Command("pkg-config", "--cflags", "--libs", "CycloneDDS").Output()
+	if err != nil {
+		t.Fatal("pkg-config CycloneDDS:", err)
+	}
+	gcc := exec.Command("gcc", append([]string{"-O1", "-I../../ros2", "-o", client,
+		"../../ros2/testdata/paramclient/paramclient.c", "../../ros2/rcl_interfaces.c"}, strings.Fields(string(flags))...)...)
+	if out, err := gcc.CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	return client
+}
+
 // loopbackDomain puts the test on ros2/testdata/loopback.xml in a domain
 // from base on, and returns it.
 func loopbackDomain(t *testing.T, base int) string {

@@ -79,7 +79,20 @@ func ros2Flags(fs *flag.FlagSet, tuning *agent.PlannerTuning) func(*zap.Logger, 
 			p.Close()
 			return ros2Out{}, err
 		}
-		out := ros2Out{sink: sink, listenTF: func() (agent.TransformSource, func(), error) {
+		out := ros2Out{sink: sink, refreshParams: func(flagNames ...string) error {
+			var names []string
+			for _, name := range flagNames {
+				f := fs.Lookup(name)
+				if f == nil {
+					return fmt.Errorf("no flag --%s", name)
+				}
+				if err := paramSet.RefreshFromFlag(f); err != nil {
+					return err
+				}
+				names = append(names, strings.ReplaceAll(name, "-", "_"))
+			}
+			return paramSrv.Announce(names)
+		}, listenTF: func() (agent.TransformSource, func(), error) {
 			st, err := p.ListenStaticTransforms()
 			if err != nil {
 				return nil, nil, err

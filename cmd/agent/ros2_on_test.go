@@ -170,6 +170,8 @@ func TestLaunchExampleParses(t *testing.T) {
 	settings := registerROS2Flags(fs)
 	lidarFrame := fs.String("lidar-frame", "", "")
 	watchdog := fs.Duration("watchdog", 0, "")
+	pairTolerance := fs.Duration("pair-tolerance", 0, "")
+	lidarOnly := fs.Bool("lidar-only", false, "")
 	tuning, err := plannerFlags(fs)
 	if err != nil {
 		t.Fatal(err)
@@ -187,8 +189,8 @@ func TestLaunchExampleParses(t *testing.T) {
 	if !enabled || !opts.Stamped || opts.ZeroStamp || err != nil || topic != "/diff_drive_controller/cmd_vel" {
 		t.Errorf("enabled %v, %+v on %q (%v)", enabled, opts, topic, err)
 	}
-	if *lidarFrame != "velodyne" || *watchdog != 200*time.Millisecond {
-		t.Errorf("lidar frame %q, watchdog %v", *lidarFrame, *watchdog)
+	if *lidarFrame != "velodyne" || *watchdog != 200*time.Millisecond || *pairTolerance != 20*time.Millisecond || *lidarOnly {
+		t.Errorf("lidar frame %q, watchdog %v, pair tolerance %v, LiDAR only %v", *lidarFrame, *watchdog, *pairTolerance, *lidarOnly)
 	}
 	if c := tuning.Config(); c.MaxSpeed != 0.5 || c.MaxYawRate != 0.8 || c.StopDistance != 1 || c.SlowDistance != 3.5 || tuning.Check() != nil {
 		t.Errorf("planner settings %+v (%v)", c, tuning.Check())
@@ -244,17 +246,7 @@ func TestDiagnosticsFlags(t *testing.T) {
 // stand-in for rmw_cyclonedds's service client.
 func TestAgentServesItsFlagsAsParameters(t *testing.T) {
 	requireORTCache(t)
-	dir := t.TempDir()
-	client := filepath.Join(dir, "paramclient")
-	flags, err := exec.Command("pkg-config", "--cflags", "--libs", "CycloneDDS").Output()
-	if err != nil {
-		t.Fatal("pkg-config CycloneDDS:", err)
-	}
-	gcc := exec.Command("gcc", append([]string{"-O1", "-I../../ros2", "-o", client,
-		"../../ros2/testdata/paramclient/paramclient.c", "../../ros2/rcl_interfaces.c"}, strings.Fields(string(flags))...)...)
-	if out, err := gcc.CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
+	client := buildParamClient(t)
 	loopback, err := filepath.Abs("../../ros2/testdata/loopback.xml")
 	if err != nil {
 		t.Fatal(err)

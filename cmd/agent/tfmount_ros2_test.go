@@ -3,6 +3,7 @@
 package main
 
 import (
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ func TestLidarMountFromTFStatic(t *testing.T) {
 	peer := startTestPeer(t, buildTestPeer(t), domain, "static", "rt/tf_static",
 		"base_footprint,base_link,0,0,0.1,0,0,0,1", "base_link,velodyne,0.2,0,0.5,0,0,0,1")
 	peer.expect(t, "WRITTEN")
+	client := buildParamClient(t)
 
 	addr := freeLoopbackAddr(t)
 	done := make(chan error, 1)
@@ -39,11 +41,22 @@ func TestLidarMountFromTFStatic(t *testing.T) {
 	if mismatches == 0 {
 		t.Fatal("no cloud dropped for its frame: the clouds are in lidar, the mount from /tf_static is for velodyne")
 	}
+	// ros2 param get shows the mount in force, not the flags' zeros:
+	// base_footprint→base_link (z 0.1) → velodyne (0.2, 0, 0.5).
+	out, err := exec.Command(client, domain, "/zerohop_agent", "get", "lidar_height", "lidar_xy", "lidar_rpy").Output()
+	want := "available\n" +
+		"value\t3\t0\t0\t0.59999999999999998\t\t0\n" + // 0.6, as paramclient prints a double
+		"value\t4\t0\t0\t0\t0.2,0\t0\n" +
+		"value\t4\t0\t0\t0\t0,0,0\t0\n" +
+		"done\n"
+	if err != nil || string(out) != want {
+		t.Errorf("ros2 param get lidar_height lidar_xy lidar_rpy: %v\n%s\nwant\n%s", err, out, want)
+	}
 	if err := <-done; err != nil {
 		t.Fatal("run:", err)
 	}
 
-	err := run([]string{"--duration", "2s", "--http", "127.0.0.1:0", "--camera", "synthetic", "--log-level", "error", "--ros2",
+	err = run([]string{"--duration", "2s", "--http", "127.0.0.1:0", "--camera", "synthetic", "--log-level", "error", "--ros2",
 		"--lidar-frame", "os_sensor", "--tf-timeout", "300ms"})
 	for _, want := range []string{`LiDAR mount base_footprint→os_sensor: not on /tf_static after 300ms (--tf-timeout)`,
 		`frame "os_sensor" is not on /tf_static`, "base_link", "1 publisher(s) matched"} {

@@ -181,7 +181,14 @@ func TestOneSlotPoolAdmitsASubscriber(t *testing.T) {
 	if err := sub.WaitConnected(ctxT(t)); err != nil {
 		t.Fatalf("no connection to a 1-slot pool: %v (camera: %+v)", err, f.srv.Stats())
 	}
-	f.publish(1)
+	// The subscriber is connected once welcomed; the camera adds it to
+	// the topic's recipients a moment later (a frame published between
+	// the two reaches no one: this test failed so once in a fresh-clone
+	// CI run under -race).
+	f.waitSubscribers(1)
+	if n := f.publish(1); n != 1 {
+		t.Fatalf("frame 1 reached %d subscribers, want 1", n)
+	}
 	l, err := sub.Latest(ctxT(t), 0)
 	if err != nil {
 		t.Fatal(err)

@@ -105,6 +105,27 @@ func FromFlags(fs *flag.FlagSet, opt FlagOptions) (*Set, error) {
 	return s, nil
 }
 
+// RefreshFromFlag stores flag's current value as its parameter's, for a
+// value the node itself changed after FromFlags, read-only parameters
+// included (the agent's LiDAR mount, read from /tf_static at start):
+// nothing is applied, and the caller announces the change. The value must
+// keep the parameter's type.
+func (s *Set) RefreshFromFlag(f *flag.Flag) error {
+	name := strings.ReplaceAll(f.Name, "-", "_")
+	i, ok := s.index[name]
+	if !ok {
+		return fmt.Errorf("params: refresh --%s: no parameter %q", f.Name, name)
+	}
+	v := flagValue(f)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old := s.params[i].Value.Type; v.Type != old {
+		return fmt.Errorf("params: refresh --%s: value %s is %v, the parameter %v", f.Name, v.Format(), v.Type, old)
+	}
+	s.params[i].Value = v
+	return nil
+}
+
 // flagValue types a flag's current value.
 func flagValue(f *flag.Flag) Value {
 	g, ok := f.Value.(flag.Getter)

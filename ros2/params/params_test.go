@@ -291,3 +291,43 @@ func TestSetApplyAtomically(t *testing.T) {
 		t.Errorf("Set(lo 5) = %v; lo %v; %d atomic calls (want Apply, not the atomic function)", ok, lo, calls)
 	}
 }
+
+// A flag the node changed after FromFlags (the LiDAR's mount from
+// /tf_static) shows as its read-only parameter's value; a change of type
+// or a flag without a parameter is refused, leaving the value.
+func TestRefreshFromFlag(t *testing.T) {
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	height := fs.Float64("lidar-height", 0, "")
+	fs.String("lidar-xy", "0,0", "")
+	fs.Int("beams", 64, "")
+	s, err := FromFlags(fs, FlagOptions{Hide: []string{"beams"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	*height = 0.62
+	if err := fs.Set("lidar-xy", "0.2,0"); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"lidar-height", "lidar-xy"} {
+		if err := s.RefreshFromFlag(fs.Lookup(name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p, _ := s.Get("lidar_height"); p.Value.Type != Double || p.Value.Double != 0.62 || !p.ReadOnly {
+		t.Errorf("lidar_height %+v, want the read-only double 0.62", p)
+	}
+	if p, _ := s.Get("lidar_xy"); p.Value.String != "0.2,0" {
+		t.Errorf("lidar_xy %+v, want 0.2,0", p.Value)
+	}
+	if err := s.RefreshFromFlag(fs.Lookup("beams")); err == nil || !strings.Contains(err.Error(), `no parameter "beams"`) {
+		t.Errorf("refresh of a hidden flag: %v", err)
+	}
+	other := flag.NewFlagSet("other", flag.ContinueOnError)
+	other.Int("lidar-height", 2, "")
+	if err := s.RefreshFromFlag(other.Lookup("lidar-height")); err == nil || !strings.Contains(err.Error(), "--lidar-height") {
+		t.Errorf("refresh with an integer for a double: %v", err)
+	}
+	if p, _ := s.Get("lidar_height"); p.Value.Double != 0.62 {
+		t.Errorf("lidar_height %v after a refused refresh, want 0.62 kept", p.Value)
+	}
+}
