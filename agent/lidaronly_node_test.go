@@ -44,44 +44,17 @@ func TestLidarOnlyAgentDrivesFromACameraWithoutImages(t *testing.T) {
 	requireORT(t)
 	socket := filepath.Join(sockdir.Short(t), "zh", "camera.sock")
 	startCameraProc(t, socket, envSmallScene+"=1", envNoImage+"=1")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := "http://" + ln.Addr().String()
 	sink := &recordingSink{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- RunNode(ctx, NodeConfig{Socket: socket, Listener: ln, Sink: sink, Threads: 1, Providers: "cpu", LidarOnly: true,
-			Watchdog: slowStepWatchdog})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		moving := 0
-		for _, c := range sink.since(time.Time{}) {
-			if c.cmd.LinearX > 0 {
-				moving++
+	base := runNodeUntil(t, NodeConfig{Socket: socket, Sink: sink, Threads: 1, Providers: "cpu", LidarOnly: true, Watchdog: slowStepWatchdog},
+		60*time.Second, "20 moving commands", func(string) bool {
+			moving := 0
+			for _, c := range sink.since(time.Time{}) {
+				if c.cmd.LinearX > 0 {
+					moving++
+				}
 			}
-		}
-		if moving > 20 {
-			break
-		}
-		select {
-		case err := <-done:
-			done <- err
-			t.Fatalf("agent stopped: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 60 s: %d moving commands, want 20", moving)
-		}
-	}
+			return moving > 20
+		})
 	inputs, counts := latencyInputs(t, base)
 	if inputs != "lidar" {
 		t.Errorf("/latency inputs %q, want lidar", inputs)
@@ -96,6 +69,41 @@ func TestLidarOnlyAgentDrivesFromACameraWithoutImages(t *testing.T) {
 	if d := metricValue(t, mb, "zerohop_frames_dropped_total"); d != 0 {
 		t.Errorf("%v frames dropped", d)
 	}
+}
+
+// runNodeUntil runs RunNode(cfg) on a fresh loopback listener until ready
+// (polled every 50 ms against the node's base URL) holds, failing the test
+// if the node stops first or timeout passes; it returns the base URL and
+// stops the node when the test ends, failing it on a non-nil result.
+func runNodeUntil(t *testing.T, cfg NodeConfig, timeout time.Duration, what string, ready func(base string) bool) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Listener = ln
+	base := "http://" + ln.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- RunNode(ctx, cfg) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	for deadline := time.Now().Add(timeout); !ready(base); time.Sleep(50 * time.Millisecond) {
+		select {
+		case err := <-done:
+			done <- err
+			t.Fatalf("agent stopped: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: not %s", timeout, what)
+		}
+	}
+	return base
 }
 
 // Composed mode: --lidar-only with the in-process camera makes no image
@@ -115,37 +123,12 @@ func TestLidarOnlyComposedAgent(t *testing.T) {
 		stage  string // counted once per cloud
 	}{{"synthetic", "e2e"}, {"replay:" + mixed, "handoff"}} {
 		t.Run(strings.SplitN(tc.camera, ":", 2)[0], func(t *testing.T) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			base := "http://" + ln.Addr().String()
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() {
-				done <- RunNode(ctx, NodeConfig{Camera: tc.camera, Rate: 30, Beams: 16, AzimuthSteps: 300, LidarOnly: true,
-					Listener: ln, Sink: &recordingSink{}, Threads: 1, Providers: "cpu", Watchdog: slowStepWatchdog, Log: zaptest.NewLogger(t)})
-			}()
-			defer func() {
-				cancel()
-				if err := <-done; err != nil {
-					t.Error(err)
-				}
-			}()
-			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-				if _, counts := latencyInputs(t, base); counts[tc.stage] >= 10 {
-					break
-				}
-				select {
-				case err := <-done:
-					done <- err
-					t.Fatalf("agent stopped: %v", err)
-				default:
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("after 30 s: fewer than 10 clouds in stage %s", tc.stage)
-				}
-			}
+			cfg := NodeConfig{Camera: tc.camera, Rate: 30, Beams: 16, AzimuthSteps: 300, LidarOnly: true,
+				Sink: &recordingSink{}, Threads: 1, Providers: "cpu", Watchdog: slowStepWatchdog, Log: zaptest.NewLogger(t)}
+			base := runNodeUntil(t, cfg, 30*time.Second, "10 clouds in stage "+tc.stage, func(base string) bool {
+				_, counts := latencyInputs(t, base)
+				return counts[tc.stage] >= 10
+			})
 			inputs, counts := latencyInputs(t, base)
 			if inputs != "lidar" || counts["preprocess"] != 0 {
 				t.Errorf("/latency inputs %q, stage counts %v; want lidar, nothing preprocessed", inputs, counts)
