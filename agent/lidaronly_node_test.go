@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -137,35 +136,6 @@ func TestLidarOnlyComposedAgent(t *testing.T) {
 			if !strings.Contains(string(mb), "zerohop_pool_in_use_points") || strings.Contains(string(mb), "zerohop_pool_in_use_image") {
 				t.Errorf("/metrics: want the points pool's gauge and no image pool's:\n%s", mb)
 			}
-		})
-	}
-}
-
-// Model configs that cannot run as asked stop the agent at start-up,
-// naming the flag: --lidar-only with a config that has an image input, a
-// LiDAR-only config for the embedded camera+LiDAR model.
-func TestLidarOnlyStartupErrors(t *testing.T) {
-	requireORT(t)
-	dir := t.TempDir()
-	full, err := filepath.Abs(filepath.Join("..", "models", "reference.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lidar, _ := filepath.Abs(filepath.Join("..", "models", "reference_lidar.json"))
-	if _, err := os.Stat(lidar); err != nil {
-		t.Fatal(err)
-	}
-	for _, tt := range []struct {
-		name string
-		cfg  NodeConfig
-		want []string
-	}{
-		{"--lidar-only with an image input", NodeConfig{LidarOnly: true, ModelConfig: full}, []string{"--lidar-only", "reference.json", `image input "image"`}},
-		{"LiDAR-only config for the embedded model", NodeConfig{ModelConfig: lidar}, []string{"reference_lidar.json", "no image input", "--lidar-only"}},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			tt.cfg.Providers = "cpu"
-			startupError(t, dir, tt.cfg, tt.want)
 		})
 	}
 }

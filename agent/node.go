@@ -652,6 +652,18 @@ func resolveNodeConfig(cfg NodeConfig) (NodeConfig, error) {
 		return cfg, fmt.Errorf("--pair-tolerance %v: want 1ms up to half the watchdog period, %v (--watchdog %v): a cloud waits up to this long for its image (0: the default, %v)",
 			cfg.PairTolerance, wd/2, wd, DefaultPairTolerance)
 	}
+	// The model config too (a small file, not the model): a typo in it,
+	// or --lidar-only against an image input, must not wait for the
+	// /tf_static wait or the model load to be reported.
+	mcfg, err := modelConfig(cfg)
+	if err != nil {
+		return cfg, err
+	}
+	if cfg.Model == "" && cfg.ModelConfig != "" {
+		if err := describesTheReferenceModel(mcfg, cfg.LidarOnly); err != nil {
+			return cfg, err
+		}
+	}
 	if cfg.Camera == "" {
 		return cfg, nil
 	}
