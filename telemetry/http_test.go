@@ -248,7 +248,9 @@ func TestPageIsSelfContained(t *testing.T) {
 	if code != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), "text/html") {
 		t.Fatalf("status %d, content type %q", code, hdr.Get("Content-Type"))
 	}
-	for _, name := range []string{`data-stage="handoff"`, `data-stage="infer"`, `data-stage="e2e"`, "<h2>infer</h2>", `<canvas data-stage="infer"`, `<canvas data-stage="e2e"`} {
+	// Every label of /latency shows in the info line.
+	for _, name := range []string{`data-stage="handoff"`, `data-stage="infer"`, `data-stage="e2e"`, "<h2>infer</h2>", `<canvas data-stage="infer"`, `<canvas data-stage="e2e"`,
+		"snap.provider", "snap.gpu", "snap.voxel_path", "snap.gpu_kernels", "snap.handoff", "snap.inputs"} {
 		if !strings.Contains(body, name) {
 			t.Errorf("page lacks %q", name)
 		}
