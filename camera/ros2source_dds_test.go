@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"math"
 	"os"
 	"os/exec"
@@ -297,6 +298,60 @@ func TestRunROS2NodeServesDriverFramesOverUnixSocket(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
+	}
+}
+
+// A robot without a camera: with no image topic (--ros2-image-topic "")
+// the node serves driver clouds alone, to a subscriber of points (the
+// agent with --lidar-only), and refuses one that asks for images too with
+// why and the fix.
+func TestRunROS2NodeWithoutAnImageTopicServesCloudsAlone(t *testing.T) {
+	cfg := ros2Config(t)
+	socket := socketPath(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- RunROS2Node(ctx, NodeConfig{Rate: 30, Socket: socket, AllowGID: -1, MetricsAddr: "", Log: zaptest.NewLogger(t)},
+			ROS2NodeConfig{DDS: cfg, PointsTopic: "/lidar/points", MaxPoints: 1000})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("RunROS2Node: %v", err)
+		}
+	}()
+	subscriber := func(topics []string, onLease func(transport.Lease)) (*transport.Subscriber, chan error) {
+		sub, err := transport.NewSubscriber(transport.SubscriberConfig{Path: socket, Name: "test", Topics: topics,
+			MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, OnLease: onLease})
+		if err != nil {
+			t.Fatal(err)
+		}
+		subCtx, subCancel := context.WithTimeout(ctx, 20*time.Second)
+		t.Cleanup(subCancel)
+		runErr := make(chan error, 1)
+		go func() { runErr <- sub.Run(subCtx) }()
+		return sub, runErr
+	}
+	_, refusal := subscriber([]string{PointsTopicName, ImageTopicName}, func(l transport.Lease) { l.Release() })
+	if err := <-refusal; !errors.Is(err, transport.ErrRefused) || !strings.Contains(err.Error(), NoImageWhy) {
+		t.Errorf("a subscriber of points and images: %v; want refused with %q", err, NoImageWhy)
+	}
+	got := make(chan handles.Handle, 1)
+	_, _ = subscriber([]string{PointsTopicName}, func(l transport.Lease) {
+		select {
+		case got <- l.Handle:
+		default:
+		}
+		l.Release()
+	})
+	startDriver(t, cfg, "cloud", "rt/lidar/points", "20", "100")
+	select {
+	case h := <-got:
+		if h.Kind != handles.KindPoints || h.Points.Count != 100 {
+			t.Errorf("handle %+v, want a cloud of 100 points", h)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no cloud over the socket within 20 s")
 	}
 }
 
