@@ -79,7 +79,7 @@ type Config struct {
 	LidarFrame string
 	// PairTolerance is how far apart in capture time a cloud and an image
 	// may be to be processed together, and so how long a cloud waits for
-	// its image at most; default DefaultPairTolerance.
+	// its image at most; 0: PairToleranceFor's default.
 	PairTolerance time.Duration
 	// Tick is how often the watchdog is checked while no frame arrives,
 	// and the stall guard retries a zero the sink refused; default a
@@ -94,6 +94,17 @@ type Config struct {
 // 30 Hz camera's half period, so that a cloud pairs with the nearest image
 // of a camera and LiDAR stamped by one clock.
 const DefaultPairTolerance = 20 * time.Millisecond
+
+// PairToleranceFor is the pairing tolerance in force for tolerance
+// (0: the default) under a watchdog period: DefaultPairTolerance, or half
+// the period when that is less (a cloud's wait for its image must leave
+// its stages time before the frame goes stale).
+func PairToleranceFor(tolerance, watchdog time.Duration) time.Duration {
+	if tolerance > 0 {
+		return tolerance
+	}
+	return max(min(DefaultPairTolerance, watchdog/2), time.Microsecond)
+}
 
 // outOfOrderEvery is how often out-of-order frames are logged at most.
 const outOfOrderEvery = 10 * time.Second
@@ -139,6 +150,10 @@ type Pipeline struct {
 	// pairWait bounds the wait for a cloud's image (Go ≥ 1.23 timers:
 	// Reset after Stop needs no draining).
 	pairWait *time.Timer
+	// staleWait wakes a cloud's wait for its image at the stale moment of
+	// the newest planned frame: the watchdog's zero must not wait for the
+	// image (the Run loop, which times it, is blocked meanwhile).
+	staleWait *time.Timer
 	// plannerConfig is the planner's settings as it runs them, for
 	// /metrics and the status (the planner is the goroutine's alone).
 	plannerConfig atomic.Pointer[planner.Config]
@@ -236,9 +251,7 @@ func New(cfg Config) (*Pipeline, error) {
 	case cfg.GPU != nil && len(cfg.GPUBEV) != 4*len(cfg.Session.BEV()):
 		return nil, fmt.Errorf("agent: GPU BEV buffer of %d bytes for a BEV input of %d float32", len(cfg.GPUBEV), len(cfg.Session.BEV()))
 	}
-	if cfg.PairTolerance <= 0 {
-		cfg.PairTolerance = DefaultPairTolerance
-	}
+	cfg.PairTolerance = PairToleranceFor(cfg.PairTolerance, cfg.Watchdog.Timeout())
 	if cfg.Tick <= 0 {
 		cfg.Tick = max(cfg.Watchdog.Timeout()/4, time.Microsecond) // time.NewTicker refuses 0
 	}
@@ -458,21 +471,49 @@ func (p *Pipeline) pairImage(cloud *handles.Handle) bool {
 		p.dropImage()
 		p.cfg.Recorder.Inc(telemetry.FramesSuperseded)
 	}
-	// One timer for the pipeline's life: a new one per frame would allocate.
+	// One timer each for the pipeline's life: new ones per frame would
+	// allocate.
 	if p.pairWait == nil {
-		p.pairWait = time.NewTimer(p.cfg.PairTolerance)
+		p.pairWait, p.staleWait = time.NewTimer(p.cfg.PairTolerance), time.NewTimer(time.Hour)
 	} else {
 		p.pairWait.Reset(p.cfg.PairTolerance)
 	}
-	select {
-	case l := <-p.cfg.Source.C(TopicImage):
-		p.pairWait.Stop()
-		p.keepImage(l)
-	case <-p.pairWait.C:
-		return false
+	p.staleWait.Stop()
+	var staleC <-chan time.Time
+	if p.lastUntil != 0 {
+		if d := time.Duration(p.lastUntil-monotime.Now()) + staleMargin; d < p.cfg.PairTolerance {
+			p.staleWait.Reset(max(d, 0))
+			staleC = p.staleWait.C
+		}
 	}
+	for waiting := true; waiting; {
+		select {
+		case l := <-p.cfg.Source.C(TopicImage):
+			p.keepImage(l)
+			waiting = false
+		case <-staleC:
+			// The newest planned frame went stale while this cloud waits:
+			// zero now, as Run would, then wait on for the image.
+			staleC = nil
+			if now := time.Now(); !watchdogOK(p.cfg.Watchdog, now) {
+				p.cfg.Planner.Reset()
+				p.publish(planner.Zero(), now)
+			}
+		case <-p.pairWait.C:
+			p.staleWait.Stop()
+			return false
+		}
+	}
+	p.pairWait.Stop()
+	p.staleWait.Stop()
 	d := p.image.Handle.CaptureNs - cloud.CaptureNs
 	return d >= -tol && d <= tol
+}
+
+// watchdogOK is Watchdog.Check's verdict alone.
+func watchdogOK(w *planner.Watchdog, now time.Time) bool {
+	ok, _ := w.Check(now)
+	return ok
 }
 
 // frame runs every stage on the freshest cloud and its paired image.

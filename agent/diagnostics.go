@@ -127,10 +127,12 @@ func diagnose(fullName string, st nodeState) []status.Status {
 	case dropped > status.DropWarnRatio*(processed+dropped):
 		frames.Level, frames.Message = status.Warn, fmt.Sprintf("%s of %s frames dropped in the last %v (%.1f Hz processed)",
 			count(dropped), count(processed+dropped), st.elapsed.Round(time.Millisecond), rate)
-		if unpaired := delta("frames_unpaired_total"); unpaired*2 > dropped {
-			frames.Message += fmt.Sprintf(": %s clouds found no image within %v (--pair-tolerance; are images and clouds stamped by one clock, is the image stream up?)",
-				count(unpaired), st.pairTolerance)
-		}
+	}
+	// Most drops for want of an image: say so, whether some frames got
+	// through or none (an image stream that stopped, clocks apart).
+	if unpaired := delta("frames_unpaired_total"); frames.Level == status.Warn && dropped > 0 && unpaired*2 > dropped {
+		frames.Message += fmt.Sprintf(": %s clouds found no image within %v (--pair-tolerance; are images and clouds stamped by one clock, is the image stream up?)",
+			count(unpaired), st.pairTolerance)
 	}
 
 	lat := status.Status{Level: status.OK, Name: name(statusLatency), Values: []status.KeyValue{kv("window s", strconv.FormatFloat(st.snap.WindowS, 'f', 0, 64))}}
@@ -200,7 +202,7 @@ func statusLoop(cfg NodeConfig, watchdog time.Duration, rec *telemetry.Recorder,
 			snap := rec.Snapshot()
 			out := diagnose(cfg.StatusNode, nodeState{health: health(time.Now()), snap: snap, prev: prev, elapsed: elapsed, watchdog: watchdog,
 				planner: running(), lidarFrame: cfg.LidarFrame, mountFrom: cfg.LidarMountFrom,
-				pairTolerance: orDefaultDuration(cfg.PairTolerance, DefaultPairTolerance)})
+				pairTolerance: PairToleranceFor(cfg.PairTolerance, watchdog)})
 			prev = snap.Counters
 			return out
 		},

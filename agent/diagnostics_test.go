@@ -48,6 +48,11 @@ func TestDiagnose(t *testing.T) {
 			"3 of 33 frames dropped in the last 1s (30.0 Hz processed)"},
 		// Most of the period's drops found no image: the warning says so and
 		// names the flag; without that, it does not.
+		{"every cloud unpaired", func(s *nodeState) {
+			s.snap.Counters["frames_processed"] = 300
+			s.snap.Counters["frames_dropped"] = 32
+			s.snap.Counters["frames_unpaired_total"] = 30
+		}, statusFrames, status.Warn, "no frame processed in the last 1s: 30 clouds found no image within 20ms (--pair-tolerance"},
 		{"frames dropped unpaired", func(s *nodeState) {
 			s.snap.Counters["frames_dropped"] = 12
 			s.snap.Counters["frames_unpaired_total"] = 9

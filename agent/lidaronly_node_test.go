@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +12,8 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/zerohop/zerohop/camera"
+	"github.com/zerohop/zerohop/handles/transport"
 	"github.com/zerohop/zerohop/internal/sockdir"
 )
 
@@ -165,4 +168,45 @@ func TestAgentRefusedByACameraWithoutImagesEndsWithTheReason(t *testing.T) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
 	}
+}
+
+// Over the copy baseline, a camera without images serves no image
+// socket: an agent whose model needs images ends with that reason once
+// the points socket answered and the image one did not come, instead of
+// waiting without a word; with --lidar-only it takes the points alone.
+func TestCopyTransportCameraWithoutImages(t *testing.T) {
+	requireORT(t)
+	socket := filepath.Join(sockdir.Short(t), "camera.sock")
+	serveCtx, stopServing := context.WithCancel(context.Background())
+	srv, err := transport.NewCopyServer(transport.CopyServerConfig{Path: socket + "." + camera.PointsTopicName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(serveCtx) }()
+	defer func() { stopServing(); <-served }()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	err = RunNode(ctx, NodeConfig{Socket: socket, Transport: "copy", HTTP: "127.0.0.1:0", Sink: &recordingSink{}, Threads: 1, Providers: "cpu"})
+	if ctx.Err() != nil {
+		t.Fatal("the agent waited 30 s for the image socket")
+	}
+	for _, want := range []string{socket + ".image", "did not appear", "--lidar-only"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("RunNode: %v; want it to say %q", err, want)
+		}
+	}
+	t.Logf("ended after %v: %v", time.Since(start).Round(time.Millisecond), err)
+
+	runNodeUntil(t, NodeConfig{Socket: socket, Transport: "copy", Sink: &recordingSink{}, Threads: 1, Providers: "cpu", LidarOnly: true},
+		20*time.Second, "up", func(base string) bool {
+			r, err := http.Get(base + "/healthz")
+			if err != nil {
+				return false
+			}
+			r.Body.Close()
+			return true
+		})
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -119,5 +120,35 @@ func TestPairToleranceDecidesWhichImagesPair(t *testing.T) {
 				t.Fatal("slots left leased")
 			}
 		})
+	}
+}
+
+// The default tolerance fits any watchdog period from 1 ms on (half of
+// it when 20 ms would be more), a given one is kept, and a short
+// watchdog is not refused for the default's sake; a LiDAR-only model
+// pairs nothing, so its tolerance is not checked.
+func TestPairToleranceDefaultFitsTheWatchdog(t *testing.T) {
+	for _, tc := range []struct{ tolerance, watchdog, want time.Duration }{
+		{0, 200 * time.Millisecond, 20 * time.Millisecond},
+		{0, 30 * time.Millisecond, 15 * time.Millisecond},
+		{0, time.Millisecond, 500 * time.Microsecond},
+		{35 * time.Millisecond, 200 * time.Millisecond, 35 * time.Millisecond},
+	} {
+		if got := PairToleranceFor(tc.tolerance, tc.watchdog); got != tc.want {
+			t.Errorf("PairToleranceFor(%v, %v) = %v, want %v", tc.tolerance, tc.watchdog, got, tc.want)
+		}
+	}
+	for _, cfg := range []NodeConfig{
+		{Watchdog: 30 * time.Millisecond},
+		{Watchdog: time.Millisecond},
+		{Watchdog: 30 * time.Millisecond, PairTolerance: 100 * time.Millisecond, LidarOnly: true},
+	} {
+		if err := CheckNodeConfig(cfg); err != nil {
+			t.Errorf("watchdog %v, pair tolerance %v, LiDAR only %v: %v", cfg.Watchdog, cfg.PairTolerance, cfg.LidarOnly, err)
+		}
+	}
+	if err := CheckNodeConfig(NodeConfig{Watchdog: 30 * time.Millisecond, PairTolerance: 20 * time.Millisecond}); err == nil ||
+		!strings.Contains(err.Error(), "--pair-tolerance 20ms") || !strings.Contains(err.Error(), "15ms") {
+		t.Errorf("a given 20 ms under a 30 ms watchdog: %v; want refused naming the flag and 15ms", err)
 	}
 }

@@ -44,7 +44,9 @@ type NodeConfig struct {
 	LidarOnly bool
 	// PairTolerance is how far apart in capture time a cloud and its
 	// image may be, and so how long a cloud waits for its image at most;
-	// 0: DefaultPairTolerance. At most half the watchdog period.
+	// 0: DefaultPairTolerance, or half the watchdog period when that is
+	// less (PairToleranceFor). At most half the watchdog period; not used
+	// by a model without an image input.
 	PairTolerance time.Duration
 	ORTLib        string
 	Providers     string
@@ -247,7 +249,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 		defer prep.Close()
 		log.Info("image preprocessing", zap.Int("threads", prep.Parallelism()),
 			zap.Int("width", pp.Width), zap.Int("height", pp.Height),
-			zap.Duration("pair_tolerance", orDefaultDuration(cfg.PairTolerance, DefaultPairTolerance)))
+			zap.Duration("pair_tolerance", PairToleranceFor(cfg.PairTolerance, orDefaultDuration(cfg.Watchdog, planner.DefaultWatchdogTimeout))))
 	} else {
 		log.Info("LiDAR only: the model has no image input; images are neither taken nor waited for", zap.String("model", sess.Model()))
 	}
@@ -362,7 +364,10 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 
 	// Frame source.
 	var src FrameSource
-	copyErr := make(chan error, 1) // the copy transport's end, if it ends first
+	// The frame source's end, if it ends first (the copy transport, the
+	// in-process camera): the agent stops with it rather than sit on zero
+	// cmd_vel for good.
+	sourceErr := make(chan error, 1)
 	// The camera's refusal of this agent (its uid, topics it lacks) ends
 	// the agent with that error: a supervisor restarting on failure must
 	// see one, and retrying would only be refused again.
@@ -371,8 +376,24 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 	case cfg.Camera == "" && cfg.Transport == "copy":
 		var subs []*transport.CopySubscriber
 		for i := range streams(images) {
-			sub, err := transport.DialCopy(ctx, cfg.Socket+"."+camera.TopicName(i), 16<<20)
+			dialCtx := ctx
+			if i == TopicImage {
+				// The camera opens both sockets at once: with the points
+				// one up, an image one that stays missing is a camera
+				// without images, not one still starting.
+				var cancelDial context.CancelFunc
+				dialCtx, cancelDial = context.WithTimeout(ctx, copyImageDialTimeout)
+				defer cancelDial()
+			}
+			sub, err := transport.DialCopy(dialCtx, cfg.Socket+"."+camera.TopicName(i), 16<<20)
 			if err != nil {
+				for _, s := range subs {
+					s.Close()
+				}
+				if i == TopicImage && ctx.Err() == nil {
+					return fmt.Errorf("--transport copy: %s.%s did not appear within %v of %s.%s: %s (%w)", cfg.Socket, camera.ImageTopicName,
+						copyImageDialTimeout, cfg.Socket, camera.PointsTopicName, camera.NoImageWhy, err)
+				}
 				return err
 			}
 			subs = append(subs, sub)
@@ -385,7 +406,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 			// away ends the agent with the error (restarted by its
 			// supervisor) rather than leaving it on zero cmd_vel for good.
 			if err := cs.Run(ctx); err != nil {
-				copyErr <- fmt.Errorf("copy transport ended (it does not reconnect; restart the agent): %w", err)
+				sourceErr <- fmt.Errorf("copy transport ended (it does not reconnect; restart the agent): %w", err)
 				cancel()
 			}
 			return nil
@@ -433,7 +454,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 		var topics []transport.Topic
 		for i := range streams(images) {
 			if cam.Pool(i) == nil {
-				return fmt.Errorf("--camera %s: the source has no %s stream; the model needs clouds and images (a model without an image input, as --lidar-only's, needs none)", cfg.Camera, camera.TopicName(i))
+				return fmt.Errorf("--camera %s: the source has no %s stream, which the model needs (a model without an image input, as --lidar-only's, needs no images)", cfg.Camera, camera.TopicName(i))
 			}
 			topics = append(topics, transport.Topic{Name: camera.TopicName(i), Kind: camera.Kind(i), Pool: cam.Pool(i)})
 		}
@@ -448,7 +469,13 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 			pool := t.Pool
 			rec.AddGaugeFunc("pool_in_use_"+camera.TopicName(i), "Slots in use in the in-process camera's "+camera.TopicName(i)+" pool.", func() float64 { return float64(pool.InUse()) })
 		}
-		goRun(func() error { return cam.Run(ctx, inproc) })
+		goRun(func() error {
+			if err := cam.Run(ctx, inproc); err != nil {
+				sourceErr <- fmt.Errorf("--camera %s: the in-process camera stopped: %w", cfg.Camera, err)
+				cancel()
+			}
+			return nil
+		})
 	}
 
 	sink := cfg.Sink
@@ -568,7 +595,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 
 	err = pipe.Run(ctx)
 	select {
-	case cerr := <-copyErr:
+	case cerr := <-sourceErr:
 		return errors.Join(cerr, err)
 	case rerr := <-refused:
 		return errors.Join(rerr, err)
@@ -644,14 +671,6 @@ func resolveNodeConfig(cfg NodeConfig) (NodeConfig, error) {
 	case cfg.Transport != "" && cfg.Transport != "unix" && cfg.Transport != "copy":
 		return cfg, fmt.Errorf(`--transport %q: want "unix" or "copy"`, cfg.Transport)
 	}
-	// A cloud waits up to the tolerance for its image, and its frame must
-	// still be fresh when planned: half the watchdog period leaves the
-	// stages the other half.
-	if wd := orDefaultDuration(cfg.Watchdog, planner.DefaultWatchdogTimeout); cfg.PairTolerance != 0 &&
-		(cfg.PairTolerance < time.Millisecond || cfg.PairTolerance > wd/2) {
-		return cfg, fmt.Errorf("--pair-tolerance %v: want 1ms up to half the watchdog period, %v (--watchdog %v): a cloud waits up to this long for its image (0: the default, %v)",
-			cfg.PairTolerance, wd/2, wd, DefaultPairTolerance)
-	}
 	// The model config too (a small file, not the model): a typo in it,
 	// or --lidar-only against an image input, must not wait for the
 	// /tf_static wait or the model load to be reported.
@@ -663,6 +682,15 @@ func resolveNodeConfig(cfg NodeConfig) (NodeConfig, error) {
 		if err := describesTheReferenceModel(mcfg, cfg.LidarOnly); err != nil {
 			return cfg, err
 		}
+	}
+	// A cloud waits up to the tolerance for its image, and its frame must
+	// still be fresh when planned: half the watchdog period leaves the
+	// stages the other half. A LiDAR-only model pairs nothing.
+	_, images := mcfg.Input(infer.TensorImage)
+	if wd := orDefaultDuration(cfg.Watchdog, planner.DefaultWatchdogTimeout); images && cfg.PairTolerance != 0 &&
+		(cfg.PairTolerance < time.Millisecond || cfg.PairTolerance > wd/2) {
+		return cfg, fmt.Errorf("--pair-tolerance %v: want 1ms up to half the watchdog period, %v (--watchdog %v): a cloud waits up to this long for its image (0: the default, %v or half the watchdog period)",
+			cfg.PairTolerance, wd/2, wd, DefaultPairTolerance)
 	}
 	if cfg.Camera == "" {
 		return cfg, nil
@@ -809,7 +837,7 @@ func modelConfig(cfg NodeConfig) (infer.ModelConfig, error) {
 	if cfg.ModelConfig != "" {
 		var err error
 		if mcfg, err = infer.LoadConfig(cfg.ModelConfig); err != nil {
-			return mcfg, err
+			return mcfg, fmt.Errorf("--model-config %s: %w", cfg.ModelConfig, err)
 		}
 	}
 	if in, ok := mcfg.Input(infer.TensorImage); ok && cfg.LidarOnly {
@@ -817,6 +845,10 @@ func modelConfig(cfg NodeConfig) (infer.ModelConfig, error) {
 	}
 	return mcfg, nil
 }
+
+// copyImageDialTimeout is how long the copy baseline waits for the
+// camera's image socket once its points socket answered.
+const copyImageDialTimeout = 5 * time.Second
 
 // streams is how many of the camera's streams (points, then image) the
 // agent takes: the image only when the model has an image input.

@@ -59,11 +59,7 @@ func OpenSource(ctx context.Context, flag, spec string, cfg NodeConfig) (sensor.
 		return nil, err
 	}
 	if dir, ok := strings.CutPrefix(spec, "replay:"); ok {
-		r, err := sensor.NewReplayContext(ctx, dir, sensor.ReplayConfig{Loop: cfg.Loop, Preload: true})
-		if err != nil || !cfg.NoImage {
-			return r, err
-		}
-		return sensor.PointsOnly(r), nil
+		return sensor.NewReplayContext(ctx, dir, sensor.ReplayConfig{Loop: cfg.Loop, Preload: true, NoImages: cfg.NoImage})
 	}
 	return sensor.NewSynthetic(sensor.SyntheticConfig{
 		Rate: cfg.Rate, Beams: cfg.Beams, AzimuthSteps: cfg.AzimuthSteps,

@@ -33,6 +33,10 @@ type ReplayConfig struct {
 	// Encoding converts every image to it; 0 keeps grey images mono8 and
 	// writes all others as rgb8.
 	Encoding ImageEncoding
+	// NoImages leaves the images out, for a robot without a camera: none
+	// is listed, read or decoded (a bad or missing one does not matter),
+	// and the frames are the point files; MaxImageBytes is 0.
+	NoImages bool
 }
 
 // Replay plays recorded frames from a directory:
@@ -117,11 +121,17 @@ func NewReplayContext(ctx context.Context, dir string, cfg ReplayConfig) (*Repla
 			return nil, err
 		}
 	}
-	if cfg.ImageDir != "" {
+	if cfg.ImageDir != "" && !cfg.NoImages {
 		imageDir = cfg.ImageDir
 		if _, imageNames, err = listFrames(imageDir); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.NoImages {
+		if len(pointNames) == 0 {
+			return nil, fmt.Errorf("replay: %q has no point files (.bin, .pcd); images are left out (no camera)", dir)
+		}
+		imageNames = nil
 	}
 	if len(pointNames) == 0 && len(imageNames) == 0 {
 		return nil, fmt.Errorf("replay: %q has no point (.bin, .pcd) or image (.png, .jpg, .jpeg) files", dir)

@@ -477,3 +477,50 @@ func TestReplayKITTIFolders(t *testing.T) {
 		t.Fatalf("no frames, no KITTI folder: %v", err)
 	}
 }
+
+// NoImages (no camera) leaves the images out entirely: a folder whose
+// image count differs from its point files', or whose image is corrupt,
+// replays its clouds, unchanged, and a folder of images alone is refused
+// naming the reason.
+func TestReplayNoImages(t *testing.T) {
+	dir := t.TempDir()
+	copyTestFile(t, filepath.Join(mixedDir, "000000.bin"), dir, "0.bin")
+	copyTestFile(t, filepath.Join(mixedDir, "000001.pcd"), dir, "1.pcd")
+	copyTestFile(t, filepath.Join(mixedDir, "000000.png"), dir, "0.png")
+	if err := os.WriteFile(filepath.Join(dir, "1.jpg"), []byte("not a JPEG"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "2.png"), []byte("not a PNG"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewReplay(dir, ReplayConfig{}); err == nil {
+		t.Fatal("with images, 2 point files and 3 images (2 corrupt) were accepted; fix the test")
+	}
+	for _, preload := range []bool{false, true} {
+		r, err := NewReplay(dir, ReplayConfig{NoImages: true, Preload: preload})
+		if err != nil {
+			t.Fatalf("preload %v: %v", preload, err)
+		}
+		if r.MaxImageBytes() != 0 || r.Frames() != 2 {
+			t.Errorf("preload %v: MaxImageBytes %d, Frames %d; want 0, 2", preload, r.MaxImageBytes(), r.Frames())
+		}
+		if _, err := r.FillImage(0, make([]byte, 1<<16)); !errors.Is(err, ErrNotProvided) {
+			t.Errorf("preload %v: FillImage: %v, want ErrNotProvided", preload, err)
+		}
+		with, err := NewReplay(filepath.Join(mixedDir), ReplayConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, b := make([]byte, r.MaxPoints()*PointStep), make([]byte, with.MaxPoints()*PointStep)
+		na, errA := r.FillPoints(0, a)
+		nb, errB := with.FillPoints(0, b)
+		if errA != nil || errB != nil || na != nb || string(a[:na*PointStep]) != string(b[:nb*PointStep]) {
+			t.Errorf("preload %v: frame 0's cloud %d points (%v), with images %d (%v), or the bytes differ", preload, na, errA, nb, errB)
+		}
+	}
+	images := t.TempDir()
+	copyTestFile(t, filepath.Join(mixedDir, "000000.png"), images, "0.png")
+	if _, err := NewReplay(images, ReplayConfig{NoImages: true}); err == nil || !strings.Contains(err.Error(), "no point files") || !strings.Contains(err.Error(), "no camera") {
+		t.Errorf("images alone with NoImages: %v, want an error saying there are no point files", err)
+	}
+}

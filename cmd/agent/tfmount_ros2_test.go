@@ -25,7 +25,7 @@ func TestLidarMountFromTFStatic(t *testing.T) {
 	addr := freeLoopbackAddr(t)
 	done := make(chan error, 1)
 	go func() {
-		done <- run([]string{"--duration", "4s", "--http", addr, "--camera", "synthetic", "--log-level", "error", "--ros2",
+		done <- run([]string{"--duration", "8s", "--http", addr, "--camera", "synthetic", "--log-level", "error", "--ros2",
 			"--ros-args", "-p", "lidar_frame:=velodyne", "-p", "tf_timeout:=10.0"})
 	}()
 	deadline := time.Now().Add(15 * time.Second)

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -90,6 +91,10 @@ Flags:
 	}
 	if err := setImageSize(&cfg, imageSize); err != nil {
 		return err
+	}
+	// The ROS 2 source's images are the driver's topic, not a size.
+	if cfg.NoImage && cfg.Source == "ros2" {
+		return errors.New(`--image-size none: with --source ros2 give --ros2-image-topic "" (the parameter ros2_image_topic: "") for no images`)
 	}
 	if slots > pinned.MaxSlots {
 		return fmt.Errorf("--slots %d: at most %d", slots, pinned.MaxSlots)

@@ -78,16 +78,22 @@ func TestSetImageSize(t *testing.T) {
 // stops after --frames; a bad value stops it before anything starts.
 func TestRunImageSize(t *testing.T) {
 	for _, tc := range []struct {
-		size string
-		want string // "" for no error
+		size   string
+		source string // "" for synthetic
+		want   string // "" for no error
 	}{
-		{"none", ""},
-		{"nopes", `--image-size "nopes": want WIDTHxHEIGHT`},
-		{"64x", `--image-size "64x": want WIDTHxHEIGHT`},
+		{"none", "", ""},
+		{"nopes", "", `--image-size "nopes": want WIDTHxHEIGHT`},
+		{"64x", "", `--image-size "64x": want WIDTHxHEIGHT`},
+		// The ROS 2 source's images are its topic's: say which flag.
+		{"none", "ros2", `with --source ros2 give --ros2-image-topic ""`},
 	} {
-		t.Run(tc.size, func(t *testing.T) {
+		t.Run(tc.size+tc.source, func(t *testing.T) {
 			args := []string{"--image-size", tc.size, "--beams", "4", "--azimuth-steps", "36", "--frames", "2",
 				"--socket", filepath.Join(sockdir.Short(t), "c.sock"), "--metrics", "", "--log-level", "error"}
+			if tc.source != "" {
+				args = append(args, "--source", tc.source)
+			}
 			err := run(args)
 			if tc.want == "" && err != nil {
 				t.Fatalf("run(%q): %v", args, err)
