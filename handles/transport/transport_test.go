@@ -77,7 +77,10 @@ func (f *fixture) stop() {
 // publish writes a frame whose first byte is seq and publishes it.
 func (f *fixture) publish(seq uint64) int {
 	f.t.Helper()
-	slot, err := f.pool.Acquire()
+	// A released slot is counted free (Stats) a moment before it is back
+	// on the free list: wait that moment out, as a camera would drop the
+	// frame. (Acquire alone failed so under qemu's arm64 emulation.)
+	slot, err := f.pool.AcquireBefore(time.Now().Add(time.Second))
 	if err != nil {
 		f.t.Fatalf("acquire for frame %d: %v", seq, err)
 	}
