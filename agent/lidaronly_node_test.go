@@ -184,7 +184,10 @@ func TestCopyTransportCameraWithoutImages(t *testing.T) {
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(serveCtx) }()
-	defer func() { stopServing(); <-served }()
+	// A cleanup, not a defer: it must run after runNodeUntil's, which
+	// stops the agent; the copy baseline ends the agent with an error
+	// when its camera goes away first.
+	t.Cleanup(func() { stopServing(); <-served })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
