@@ -238,6 +238,11 @@ run)
 					fi
 				fi
 			fi
+			# A LiDAR-only run must say so (also in a rehearsal).
+			if [ "$rc" -eq 0 ] && [[ " $* " == *" --lidar-only "* ]] && ! grep -q '"inputs": *"lidar"' <<<"$latency_json"; then
+				echo "---- FAIL: /latency does not say inputs lidar under --lidar-only"
+				rc=1
+			fi
 			end "$name" "$rc" "$lim"
 		}
 		agent_source=(--camera synthetic)

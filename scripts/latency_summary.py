@@ -4,7 +4,7 @@ import json
 import sys
 
 d = json.load(sys.stdin)
-print(f"  provider={d.get('provider')} gpu={d.get('gpu')} voxel={d.get('voxel_path')} kernels={d.get('gpu_kernels')} handoff={d.get('handoff')}")
+print(f"  provider={d.get('provider')} gpu={d.get('gpu')} voxel={d.get('voxel_path')} kernels={d.get('gpu_kernels')} handoff={d.get('handoff')} inputs={d.get('inputs')}")
 print(f"  {'stage':11s} {'count':>7s} {'p50 µs':>9s} {'p99 µs':>9s} {'max µs':>9s}")
 for s in d.get("stages", []):
     t = s["since_start"]
