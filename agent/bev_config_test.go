@@ -290,21 +290,7 @@ func TestModelConfigForTheEmbeddedModel(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = describesTheReferenceModel(m, false)
-			if tt.want == nil {
-				if err != nil {
-					t.Fatalf("refused: %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("accepted; want an error naming %q", tt.want)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not name %q", err, w)
-				}
-			}
+			wantRefusal(t, describesTheReferenceModel(m, false), tt.want)
 		})
 	}
 }
@@ -404,21 +390,27 @@ func TestModelConfigForTheEmbeddedLidarOnlyModel(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = describesTheReferenceModel(m, tt.lidarOnly)
-			if tt.want == nil {
-				if err != nil {
-					t.Fatalf("refused: %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("accepted; want an error naming %q", tt.want)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not name %q", err, w)
-				}
-			}
+			wantRefusal(t, describesTheReferenceModel(m, tt.lidarOnly), tt.want)
 		})
+	}
+}
+
+// wantRefusal checks err: nil when want is nil, else an error naming each
+// of want.
+func wantRefusal(t *testing.T, err error, want []string) {
+	t.Helper()
+	if want == nil {
+		if err != nil {
+			t.Fatalf("refused: %v", err)
+		}
+		return
+	}
+	if err == nil {
+		t.Fatalf("accepted; want an error naming %q", want)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not name %q", err, w)
+		}
 	}
 }

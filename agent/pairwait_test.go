@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -38,19 +37,8 @@ func TestWaitForAnImageDoesNotDelayTheWatchdogsZero(t *testing.T) {
 	const slack = 300 * time.Millisecond
 	g := newComposedWith(t, composedOptions{watchdog: watchdog})
 	g.pipe.cfg.PairTolerance, g.pipe.cfg.Tick = tolerance, 10*time.Second
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.pipe.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	last := runAndFeed(t, g, 10)
 	var h handles.Handle
-	var last time.Time
-	for seq := uint64(0); seq < 10; seq++ {
-		last = time.Now()
-		if err := g.cam.Frame(seq, g.inproc, &h); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(33 * time.Millisecond)
-	}
 	// The image stream stops; one more cloud comes just before the last
 	// planned frame goes stale, and waits for an image that never comes.
 	time.Sleep(time.Until(last.Add(watchdog - 50*time.Millisecond)))

@@ -224,19 +224,7 @@ func TestZeroComesAtTheStaleMomentNotATickLater(t *testing.T) {
 	t.Run("frames stop", func(t *testing.T) {
 		g := newComposedWith(t, composedOptions{watchdog: watchdog})
 		g.pipe.cfg.Tick = tick
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- g.pipe.Run(ctx) }()
-		defer func() { cancel(); <-done }()
-		var h handles.Handle
-		var last time.Time
-		for seq := uint64(0); seq < 20; seq++ {
-			last = time.Now()
-			if err := g.cam.Frame(seq, g.inproc, &h); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(33 * time.Millisecond)
-		}
+		last := runAndFeed(t, g, 20)
 		zeroAt := waitForZero(t, g, last, watchdog+slack+time.Second)
 		if d := zeroAt.Sub(last); d > watchdog+slack {
 			t.Fatalf("zero %v after the last frame's capture; watchdog %v", d, watchdog)
@@ -251,6 +239,26 @@ func TestZeroComesAtTheStaleMomentNotATickLater(t *testing.T) {
 			t.Fatalf("stall guard's zero %v after the hung frame's capture; watchdog %v", d, watchdog)
 		}
 	})
+}
+
+// runAndFeed runs g's pipeline until the test ends and publishes frames
+// 0..n-1 at 30 Hz; it returns the last one's capture time.
+func runAndFeed(t *testing.T, g *composed, n uint64) time.Time {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.pipe.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	var h handles.Handle
+	var last time.Time
+	for seq := range n {
+		last = time.Now()
+		if err := g.cam.Frame(seq, g.inproc, &h); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(33 * time.Millisecond)
+	}
+	return last
 }
 
 // waitForZero returns when g's sink took its first zero command at or
