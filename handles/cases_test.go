@@ -168,6 +168,23 @@ func handleCases() []handleCase {
 				"07000000000000000000000000000000",
 		},
 		{
+			name: "points planar scan",
+			h: Handle{
+				Kind: KindPoints, PoolID: 2, Slot: 1, Generation: 3, Seq: 102,
+				CaptureNs: 1_700_000_000_700_000_000, PublishNs: 5_300_000_000,
+				Length: 720 * 16, FrameID: mustFrameID("base_scan"),
+				Points: PointFormat{Count: 720, Step: 16, X: 0, Y: 4, Z: 8, Intensity: 12, Datatype: DatatypeFloat32, Flags: PointsPlanar},
+			},
+			wire: "5a48484e010002000200000001000000" +
+				"03000000000000006600000000000000" +
+				"0027e35ffe9c97170095e73b01000000" +
+				"002d0000000000000000000000000000" +
+				"626173655f7363616e00000000000000" +
+				"00000000000000000000000000000000" +
+				"d0020000100000000000040008000c00" +
+				"07010000000000000000000000000000",
+		},
+		{
 			name: "points empty cloud",
 			h: Handle{
 				Kind: KindPoints, PoolID: 2, Slot: 1, Generation: 3, Seq: 102,
@@ -202,10 +219,13 @@ func handleCases() []handleCase {
 		// Reserved bytes and the unused section.
 		{name: "reserved byte 7 set", h: imageHandle(), patch: setByte(7, 1), err: ErrReserved, field: "reserved[7]"},
 		{name: "image reserved byte 95 set", h: imageHandle(), patch: setByte(95, 0x80), err: ErrReserved, field: "image.reserved"},
-		{name: "points reserved byte 113 set", h: pointsHandle(), patch: setByte(113, 1), err: ErrReserved, field: "points.reserved"},
+		{name: "points reserved byte 114 set", h: pointsHandle(), patch: setByte(114, 1), err: ErrReserved, field: "points.reserved"},
+		{name: "points flag bit 1 (undefined) set", h: pointsHandle(), patch: setByte(113, 2), err: ErrReserved, field: "points.flags"},
+		{name: "points flags all set", h: pointsHandle(), patch: setByte(113, 0xff), err: ErrReserved, field: "points.flags"},
 		{name: "points reserved byte 127 set", h: pointsHandle(), patch: setByte(127, 1), err: ErrReserved, field: "points.reserved"},
 		{name: "image handle with a point count", h: image(func(h *Handle) { h.Points.Count = 5 }), err: ErrReserved, field: "points.count"},
 		{name: "image handle with a point datatype", h: image(func(h *Handle) { h.Points.Datatype = DatatypeFloat32 }), err: ErrReserved, field: "points.datatype"},
+		{name: "image handle marked planar", h: image(func(h *Handle) { h.Points.Flags = PointsPlanar }), err: ErrReserved, field: "points.flags"},
 		{name: "points handle with an image width", h: points(func(h *Handle) { h.Image.Width = 640 }), err: ErrReserved, field: "image.width"},
 		{name: "points handle with an image encoding", h: points(func(h *Handle) { h.Image.Encoding = EncodingMono8 }), err: ErrReserved, field: "image.encoding"},
 

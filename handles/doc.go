@@ -43,7 +43,8 @@
 //	   108    2 uint16   points.offset_z       byte offset of z
 //	   110    2 uint16   points.offset_intensity byte offset of intensity
 //	   112    1 uint8    points.datatype       sensor_msgs/PointField type of all four; 7 = FLOAT32, the only one accepted
-//	   113   15 -        points.reserved       0
+//	   113    1 uint8    points.flags          bit 0: planar (a 2D LiDAR's scan, PointsPlanar); other bits 0
+//	   114   14 -        points.reserved       0
 //
 // The field layout of a point is given by explicit offsets plus one
 // datatype byte rather than a fixed layout code, so that common driver

@@ -49,7 +49,8 @@ const (
 	offOffsetZ     = 108
 	offOffsetI     = 110
 	offDatatype    = 112
-	offPointsRsvd  = 113 // 15 bytes, to Size
+	offPointFlags  = 113
+	offPointsRsvd  = 114 // 14 bytes, to Size
 	imageRsvdEnd   = offPointCount
 	pointsRsvdEnd  = Size
 	frameIDEnd     = offFrameID + FrameIDSize
@@ -133,6 +134,21 @@ type Datatype uint8
 // DatatypeFloat32 is sensor_msgs/PointField.FLOAT32.
 const DatatypeFloat32 Datatype = 7
 
+// PointFlags says how a cloud was scanned, beyond its layout.
+type PointFlags uint8
+
+const (
+	// PointsPlanar: a planar (2D) LiDAR's scan (sensor_msgs/LaserScan):
+	// every point lies in the scan plane, and none is ground. A reader
+	// that finds obstacles by their height above the ground must not
+	// take such a cloud for a 3D one: a scanner mounted lower than its
+	// obstacle height would show it no obstacle at all.
+	PointsPlanar PointFlags = 1 << 0
+	// knownPointFlags are the bits this version defines; the others are
+	// reserved (zero).
+	knownPointFlags = PointsPlanar
+)
+
 // FrameID is a ROS frame id in fixed bytes: printable ASCII (0x20–0x7e),
 // NUL-padded; it need not end in a NUL when all 16 bytes are used.
 type FrameID [FrameIDSize]byte
@@ -211,6 +227,7 @@ type PointFormat struct {
 	Z         uint16   // byte offset of z
 	Intensity uint16   // byte offset of intensity
 	Datatype  Datatype // type of x, y, z and intensity; DatatypeFloat32
+	Flags     PointFlags
 }
 
 // Handle announces one filled slot. Its payload is the first Length bytes
@@ -263,6 +280,7 @@ func (h *Handle) MarshalTo(b *[Size]byte) {
 	le.PutUint16(b[offOffsetZ:], h.Points.Z)
 	le.PutUint16(b[offOffsetI:], h.Points.Intensity)
 	b[offDatatype] = byte(h.Points.Datatype)
+	b[offPointFlags] = byte(h.Points.Flags)
 	clear(b[offPointsRsvd:pointsRsvdEnd])
 }
 
@@ -294,6 +312,10 @@ func (h *Handle) unmarshal(b []byte) *FieldError {
 	if fe := checkZero(b, offPointsRsvd, pointsRsvdEnd, "points.reserved"); fe != nil {
 		return fe
 	}
+	if f := b[offPointFlags]; f&^byte(knownPointFlags) != 0 {
+		// knownPointFlags is all low bits, so "at most" names the rule.
+		return newFieldError(classReserved, "handle", "points.flags", uint64(f), "<=", uint64(knownPointFlags))
+	}
 	if fe := checkFrameID(b[offFrameID:frameIDEnd]); fe != nil {
 		return fe
 	}
@@ -322,6 +344,7 @@ func (h *Handle) unmarshal(b []byte) *FieldError {
 		Z:         le.Uint16(b[offOffsetZ:]),
 		Intensity: le.Uint16(b[offOffsetI:]),
 		Datatype:  Datatype(b[offDatatype]),
+		Flags:     PointFlags(b[offPointFlags]),
 	}
 	return nil
 }

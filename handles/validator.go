@@ -188,7 +188,7 @@ func unusedPointsError(p *PointFormat) *FieldError {
 		{"points.count", uint64(p.Count)}, {"points.point_step", uint64(p.Step)},
 		{"points.offset_x", uint64(p.X)}, {"points.offset_y", uint64(p.Y)},
 		{"points.offset_z", uint64(p.Z)}, {"points.offset_intensity", uint64(p.Intensity)},
-		{"points.datatype", uint64(p.Datatype)},
+		{"points.datatype", uint64(p.Datatype)}, {"points.flags", uint64(p.Flags)},
 	} {
 		if f.v != 0 {
 			return newFieldError(classReserved, "handle", f.name, f.v, "==", 0)
