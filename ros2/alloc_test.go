@@ -55,36 +55,52 @@ func TestPublishAllocatesNothing(t *testing.T) {
 }
 
 func TestTakeAllocatesNothing(t *testing.T) {
-	cfg := loopbackConfig(t)
-	p, err := NewParticipant(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	var sum int
-	s, err := p.openSubscription(typeImage, "/image", SensorDataQoS(), handlers{image: func(v *ImageView) { sum += len(v.Data) }}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	startPeer(t, cfg, "pub", "image", "rt/image", "besteffort", "2", "16")
-	takeSample := func() {
-		for {
-			if n, rc := s.takeOne(); rc < 0 {
-				t.Fatal(rc)
-			} else if n == 1 {
-				return
+	for _, c := range []struct {
+		name  string
+		typ   msgType
+		topic string
+		peer  []string // the publishing peer's arguments
+	}{
+		{"Image", typeImage, "/image", []string{"pub", "image", "rt/image", "besteffort", "2", "16"}},
+		{"LaserScan", typeLaserScan, "/scan", []string{"pub", "scan", "rt/scan", "besteffort", "2", "360"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := loopbackConfig(t)
+			p, err := NewParticipant(cfg, nil)
+			if err != nil {
+				t.Fatal(err)
 			}
-			time.Sleep(time.Millisecond)
-		}
-	}
-	waitFor(t, "the first image", func() bool { return s.Matched() == 1 })
-	takeSample() // the first take sets up Cyclone's loan buffer
-	if n := testing.AllocsPerRun(20, takeSample); n != 0 {
-		t.Errorf("%v allocations per sample, want 0", n)
-	}
-	if sum == 0 || s.Received() < 21 {
-		t.Errorf("callback saw %d bytes in %d samples", sum, s.Received())
+			defer p.Close()
+			var sum int
+			h := handlers{image: func(v *ImageView) { sum += len(v.Data) }}
+			if c.typ == typeLaserScan {
+				h = handlers{scan: func(v *LaserScanView) { sum += len(v.Ranges) + len(v.Intensities) }}
+			}
+			s, err := p.openSubscription(c.typ, c.topic, SensorDataQoS(), h, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			startPeer(t, cfg, c.peer...)
+			takeSample := func() {
+				for {
+					if n, rc := s.takeOne(); rc < 0 {
+						t.Fatal(rc)
+					} else if n == 1 {
+						return
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}
+			waitFor(t, "the publisher to match", func() bool { return s.Matched() == 1 })
+			takeSample() // the first take sets up Cyclone's loan buffer
+			if n := testing.AllocsPerRun(20, takeSample); n != 0 {
+				t.Errorf("%v allocations per sample, want 0", n)
+			}
+			if sum == 0 || s.Received() < 21 {
+				t.Errorf("callback saw %d values in %d samples", sum, s.Received())
+			}
+		})
 	}
 }
 

@@ -15,10 +15,10 @@ package ros2
 //     pointers. Memory that C fills
 //     with C pointers (the sample views) is allocated in C (cView), so
 //     the Go heap never holds pointers written by C.
-//   - Byte slices made from C memory (unsafe.Slice in fillImage,
-//     fillCloud) point into a sample Cyclone has loaned to a reader; they
-//     are valid until returnLoan for that loan, and Subscription clears
-//     them before returning the loan.
+//   - Slices made from C memory (cBytes and cFloats in takeImage,
+//     takeCloud, takeScan) point into a sample Cyclone has loaned to a
+//     reader; they are valid until returnLoan for that loan, and
+//     Subscription clears them before returning the loan.
 
 /*
 #cgo pkg-config: CycloneDDS
@@ -83,6 +83,8 @@ func cType(t msgType) C.int {
 		return C.ZH_TF_MESSAGE
 	case typeClock:
 		return C.ZH_CLOCK
+	case typeLaserScan:
+		return C.ZH_LASER_SCAN
 	}
 	if t.isService() {
 		return C.int(t) // ZH_REQUEST and ZH_REPLY have the same values
@@ -279,6 +281,7 @@ func writeSlotHandle(w entity, b slotHandleBuf, h *handles.Handle) retcode {
 	s.offset_z = C.uint16_t(h.Points.Z)
 	s.offset_intensity = C.uint16_t(h.Points.Intensity)
 	s.datatype = C.uint8_t(h.Points.Datatype)
+	s.point_flags = C.uint8_t(h.Points.Flags)
 	if rc := C.zh_write_slot_handle(C.dds_entity_t(w), s); rc < 0 {
 		return retcode(rc)
 	}
@@ -369,8 +372,11 @@ type cView struct{ p unsafe.Pointer }
 
 func newCView(t msgType) cView {
 	size := unsafe.Sizeof(C.zh_image{})
-	if t == typePointCloud2 {
+	switch t {
+	case typePointCloud2:
 		size = unsafe.Sizeof(C.zh_cloud{})
+	case typeLaserScan:
+		size = unsafe.Sizeof(C.zh_scan{})
 	}
 	return cView{C.calloc(1, C.size_t(size))}
 }
@@ -382,6 +388,14 @@ func cBytes[T any](p *T, n uintptr) []byte {
 		return nil
 	}
 	return unsafe.Slice((*byte)(unsafe.Pointer(p)), n)
+}
+
+// cFloats views n floats of C memory at p; nil for none.
+func cFloats(p *C.float, n uintptr) []float32 {
+	if p == nil || n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(p)), n)
 }
 
 // takeImage takes one loaned Image into v. It returns the loan to give
@@ -427,6 +441,25 @@ func takeCloud(rd entity, cv cView, v *PointCloud2View) (loan unsafe.Pointer, n 
 	v.Data = cBytes(c.data, uintptr(c.data_len))
 	v.IsDense = c.is_dense != 0
 	return c.loan, 1, nf, 0
+}
+
+// takeScan takes one loaned LaserScan into v, like takeImage.
+func takeScan(rd entity, cv cView, v *LaserScanView) (loan unsafe.Pointer, n int32, rc retcode) {
+	c := (*C.zh_scan)(cv.p)
+	r := C.zh_take_scan(C.dds_entity_t(rd), c)
+	if r <= 0 {
+		return nil, 0, retcode(r)
+	}
+	*v = LaserScanView{
+		Sec: int32(c.sec), Nanosec: uint32(c.nanosec),
+		FrameID:  cBytes(c.frame_id, uintptr(c.frame_id_len)),
+		AngleMin: float32(c.angle_min), AngleMax: float32(c.angle_max), AngleIncrement: float32(c.angle_increment),
+		TimeIncrement: float32(c.time_increment), ScanTime: float32(c.scan_time),
+		RangeMin: float32(c.range_min), RangeMax: float32(c.range_max),
+		Ranges:      cFloats(c.ranges, uintptr(c.ranges_len)),
+		Intensities: cFloats(c.intensities, uintptr(c.intensities_len)),
+	}
+	return c.loan, 1, 0
 }
 
 func returnLoan(rd entity, loan unsafe.Pointer) retcode {

@@ -28,9 +28,11 @@
 //     lists, gets, describes and dumps a params.Set, and sets its writable
 //     parameters (a read-only one's set fails with the reason); it announces
 //     them on /parameter_events (rcl_interfaces/ParameterEvent).
-//   - Subscription: sensor_msgs/Image and PointCloud2 readers (BEST_EFFORT
+//   - Subscription: sensor_msgs/Image, PointCloud2 and LaserScan readers
+//     (SubscribeImage, SubscribePointCloud2, SubscribeLaserScan; BEST_EFFORT
 //     by default, which matches any publisher) that hand each sample to a
-//     callback as a view of Cyclone's loaned sample, without copying.
+//     callback as a view of Cyclone's loaned sample (ImageView,
+//     PointCloud2View, LaserScanView), without copying.
 //
 // Topic names resolve against the participant's node as rcl resolves a
 // ROS node's (Config.ResolveTopic): "/x" is absolute, "x" is relative to

@@ -104,6 +104,8 @@ const (
 	typeTFMessage msgType = 10
 	// typeClock is rosgraph_msgs/Clock (/clock), read only.
 	typeClock msgType = 11
+	// typeLaserScan is sensor_msgs/LaserScan (planar LiDARs), read only.
+	typeLaserScan msgType = 12
 	// typeParticipantEntitiesInfo is the graph topic's type
 	// (ros_discovery_info); the participant's own writer, not an endpoint.
 	typeParticipantEntitiesInfo msgType = 6
@@ -160,12 +162,13 @@ const (
 	hashTwistStamped   = "RIHS01_5f0fcd4f81d5d06ad9b4c4c63e3ea51b82d6ae4d0558f1d475229b1121db6f64"
 	hashImage          = "RIHS01_d31d41a9a4c4bc8eae9be757b0beed306564f7526c88ea6a4588fb9582527d47"
 	hashPointCloud2    = "RIHS01_9198cabf7da3796ae6fe19c4cb3bdd3525492988c70522628af5daa124bae2b5"
-	hashSlotHandle     = "RIHS01_fcdbb5d1a3f8c59c56b46af9f9e2193002e6998c371cccdfd027d2997c071d07"
+	hashSlotHandle     = "RIHS01_dfce5d5c7ba45e1b76b3706dfdc7cb74762e11f365fee94c28cee0d2b3a9d3e5"
 	hashDiagnostics    = "RIHS01_5a8a36efb05fb25070fa0fb3810290c0e6cd4862b54a8fb975a1ee8dc55a333e"
 	hashLog            = "RIHS01_e28ce254ca8abc06abf92773b74602cdbf116ed34fbaf294fb9f81da9f318eac"
 	hashParameterEvent = "RIHS01_043e627780fcad87a22d225bc2a037361dba713fca6a6b9f4b869a5aa0393204"
 	hashTFMessage      = "RIHS01_e369d0f05a23ae52508854b66f6aa0437f3449d652e8cbf22d5abe85d020f087"
 	hashClock          = "RIHS01_692f7a66e93a3c83e71765d033b60349ba68023a8c689a79e48078bcb5c58564"
+	hashLaserScan      = "RIHS01_64c191398013af96509d518dac71d5164f9382553fce5c1f8cca5be7924bd828"
 	// rmw_dds_common 3.x (Jazzy), the 16-byte Gid.
 	hashParticipantEntitiesInfo = "RIHS01_91a0593bacdcc50ea9bdcf849a938b128412cc1ea821245c663bcd26f83c295e"
 )
@@ -181,6 +184,8 @@ func (t msgType) rosName() string {
 		return "sensor_msgs/msg/Image"
 	case typePointCloud2:
 		return "sensor_msgs/msg/PointCloud2"
+	case typeLaserScan:
+		return "sensor_msgs/msg/LaserScan"
 	case typeSlotHandle:
 		return "zerohop_msgs/msg/SlotHandle"
 	case typeDiagnostics:
@@ -229,6 +234,8 @@ func (t msgType) typeHash() string {
 		return hashImage
 	case typePointCloud2:
 		return hashPointCloud2
+	case typeLaserScan:
+		return hashLaserScan
 	case typeSlotHandle:
 		return hashSlotHandle
 	case typeDiagnostics:
@@ -317,6 +324,26 @@ type PointCloud2View struct {
 
 // Stamp returns header.stamp as a time.
 func (v *PointCloud2View) Stamp() time.Time { return time.Unix(int64(v.Sec), int64(v.Nanosec)) }
+
+// LaserScanView is one received sensor_msgs/LaserScan (a planar LiDAR's
+// sweep); its slices are valid only during the callback (see ImageView).
+// Angles are in radians around the frame's +Z axis, 0 along +X; ray i
+// points at AngleMin + i×AngleIncrement. The values are as sent, NaN and
+// ±Inf included (REP 117: +Inf no return, -Inf too close, NaN no
+// measurement); ranges outside [RangeMin, RangeMax] are to be discarded.
+type LaserScanView struct {
+	Sec                                int32  // header.stamp.sec: the first ray's time
+	Nanosec                            uint32 // header.stamp.nanosec
+	FrameID                            []byte // header.frame_id
+	AngleMin, AngleMax, AngleIncrement float32
+	TimeIncrement, ScanTime            float32 // seconds between rays, between scans
+	RangeMin, RangeMax                 float32 // metres
+	Ranges                             []float32
+	Intensities                        []float32 // empty when the driver sends none
+}
+
+// Stamp returns header.stamp as a time.
+func (v *LaserScanView) Stamp() time.Time { return time.Unix(int64(v.Sec), int64(v.Nanosec)) }
 
 // TwistOptions configure a TwistSink. The zero value publishes
 // geometry_msgs/Twist on cmd_vel (relative: /<namespace>/cmd_vel),

@@ -28,6 +28,7 @@ type Subscription struct {
 	handlers
 	imgView  ImageView
 	cldView  PointCloud2View
+	scanView LaserScanView
 	tfs      *tfBuffers // transforms only
 	received atomic.Uint64
 	skipped  atomic.Uint64
@@ -54,11 +55,19 @@ func (p *Participant) SubscribePointCloud2(topic string, opts SubscriptionOption
 	return p.subscribe(typePointCloud2, topic, opts, handlers{cloud: fn})
 }
 
+// SubscribeLaserScan subscribes to sensor_msgs/LaserScan (a planar
+// LiDAR) on topic, like SubscribeImage: BEST_EFFORT, KEEP_LAST 5 by
+// default (SensorDataQoS), which matches any publisher.
+func (p *Participant) SubscribeLaserScan(topic string, opts SubscriptionOptions, fn func(*LaserScanView)) (*Subscription, error) {
+	return p.subscribe(typeLaserScan, topic, opts, handlers{scan: fn})
+}
+
 // handlers are a subscription's callback: exactly one is set, the one
 // for its type.
 type handlers struct {
 	image      func(*ImageView)
 	cloud      func(*PointCloud2View)
+	scan       func(*LaserScanView)
 	transforms func([]tf.Stamped, int) // a TFMessage's transforms, and how many it had
 	clock      func(sec int32, nanosec uint32)
 }
@@ -74,7 +83,7 @@ func (p *Participant) subscribe(t msgType, topic string, opts SubscriptionOption
 // openSubscription creates the reader (QoS q, resolved) and its waitset
 // and, if start, the goroutine (tests drive takeOne themselves instead).
 func (p *Participant) openSubscription(t msgType, topic string, q QoS, h handlers, start bool) (*Subscription, error) {
-	if h.image == nil && h.cloud == nil && h.transforms == nil && h.clock == nil {
+	if h.image == nil && h.cloud == nil && h.scan == nil && h.transforms == nil && h.clock == nil {
 		return nil, errNilCallback
 	}
 	ep, err := p.newEndpoint(t, topic, false, q, defaultMaxBlocking, nil)
@@ -90,7 +99,7 @@ func (p *Participant) openSubscription(t msgType, topic string, q QoS, h handler
 	switch {
 	case h.transforms != nil:
 		s.tfs = newTFBuffers()
-	case h.image != nil, h.cloud != nil:
+	case h.image != nil, h.cloud != nil, h.scan != nil:
 		s.cv = newCView(t)
 	}
 	p.mu.Lock()
@@ -109,7 +118,8 @@ func (p *Participant) openSubscription(t msgType, topic string, q QoS, h handler
 	}
 	p.mu.Unlock()
 	fields := []zap.Field{zapTopic(ep), zap.String("type", t.rosName()), zapQoS(q)}
-	// Only images and clouds come in messages large enough to need it.
+	// Only images and clouds come in messages large enough to need it (a
+	// LaserScan of 2000 rays with intensities is 16 KB).
 	if m := rmemMax(); m > 0 && m < recommendedRmemMax && (t == typeImage || t == typePointCloud2) {
 		p.log.Warn("ros2: subscribed; net.core.rmem_max is below 8 MiB, large messages may lose fragments (sudo sysctl -w net.core.rmem_max=8388608)",
 			append(fields, zap.Int("rmem_max", m))...)
@@ -168,14 +178,22 @@ func (s *Subscription) takeOne() (int32, retcode) {
 		}
 		return got, rc
 	}
-	if s.image != nil {
+	switch {
+	case s.image != nil:
 		loan, n, rc = takeImage(rd, s.cv, &s.imgView)
 		if n > 0 {
 			s.received.Add(1)
 			s.image(&s.imgView)
 			s.imgView = ImageView{} // no slice into the loan outlives it
 		}
-	} else {
+	case s.scan != nil:
+		loan, n, rc = takeScan(rd, s.cv, &s.scanView)
+		if n > 0 {
+			s.received.Add(1)
+			s.scan(&s.scanView)
+			s.scanView = LaserScanView{}
+		}
+	default:
 		var nfields int
 		loan, n, nfields, rc = takeCloud(rd, s.cv, &s.cldView)
 		if n > 0 {

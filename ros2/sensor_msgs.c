@@ -114,3 +114,42 @@ const dds_topic_descriptor_t sensor_msgs_msg_dds__PointCloud2__desc =
   .m_meta = ""
 };
 
+static const uint32_t sensor_msgs_msg_dds__LaserScan__ops [] =
+{
+  /* LaserScan_ */
+  DDS_OP_ADR | DDS_OP_TYPE_EXT, offsetof (sensor_msgs_msg_dds__LaserScan_, header), (3u << 16u) + 22u /* Header_ */,
+  DDS_OP_ADR | DDS_OP_TYPE_4BY | DDS_OP_FLAG_FP, offsetof (sensor_msgs_msg_dds__LaserScan_, angle_min),
+  DDS_OP_ADR | DDS_OP_TYPE_4BY | DDS_OP_FLAG_FP, offsetof (sensor_msgs_msg_dds__LaserScan_, angle_max),
+  DDS_OP_ADR | DDS_OP_TYPE_4BY | DDS_OP_FLAG_FP, offsetof (sensor_msgs_msg_dds__LaserScan_, angle_increment),
+  DDS_OP_ADR | DDS_OP_TYPE_4BY | DDS_OP_FLAG_FP, offsetof (sensor_msgs_msg_dds__LaserScan_, time_increment),
+  DDS_OP_ADR | DDS_OP_TYPE_4BY | DDS_OP_FLAG_FP, offsetof (sensor_msgs_msg_dds__LaserScan_, scan_time),
+  DDS_OP_ADR | DDS_OP_TYPE_4BY | DDS_OP_FLAG_FP, offsetof (sensor_msgs_msg_dds__LaserScan_, range_min),
+  DDS_OP_ADR | DDS_OP_TYPE_4BY | DDS_OP_FLAG_FP, offsetof (sensor_msgs_msg_dds__LaserScan_, range_max),
+  DDS_OP_ADR | DDS_OP_TYPE_SEQ | DDS_OP_SUBTYPE_4BY | DDS_OP_FLAG_FP, offsetof (sensor_msgs_msg_dds__LaserScan_, ranges),
+  DDS_OP_ADR | DDS_OP_TYPE_SEQ | DDS_OP_SUBTYPE_4BY | DDS_OP_FLAG_FP, offsetof (sensor_msgs_msg_dds__LaserScan_, intensities),
+  DDS_OP_RTS,
+
+  /* Header_ */
+  DDS_OP_ADR | DDS_OP_TYPE_EXT, offsetof (std_msgs_msg_dds__Header_, stamp), (3u << 16u) + 6u /* Time_ */,
+  DDS_OP_ADR | DDS_OP_TYPE_STR, offsetof (std_msgs_msg_dds__Header_, frame_id),
+  DDS_OP_RTS,
+
+  /* Time_ */
+  DDS_OP_ADR | DDS_OP_TYPE_4BY | DDS_OP_FLAG_SGN, offsetof (builtin_interfaces_msg_dds__Time_, sec),
+  DDS_OP_ADR | DDS_OP_TYPE_4BY, offsetof (builtin_interfaces_msg_dds__Time_, nanosec),
+  DDS_OP_RTS
+};
+
+const dds_topic_descriptor_t sensor_msgs_msg_dds__LaserScan__desc =
+{
+  .m_size = sizeof (sensor_msgs_msg_dds__LaserScan_),
+  .m_align = dds_alignof (sensor_msgs_msg_dds__LaserScan_),
+  .m_flagset = 0u,
+  .m_nkeys = 0u,
+  .m_typename = "sensor_msgs::msg::dds_::LaserScan_",
+  .m_keys = NULL,
+  .m_nops = 17,
+  .m_ops = sensor_msgs_msg_dds__LaserScan__ops,
+  .m_meta = ""
+};
+

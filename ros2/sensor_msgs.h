@@ -124,6 +124,62 @@ extern const dds_topic_descriptor_t sensor_msgs_msg_dds__PointCloud2__desc;
 #define sensor_msgs_msg_dds__PointCloud2__free(d,o) \
 dds_sample_free ((d), &sensor_msgs_msg_dds__PointCloud2__desc, (o))
 
+#ifndef DDS_SEQUENCE_FLOAT_DEFINED
+#define DDS_SEQUENCE_FLOAT_DEFINED
+typedef struct dds_sequence_float
+{
+  uint32_t _maximum;
+  uint32_t _length;
+  float *_buffer;
+  bool _release;
+} dds_sequence_float;
+
+#define dds_sequence_float__alloc() \
+((dds_sequence_float*) dds_alloc (sizeof (dds_sequence_float)));
+
+#define dds_sequence_float_allocbuf(l) \
+((float *) dds_alloc ((l) * sizeof (float)))
+#endif /* DDS_SEQUENCE_FLOAT_DEFINED */
+
+#ifndef DDS_SEQUENCE_FLOAT_DEFINED
+#define DDS_SEQUENCE_FLOAT_DEFINED
+typedef struct dds_sequence_float
+{
+  uint32_t _maximum;
+  uint32_t _length;
+  float *_buffer;
+  bool _release;
+} dds_sequence_float;
+
+#define dds_sequence_float__alloc() \
+((dds_sequence_float*) dds_alloc (sizeof (dds_sequence_float)));
+
+#define dds_sequence_float_allocbuf(l) \
+((float *) dds_alloc ((l) * sizeof (float)))
+#endif /* DDS_SEQUENCE_FLOAT_DEFINED */
+
+typedef struct sensor_msgs_msg_dds__LaserScan_
+{
+  struct std_msgs_msg_dds__Header_ header;
+  float angle_min;
+  float angle_max;
+  float angle_increment;
+  float time_increment;
+  float scan_time;
+  float range_min;
+  float range_max;
+  dds_sequence_float ranges;
+  dds_sequence_float intensities;
+} sensor_msgs_msg_dds__LaserScan_;
+
+extern const dds_topic_descriptor_t sensor_msgs_msg_dds__LaserScan__desc;
+
+#define sensor_msgs_msg_dds__LaserScan___alloc() \
+((sensor_msgs_msg_dds__LaserScan_*) dds_alloc (sizeof (sensor_msgs_msg_dds__LaserScan_)));
+
+#define sensor_msgs_msg_dds__LaserScan__free(d,o) \
+dds_sample_free ((d), &sensor_msgs_msg_dds__LaserScan__desc, (o))
+
 #ifdef __cplusplus
 }
 #endif

@@ -42,6 +42,9 @@ func (*Participant) SubscribeImage(string, SubscriptionOptions, func(*ImageView)
 func (*Participant) SubscribePointCloud2(string, SubscriptionOptions, func(*PointCloud2View)) (*Subscription, error) {
 	return nil, ErrNotBuilt
 }
+func (*Participant) SubscribeLaserScan(string, SubscriptionOptions, func(*LaserScanView)) (*Subscription, error) {
+	return nil, ErrNotBuilt
+}
 
 // TwistSink publishes cmd_vel (see the ros2-tagged build).
 type TwistSink struct{}

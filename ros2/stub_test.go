@@ -25,4 +25,7 @@ func TestStubConstructorsReturnErrNotBuilt(t *testing.T) {
 	if _, err := q.SubscribePointCloud2("/p", SubscriptionOptions{}, func(*PointCloud2View) {}); !errors.Is(err, ErrNotBuilt) {
 		t.Errorf("SubscribePointCloud2: %v", err)
 	}
+	if _, err := q.SubscribeLaserScan("/scan", SubscriptionOptions{}, func(*LaserScanView) {}); !errors.Is(err, ErrNotBuilt) {
+		t.Errorf("SubscribeLaserScan: %v", err)
+	}
 }

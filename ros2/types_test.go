@@ -13,7 +13,7 @@ import (
 	"github.com/zerohop/zerohop/ros2/internal/typehash"
 )
 
-var allTypes = []msgType{typeTwist, typeTwistStamped, typeImage, typePointCloud2, typeSlotHandle, typeDiagnostics, typeLog, typeParameterEvent, typeTFMessage, typeClock, typeParticipantEntitiesInfo}
+var allTypes = []msgType{typeTwist, typeTwistStamped, typeImage, typePointCloud2, typeSlotHandle, typeDiagnostics, typeLog, typeParameterEvent, typeTFMessage, typeClock, typeLaserScan, typeParticipantEntitiesInfo}
 
 // registry holds the ROS types plus SlotHandle as zerohop_msgs declares it.
 func registry(t *testing.T) typehash.Registry {
@@ -56,6 +56,7 @@ func TestDDSTypeNames(t *testing.T) {
 		typeTwistStamped:            "geometry_msgs::msg::dds_::TwistStamped_",
 		typeImage:                   "sensor_msgs::msg::dds_::Image_",
 		typePointCloud2:             "sensor_msgs::msg::dds_::PointCloud2_",
+		typeLaserScan:               "sensor_msgs::msg::dds_::LaserScan_",
 		typeSlotHandle:              "zerohop_msgs::msg::dds_::SlotHandle_",
 		typeDiagnostics:             "diagnostic_msgs::msg::dds_::DiagnosticArray_",
 		typeLog:                     "rcl_interfaces::msg::dds_::Log_",
@@ -187,6 +188,52 @@ func TestDiagnosticsIDLMatchesMsg(t *testing.T) {
 			got = append(got, string(m[1])+" "+string(m[2]))
 		}
 		for _, f := range r["diagnostic_msgs/msg/"+name].Fields {
+			want = append(want, idlType(f)+" "+f.Name)
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s: IDL members:\n%s\n.msg fields:\n%s", name, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+}
+
+// The sensor_msgs IDL that idlc compiles declares the fields the type
+// hashes are computed from, in order, with the same wire types.
+func TestSensorIDLMatchesMsg(t *testing.T) {
+	r := registry(t)
+	idl, err := os.ReadFile("idl/sensor_msgs.idl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	member := regexp.MustCompile(`(?m)^\s+([\w:<>]+)\s+(\w+);`)
+	prim := map[int]string{typehash.Uint8: "uint8", typehash.Uint32: "uint32", typehash.Float32: "float",
+		typehash.Bool: "boolean", typehash.String: "string"}
+	idlType := func(f typehash.Field) string {
+		typ, ok := prim[f.ID]
+		switch {
+		case f.Nested == "std_msgs/msg/Header":
+			typ = "std_msgs::msg::dds_::Header_"
+		case f.ID == typehash.Nested:
+			typ = strings.TrimPrefix(f.Nested, "sensor_msgs/msg/") + "_"
+		case !ok:
+			typ = fmt.Sprintf("type %d", f.ID)
+		}
+		if f.Sequence {
+			return "sequence<" + typ + ">"
+		}
+		return typ
+	}
+	for _, name := range []string{"Image", "PointField", "PointCloud2", "LaserScan"} {
+		start := bytes.Index(idl, []byte("struct "+name+"_ {"))
+		if start < 0 {
+			t.Fatalf("no struct %s_ in the IDL", name)
+		}
+		body := idl[start:]
+		body = body[:bytes.Index(body, []byte("};"))]
+		var got, want []string
+		for _, m := range member.FindAllSubmatch(body, -1) {
+			got = append(got, string(m[1])+" "+string(m[2]))
+		}
+		for _, f := range r["sensor_msgs/msg/"+name].Fields {
 			want = append(want, idlType(f)+" "+f.Name)
 		}
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {

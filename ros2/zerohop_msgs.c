@@ -13,7 +13,7 @@
 static const uint32_t zerohop_msgs_msg_dds__SlotHandle__ops [] =
 {
   /* SlotHandle_ */
-  DDS_OP_ADR | DDS_OP_TYPE_EXT, offsetof (zerohop_msgs_msg_dds__SlotHandle_, header), (3u << 16u) + 44u /* Header_ */,
+  DDS_OP_ADR | DDS_OP_TYPE_EXT, offsetof (zerohop_msgs_msg_dds__SlotHandle_, header), (3u << 16u) + 46u /* Header_ */,
   DDS_OP_ADR | DDS_OP_TYPE_2BY, offsetof (zerohop_msgs_msg_dds__SlotHandle_, version),
   DDS_OP_ADR | DDS_OP_TYPE_1BY, offsetof (zerohop_msgs_msg_dds__SlotHandle_, kind),
   DDS_OP_ADR | DDS_OP_TYPE_4BY, offsetof (zerohop_msgs_msg_dds__SlotHandle_, pool_id),
@@ -34,6 +34,7 @@ static const uint32_t zerohop_msgs_msg_dds__SlotHandle__ops [] =
   DDS_OP_ADR | DDS_OP_TYPE_2BY, offsetof (zerohop_msgs_msg_dds__SlotHandle_, offset_z),
   DDS_OP_ADR | DDS_OP_TYPE_2BY, offsetof (zerohop_msgs_msg_dds__SlotHandle_, offset_intensity),
   DDS_OP_ADR | DDS_OP_TYPE_1BY, offsetof (zerohop_msgs_msg_dds__SlotHandle_, datatype),
+  DDS_OP_ADR | DDS_OP_TYPE_1BY, offsetof (zerohop_msgs_msg_dds__SlotHandle_, point_flags),
   DDS_OP_RTS,
 
   /* Header_ */
@@ -55,7 +56,7 @@ const dds_topic_descriptor_t zerohop_msgs_msg_dds__SlotHandle__desc =
   .m_nkeys = 0u,
   .m_typename = "zerohop_msgs::msg::dds_::SlotHandle_",
   .m_keys = NULL,
-  .m_nops = 28,
+  .m_nops = 29,
   .m_ops = zerohop_msgs_msg_dds__SlotHandle__ops,
   .m_meta = ""
 };

@@ -40,6 +40,7 @@ typedef struct zerohop_msgs_msg_dds__SlotHandle_
   uint16_t offset_z;
   uint16_t offset_intensity;
   uint8_t datatype;
+  uint8_t point_flags;
 } zerohop_msgs_msg_dds__SlotHandle_;
 
 extern const dds_topic_descriptor_t zerohop_msgs_msg_dds__SlotHandle__desc;

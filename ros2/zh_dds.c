@@ -67,6 +67,8 @@ static const dds_topic_descriptor_t *descriptor(int type)
     return &tf2_msgs_msg_dds__TFMessage__desc;
   case ZH_CLOCK:
     return &rosgraph_msgs_msg_dds__Clock__desc;
+  case ZH_LASER_SCAN:
+    return &sensor_msgs_msg_dds__LaserScan__desc;
   }
   return zh_service_descriptor(type);
 }
@@ -221,6 +223,7 @@ dds_return_t zh_write_slot_handle(dds_entity_t writer, const zh_slot_handle *h)
   s.offset_z = h->offset_z;
   s.offset_intensity = h->offset_intensity;
   s.datatype = h->datatype;
+  s.point_flags = h->point_flags;
   return dds_write(writer, &s);
 }
 
@@ -447,6 +450,34 @@ int32_t zh_take_cloud(dds_entity_t reader, zh_cloud *v)
   v->data = s->data._buffer;
   v->data_len = s->data._buffer == NULL ? 0 : s->data._length;
   v->is_dense = s->is_dense;
+  return 1;
+}
+
+int32_t zh_take_scan(dds_entity_t reader, zh_scan *v)
+{
+  void *loan = NULL;
+  int32_t n = take_loaned(reader, &loan);
+  if (n <= 0)
+    return n;
+  const sensor_msgs_msg_dds__LaserScan_ *s = loan;
+  v->loan = loan;
+  v->sec = s->header.stamp.sec;
+  v->nanosec = s->header.stamp.nanosec;
+  v->frame_id = s->header.frame_id;
+  v->frame_id_len = len_or_zero(s->header.frame_id);
+  // Plain copies, no arithmetic: on x86-64 (SSE) and arm64 a float load
+  // and store keep every bit, NaN payloads included.
+  v->angle_min = s->angle_min;
+  v->angle_max = s->angle_max;
+  v->angle_increment = s->angle_increment;
+  v->time_increment = s->time_increment;
+  v->scan_time = s->scan_time;
+  v->range_min = s->range_min;
+  v->range_max = s->range_max;
+  v->ranges = s->ranges._buffer;
+  v->ranges_len = s->ranges._buffer == NULL ? 0 : s->ranges._length;
+  v->intensities = s->intensities._buffer;
+  v->intensities_len = s->intensities._buffer == NULL ? 0 : s->intensities._length;
   return 1;
 }
 

@@ -25,6 +25,7 @@ enum zh_type {
   ZH_PARAMETER_EVENT = 9, // rcl_interfaces::msg::dds_::ParameterEvent_ (/parameter_events)
   ZH_TF_MESSAGE = 10,   // tf2_msgs::msg::dds_::TFMessage_ (/tf_static)
   ZH_CLOCK = 11,        // rosgraph_msgs::msg::dds_::Clock_ (/clock)
+  ZH_LASER_SCAN = 12,   // sensor_msgs::msg::dds_::LaserScan_
   // A parameter service's request type is ZH_REQUEST + its zh_param_service,
   // its reply type ZH_REPLY + it: rcl_interfaces::srv::dds_::<Srv>_Request_
   // and _Response_.
@@ -109,6 +110,7 @@ typedef struct zh_slot_handle {
   uint16_t offset_z;
   uint16_t offset_intensity;
   uint8_t datatype;
+  uint8_t point_flags;
 } zh_slot_handle;
 
 dds_return_t zh_write_slot_handle(dds_entity_t writer, const zh_slot_handle *h);
@@ -319,13 +321,34 @@ typedef struct zh_cloud {
   uint8_t is_dense;
 } zh_cloud;
 
-// zh_take_image / zh_take_cloud take one sample with a loan. They return
-// 1 with the view filled (the caller must zh_return_loan(reader,
-// view->loan)), 0 when the reader holds no valid sample (samples without
-// data, e.g. a writer's unregistration, are returned at once), or a
-// negative DDS return code.
+// zh_scan is a view of a loaned sensor_msgs/LaserScan, like zh_image.
+typedef struct zh_scan {
+  void *loan;
+  int32_t sec;
+  uint32_t nanosec;
+  const char *frame_id;
+  size_t frame_id_len;
+  float angle_min;
+  float angle_max;
+  float angle_increment;
+  float time_increment;
+  float scan_time;
+  float range_min;
+  float range_max;
+  const float *ranges;
+  uint32_t ranges_len;
+  const float *intensities;
+  uint32_t intensities_len;
+} zh_scan;
+
+// zh_take_image / zh_take_cloud / zh_take_scan take one sample with a
+// loan. They return 1 with the view filled (the caller must
+// zh_return_loan(reader, view->loan)), 0 when the reader holds no valid
+// sample (samples without data, e.g. a writer's unregistration, are
+// returned at once), or a negative DDS return code.
 int32_t zh_take_image(dds_entity_t reader, zh_image *view);
 int32_t zh_take_cloud(dds_entity_t reader, zh_cloud *view);
+int32_t zh_take_scan(dds_entity_t reader, zh_scan *view);
 dds_return_t zh_return_loan(dds_entity_t reader, void *loan);
 
 // zh_take_clock takes one valid Clock from `reader` into *sec, *nanosec:

@@ -15,6 +15,17 @@
 //       (33 in all, more than a subscriber takes).
 //     KIND image: bgr8, width N (default 13), height 7, step 3N + 5; byte c
 //       of row r is (r*131 + c*7 + 3) & 0xff, row padding 0xEE.
+//     KIND scan: a sensor_msgs/LaserScan of N rays (default 360, at least
+//       5), stamp 1700000001.987654321, frame_id "laser",
+//       angle_min = (float)-M_PI, angle_increment = (float)(2*M_PI / N),
+//       angle_max = (float)(M_PI - 2*M_PI / N) (the last ray's angle),
+//       time_increment = (float)(0.1 / N), scan_time = (float)0.1,
+//       range_min = 0.1f, range_max = 30.0f; each one rounding of a double,
+//       so in Go float32(-math.Pi), float32(2*math.Pi/float64(n)), ...
+//       ranges[i] = 1 + (i % 100) * 0.25 (exact in float), except
+//       ranges[1] NaN (bits 0x7fc00000), ranges[2] +Inf, ranges[3] 0.05f
+//       (below range_min), ranges[4] 35.0f (above range_max);
+//       intensities[i] = i.
 //   Prints READY, then publishes the message every PERIOD_MS until stdin
 //   closes (or 20 s pass).
 //
@@ -24,6 +35,7 @@
 //     "SAMPLE sec nanosec frame_id width height step|point_step
 //     encoding|fields data_hex" (fields as name:offset:datatype:count,
 //     comma-separated) and exits; ERROR after 20 s without one.
+#include <math.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,17 +116,24 @@ int main(int argc, char **argv)
     return rc;
   }
   if (argc < 5) {
-    fprintf(stderr, "usage: ros2pub DOMAIN cloud|cloud_int16|image TOPIC PERIOD_MS [N]\n");
+    fprintf(stderr, "usage: ros2pub DOMAIN cloud|cloud_int16|cloud_wide|image|scan TOPIC PERIOD_MS [N]\n");
     return 1;
   }
   const char *kind = argv[2];
   int period = atoi(argv[4]);
-  int image = !strcmp(kind, "image");
-  uint32_t n = argc > 5 ? (uint32_t)atoi(argv[5]) : (image ? 13 : 1000);
+  int image = !strcmp(kind, "image"), scan = !strcmp(kind, "scan");
+  uint32_t n = argc > 5 ? (uint32_t)atoi(argv[5]) : (image ? 13 : scan ? 360 : 1000);
+  if (scan && n < 5) {
+    fprintf(stderr, "ros2pub: a scan needs N >= 5 rays\n");
+    return 1;
+  }
 
   dds_entity_t pp = dds_create_participant((dds_domainid_t)atoi(argv[1]), NULL, NULL);
   if (pp < 0) die("create participant", pp);
-  dds_entity_t tp = dds_create_topic(pp, image ? &sensor_msgs_msg_dds__Image__desc : &sensor_msgs_msg_dds__PointCloud2__desc,
+  dds_entity_t tp = dds_create_topic(pp,
+                                     image  ? &sensor_msgs_msg_dds__Image__desc
+                                     : scan ? &sensor_msgs_msg_dds__LaserScan__desc
+                                            : &sensor_msgs_msg_dds__PointCloud2__desc,
                                      argv[3], NULL, NULL);
   if (tp < 0) die("create topic", tp);
   dds_qos_t *q = dds_create_qos();
@@ -129,6 +148,7 @@ int main(int argc, char **argv)
 
   sensor_msgs_msg_dds__Image_ img;
   sensor_msgs_msg_dds__PointCloud2_ cloud;
+  sensor_msgs_msg_dds__LaserScan_ ls;
   sensor_msgs_msg_dds__PointField_ fields[33] = {
     {.name = "y", .offset = 0, .datatype = 7, .count = 1},
     {.name = "z", .offset = 4, .datatype = 7, .count = 1},
@@ -150,7 +170,37 @@ int main(int argc, char **argv)
   const void *sample;
   uint8_t *data;
   uint32_t len;
-  if (image) {
+  if (scan) {
+    // data holds the ranges, then the intensities.
+    len = 2 * n * (uint32_t)sizeof(float);
+    data = malloc(len);
+    float *ranges = (float *)data, *intensities = ranges + n;
+    for (uint32_t i = 0; i < n; i++) {
+      ranges[i] = (float)(1 + (i % 100) * 0.25);
+      intensities[i] = (float)i;
+    }
+    const uint32_t qnan = 0x7fc00000u;
+    memcpy(&ranges[1], &qnan, 4);
+    ranges[2] = INFINITY;
+    ranges[3] = 0.05f;
+    ranges[4] = 35.0f;
+    memset(&ls, 0, sizeof ls);
+    ls.header.stamp.sec = 1700000001;
+    ls.header.stamp.nanosec = 987654321;
+    ls.header.frame_id = "laser";
+    ls.angle_min = (float)-M_PI;
+    ls.angle_increment = (float)(2 * M_PI / n);
+    ls.angle_max = (float)(M_PI - 2 * M_PI / n);
+    ls.time_increment = (float)(0.1 / n);
+    ls.scan_time = (float)0.1;
+    ls.range_min = 0.1f;
+    ls.range_max = 30.0f;
+    ls.ranges._buffer = ranges;
+    ls.ranges._length = ls.ranges._maximum = n;
+    ls.intensities._buffer = intensities;
+    ls.intensities._length = ls.intensities._maximum = n;
+    sample = &ls;
+  } else if (image) {
     const uint32_t h = 7, step = n * 3 + 5;
     memset(&img, 0, sizeof img);
     img.header.stamp.sec = 1700000000;

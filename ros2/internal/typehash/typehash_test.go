@@ -20,6 +20,8 @@ var published = []struct{ name, hash string }{
 	{"sensor_msgs/msg/Image", "RIHS01_d31d41a9a4c4bc8eae9be757b0beed306564f7526c88ea6a4588fb9582527d47"},
 	{"sensor_msgs/msg/PointField", "RIHS01_5c6a4750728c2bcfbbf7037225b20b02d4429634732146b742dee1726637ef01"},
 	{"sensor_msgs/msg/PointCloud2", "RIHS01_9198cabf7da3796ae6fe19c4cb3bdd3525492988c70522628af5daa124bae2b5"},
+	// sensor_msgs/msg/detail/laser_scan__struct.h's TYPE_HASH.
+	{"sensor_msgs/msg/LaserScan", "RIHS01_64c191398013af96509d518dac71d5164f9382553fce5c1f8cca5be7924bd828"},
 	// diagnostic_msgs: the *__get_type_hash constants of its generated
 	// description files (Jazzy's TYPE_HASH). Newer rosidl headers carry a
 	// TYPE_VERSION_HASH (14fe60cb... for DiagnosticArray) that is not
@@ -75,7 +77,7 @@ func TestParseMsgMatchesDescriptions(t *testing.T) {
 	for _, name := range []string{
 		"builtin_interfaces/msg/Time", "std_msgs/msg/Header", "geometry_msgs/msg/Vector3",
 		"geometry_msgs/msg/Twist", "geometry_msgs/msg/TwistStamped", "sensor_msgs/msg/Image",
-		"sensor_msgs/msg/PointField", "sensor_msgs/msg/PointCloud2",
+		"sensor_msgs/msg/PointField", "sensor_msgs/msg/PointCloud2", "sensor_msgs/msg/LaserScan",
 	} {
 		t.Run(name, func(t *testing.T) {
 			base := name[strings.LastIndex(name, "/")+1:]

@@ -38,6 +38,14 @@ func ROS() Registry {
 			{Name: "row_step", ID: Uint32}, {Name: "data", ID: Uint8, Sequence: true},
 			{Name: "is_dense", ID: Bool},
 		}},
+		{"sensor_msgs/msg/LaserScan", []Field{
+			nested("header", "std_msgs/msg/Header"),
+			{Name: "angle_min", ID: Float32}, {Name: "angle_max", ID: Float32},
+			{Name: "angle_increment", ID: Float32}, {Name: "time_increment", ID: Float32},
+			{Name: "scan_time", ID: Float32}, {Name: "range_min", ID: Float32},
+			{Name: "range_max", ID: Float32}, {Name: "ranges", ID: Float32, Sequence: true},
+			{Name: "intensities", ID: Float32, Sequence: true},
+		}},
 		// diagnostic_msgs: /diagnostics. DiagnosticStatus.msg's level is a
 		// byte, not a uint8.
 		{"diagnostic_msgs/msg/KeyValue", []Field{{Name: "key", ID: String}, {Name: "value", ID: String}}},

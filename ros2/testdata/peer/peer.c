@@ -4,7 +4,7 @@
 // Cyclone reads its configuration from CYCLONEDDS_URI.
 //
 //   peer DOMAIN sub TYPE TOPIC RELIABILITY COUNT
-//     TYPE: twist | twist_stamped | slot_handle | image | cloud |
+//     TYPE: twist | twist_stamped | slot_handle | image | cloud | scan |
 //     diagnostics | log | param_event (each parameter as
 //     nI= or cI=NAME,TYPE,BOOL,INT,DOUBLE,STRING, strings in hex). Prints
 //     READY, then MATCHED once a publisher matches, then PUBLICATION (the
@@ -18,7 +18,8 @@
 //     stdin closes.
 //   peer DOMAIN pub TYPE TOPIC RELIABILITY PERIOD_MS [N [NFIELDS]]
 //     TYPE: image (N = width) | cloud (N = points, NFIELDS = PointFields,
-//     default 5, at most 64). Prints READY and
+//     default 5, at most 64) | scan (N = ranges, NFIELDS = intensities,
+//     default N; see pub_scan for the values). Prints READY and
 //     MATCHED, publishes one fixed test message every PERIOD_MS.
 //
 //   peer DOMAIN static TOPIC TF...
@@ -82,6 +83,7 @@ static const dds_topic_descriptor_t *desc_of(const char *type)
   if (!strcmp(type, "slot_handle")) return &zerohop_msgs_msg_dds__SlotHandle__desc;
   if (!strcmp(type, "image")) return &sensor_msgs_msg_dds__Image__desc;
   if (!strcmp(type, "cloud")) return &sensor_msgs_msg_dds__PointCloud2__desc;
+  if (!strcmp(type, "scan")) return &sensor_msgs_msg_dds__LaserScan__desc;
   if (!strcmp(type, "diagnostics")) return &diagnostic_msgs_msg_dds__DiagnosticArray__desc;
   if (!strcmp(type, "log")) return &rcl_interfaces_msg_dds__Log__desc;
   if (!strcmp(type, "param_event")) return &rcl_interfaces_msg_dds__ParameterEvent__desc;
@@ -330,6 +332,14 @@ static void print_sample(const char *type, struct ddsi_serdata *sd)
     printf(" width=%" PRIu32 " height=%" PRIu32 " point_step=%" PRIu32 " fields=%" PRIu32 " len=%" PRIu32 " fnv=%08" PRIx32 "\n",
            m.width, m.height, m.point_step, m.fields._length, m.data._length, fnv1a(m.data._buffer, m.data._length));
     dds_sample_free(&m, &sensor_msgs_msg_dds__PointCloud2__desc, DDS_FREE_CONTENTS);
+  } else if (!strcmp(type, "scan")) {
+    sensor_msgs_msg_dds__LaserScan_ m;
+    memset(&m, 0, sizeof m);
+    ddsi_serdata_to_sample(sd, &m, NULL, NULL);
+    printf("SAMPLE sec=%" PRId32 " nanosec=%" PRIu32, m.header.stamp.sec, m.header.stamp.nanosec);
+    print_octets("frame_id", m.header.frame_id, strlen(m.header.frame_id));
+    printf(" ranges=%" PRIu32 " intensities=%" PRIu32 "\n", m.ranges._length, m.intensities._length);
+    dds_sample_free(&m, &sensor_msgs_msg_dds__LaserScan__desc, DDS_FREE_CONTENTS);
   } else if (!strcmp(type, "twist")) {
     geometry_msgs_msg_dds__Twist_ t;
     memset(&t, 0, sizeof t);
@@ -355,10 +365,10 @@ static void print_sample(const char *type, struct ddsi_serdata *sd)
            " publish_time_ns=%" PRId64 " length=%" PRIu64 " checksum=%" PRIu64
            " width=%" PRIu32 " height=%" PRIu32 " row_step=%" PRIu32 " encoding=%u"
            " point_count=%" PRIu32 " point_step=%" PRIu32 " offset_x=%u offset_y=%u offset_z=%u"
-           " offset_intensity=%u datatype=%u\n",
+           " offset_intensity=%u datatype=%u point_flags=%u\n",
            h.version, h.kind, h.pool_id, h.slot, h.generation, h.seq, h.publish_time_ns, h.length, h.checksum,
            h.width, h.height, h.row_step, h.encoding, h.point_count, h.point_step, h.offset_x, h.offset_y,
-           h.offset_z, h.offset_intensity, h.datatype);
+           h.offset_z, h.offset_intensity, h.datatype, h.point_flags);
     dds_sample_free(&h, &zerohop_msgs_msg_dds__SlotHandle__desc, DDS_FREE_CONTENTS);
   }
 }
@@ -446,6 +456,53 @@ static uint8_t pattern(uint32_t i)
   return (uint8_t)(i * 31u + 7u + (i >> 8));
 }
 
+// scan_range_bits and scan_intensity_bits are the IEEE-754 bits of a
+// test LaserScan's ranges[i] and intensities[i]; the Go test computes the
+// same. The ranges cycle through the values a driver may send that
+// arithmetic would not keep: a quiet NaN with a payload, +Inf, -Inf, a
+// signalling NaN, -0, the smallest subnormal, then normal floats.
+static uint32_t scan_range_bits(uint32_t i)
+{
+  static const uint32_t special[6] = {0x7fc0beefu, 0x7f800000u, 0xff800000u, 0x7f800001u, 0x80000000u, 0x00000001u};
+  return i % 8 < 6 ? special[i % 8] : 0x3f800000u + i * 4099u;
+}
+
+static uint32_t scan_intensity_bits(uint32_t i) { return 0x42000000u + i * 31u; }
+
+// pub_scan publishes, every period_ms, a LaserScan of n ranges and
+// nint intensities: stamp 1700000003.444444444, frame_id "laser_frame",
+// angle_min -2.5, angle_max 2.25, angle_increment 0.0078125,
+// time_increment 0.0001220703125, scan_time 0.125, range_min 0.0625,
+// range_max 40.5 (all exact in float), values scan_*_bits.
+static int pub_scan(dds_entity_t wr, int period_ms, uint32_t n, uint32_t nint)
+{
+  float *ranges = calloc(n + 1, sizeof *ranges), *intensities = calloc(nint + 1, sizeof *intensities);
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t b = scan_range_bits(i);
+    memcpy(&ranges[i], &b, 4);
+  }
+  for (uint32_t i = 0; i < nint; i++) {
+    uint32_t b = scan_intensity_bits(i);
+    memcpy(&intensities[i], &b, 4);
+  }
+  sensor_msgs_msg_dds__LaserScan_ m = {
+    .header = {.stamp = {.sec = 1700000003, .nanosec = 444444444}, .frame_id = "laser_frame"},
+    .angle_min = -2.5f, .angle_max = 2.25f, .angle_increment = 0.0078125f,
+    .time_increment = 0.0001220703125f, .scan_time = 0.125f, .range_min = 0.0625f, .range_max = 40.5f,
+    .ranges = {._buffer = ranges, ._length = n, ._maximum = n},
+    .intensities = {._buffer = nint ? intensities : NULL, ._length = nint, ._maximum = nint},
+  };
+  wait_matched(dds_get_participant(wr), wr, 1);
+  dds_time_t deadline = dds_time() + WAIT;
+  while (!stdin_closed(period_ms) && dds_time() < deadline) {
+    dds_return_t rc = dds_write(wr, &m);
+    if (rc < 0) die("write", rc);
+  }
+  free(ranges);
+  free(intensities);
+  return 0;
+}
+
 static int pub(dds_entity_t pp, const char *type, const char *topic, const char *rel, int period_ms, uint32_t n,
                uint32_t nfields)
 {
@@ -459,6 +516,8 @@ static int pub(dds_entity_t pp, const char *type, const char *topic, const char 
   if (wr < 0) die("create writer", wr);
   printf("READY\n");
   fflush(stdout);
+  if (!strcmp(type, "scan"))
+    return pub_scan(wr, period_ms, n, nfields);
 
   sensor_msgs_msg_dds__Image_ img;
   sensor_msgs_msg_dds__PointCloud2_ cloud;
@@ -624,9 +683,12 @@ int main(int argc, char **argv)
   int rc;
   if (!strcmp(argv[2], "sub"))
     rc = sub(pp, argv[3], argv[4], argv[5], atoi(argv[6]));
-  else
-    rc = pub(pp, argv[3], argv[4], argv[5], atoi(argv[6]), argc > 7 ? (uint32_t)atoi(argv[7]) : 64,
-             argc > 8 ? (uint32_t)atoi(argv[8]) : 5);
+  else {
+    uint32_t n = argc > 7 ? (uint32_t)atoi(argv[7]) : 64;
+    // NFIELDS: a cloud's PointFields (default 5), a scan's intensities (default N).
+    uint32_t nfields = argc > 8 ? (uint32_t)atoi(argv[8]) : (!strcmp(argv[3], "scan") ? n : 5);
+    rc = pub(pp, argv[3], argv[4], argv[5], atoi(argv[6]), n, nfields);
+  }
   dds_delete(pp);
   return rc;
 }
