@@ -188,9 +188,12 @@ func New(cfg Config) (*Camera, error) {
 		Step: sensor.PointStep, X: sensor.PointOffsetX, Y: sensor.PointOffsetY,
 		Z: sensor.PointOffsetZ, Intensity: sensor.PointOffsetIntensity, Datatype: handles.DatatypeFloat32,
 	}
+	if sensor.Planar(cfg.Source) {
+		c.points.Flags = handles.PointsPlanar
+	}
 	c.log.Info("camera pools ready", zap.Uint32("slots", slots),
 		zap.Uint64("points_slot_bytes", sizes[0]), zap.Uint64("image_slot_bytes", sizes[1]),
-		zap.Bool("shared", cfg.Shared), zap.Float64("rate_hz", cfg.Rate))
+		zap.Bool("shared", cfg.Shared), zap.Float64("rate_hz", cfg.Rate), zap.Bool("planar_lidar", sensor.Planar(cfg.Source)))
 	if cfg.Shared {
 		for _, p := range c.pools {
 			if p != nil && !p.WriteSealed() {

@@ -33,9 +33,14 @@ type NodeConfig struct {
 	ImageWidth   int
 	ImageHeight  int
 	NoImage      bool // synthetic and replay: no images, only clouds (--image-size none, for a LiDAR-only agent); only the points topic is served
-	Socket       string
-	AllowGID     int
-	Slots        uint32
+	// PlanarLidar: the clouds are a planar (2D) LiDAR's scans, marked so
+	// in their handles (for bin/agent --planar-lidar): the synthetic
+	// scene's LiDAR becomes one level beam 0.3 m above the ground; a
+	// replay folder's clouds are taken as recorded scans.
+	PlanarLidar bool
+	Socket      string
+	AllowGID    int
+	Slots       uint32
 	// Subscribers is how many subscribers the pools are sized for
 	// (--subscribers; 0 means 2): the slot count when Slots is 0, and each
 	// subscriber's share of a pool (transport.ServerConfig.Subscribers).
@@ -59,11 +64,11 @@ func OpenSource(ctx context.Context, flag, spec string, cfg NodeConfig) (sensor.
 		return nil, err
 	}
 	if dir, ok := strings.CutPrefix(spec, "replay:"); ok {
-		return sensor.NewReplayContext(ctx, dir, sensor.ReplayConfig{Loop: cfg.Loop, Preload: true, NoImages: cfg.NoImage})
+		return sensor.NewReplayContext(ctx, dir, sensor.ReplayConfig{Loop: cfg.Loop, Preload: true, NoImages: cfg.NoImage, Planar: cfg.PlanarLidar})
 	}
 	return sensor.NewSynthetic(sensor.SyntheticConfig{
 		Rate: cfg.Rate, Beams: cfg.Beams, AzimuthSteps: cfg.AzimuthSteps,
-		ImageWidth: cfg.ImageWidth, ImageHeight: cfg.ImageHeight, NoImage: cfg.NoImage,
+		ImageWidth: cfg.ImageWidth, ImageHeight: cfg.ImageHeight, NoImage: cfg.NoImage, Planar: cfg.PlanarLidar,
 	})
 }
 

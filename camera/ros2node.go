@@ -22,6 +22,10 @@ import (
 type ROS2NodeConfig struct {
 	DDS                     ros2.Config // domain and discovery (ros2.ConfigFromEnv)
 	PointsTopic, ImageTopic string      // "" = not subscribed
+	// ScanTopic is a planar LiDAR's sensor_msgs/LaserScan topic, read
+	// into the points stream instead of PointsTopic (which must then be
+	// ""), its clouds marked planar; "" = none.
+	ScanTopic string
 	// MaxPoints and MaxImageBytes size the slots; larger messages are
 	// dropped and counted (TooLarge).
 	MaxPoints, MaxImageBytes int
@@ -80,8 +84,17 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 	if cfg.Frames != 0 {
 		return errors.New("--frames: not supported with the ros2 source (the drivers set the pace)")
 	}
-	if rc.PointsTopic == "" && rc.ImageTopic == "" {
-		return errors.New("ros2 source: neither a points nor an image topic")
+	type topicFlag struct{ flag, topic, resolved string }
+	if rc.PointsTopic == "" && rc.ImageTopic == "" && rc.ScanTopic == "" {
+		return errors.New("ros2 source: neither a points, a scan nor an image topic")
+	}
+	// One LiDAR stream: the points topic or the scan topic feeds it.
+	lidar := topicFlag{"--ros2-points-topic", rc.PointsTopic, ""}
+	if rc.ScanTopic != "" {
+		if rc.PointsTopic != "" {
+			return fmt.Errorf(`--ros2-scan-topic %q and --ros2-points-topic %q: the camera has one LiDAR stream, fed by one of them: give --ros2-points-topic "" (or leave it at its default) with a scan topic`, rc.ScanTopic, rc.PointsTopic)
+		}
+		lidar = topicFlag{"--ros2-scan-topic", rc.ScanTopic, ""}
 	}
 	if err := rc.Intensity.check(); err != nil {
 		return err
@@ -92,8 +105,7 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 	if err := rc.DDS.Validate(); err != nil {
 		return err
 	}
-	type topicFlag struct{ flag, topic, resolved string }
-	inputs := []topicFlag{{"--ros2-points-topic", rc.PointsTopic, ""}, {"--ros2-image-topic", rc.ImageTopic, ""}}
+	inputs := []topicFlag{lidar, {"--ros2-image-topic", rc.ImageTopic, ""}}
 	mirrors := []topicFlag{{"--ros2-points-mirror-topic", rc.PointsMirrorTopic, ""}, {"--ros2-image-mirror-topic", rc.ImageMirrorTopic, ""}}
 	for _, tf := range []*topicFlag{&inputs[0], &inputs[1], &mirrors[0], &mirrors[1]} {
 		if tf.topic == "" {
@@ -115,7 +127,7 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 		}
 	}
 	sizes := PoolSizes{}
-	if rc.PointsTopic != "" {
+	if lidar.topic != "" {
 		sizes.Points = rc.MaxPoints
 	}
 	if rc.ImageTopic != "" {
@@ -185,10 +197,10 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 		}
 		defer ps.Close()
 	}
-	scfg := ROS2SourceConfig{PointsTopic: rc.PointsTopic, ImageTopic: rc.ImageTopic, QoS: rc.QoS, StampOnReceipt: rc.StampOnReceipt,
-		Intensity: rc.Intensity, Checksum: cfg.Checksum, Log: log}
+	scfg := ROS2SourceConfig{PointsTopic: rc.PointsTopic, ImageTopic: rc.ImageTopic, ScanTopic: rc.ScanTopic, QoS: rc.QoS,
+		StampOnReceipt: rc.StampOnReceipt, Intensity: rc.Intensity, Checksum: cfg.Checksum, Log: log}
 	// Absolute names for the logs (a subscription resolves the same way).
-	for _, t := range []*string{&scfg.PointsTopic, &scfg.ImageTopic} {
+	for _, t := range []*string{&scfg.PointsTopic, &scfg.ImageTopic, &scfg.ScanTopic} {
 		if name, err := rc.DDS.ResolveTopic(*t); *t != "" && err == nil {
 			*t = name
 		}
@@ -239,7 +251,7 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 		defer func() { cancel(); <-loopDone }()
 	}
 	log.Info("camera serving ROS 2 topics", zap.String("socket", srv.Path()),
-		zap.String("points_topic", inputs[0].resolved), zap.String("image_topic", inputs[1].resolved))
+		zap.String("points_topic", inputs[0].resolved), zap.Bool("planar_lidar", rc.ScanTopic != ""), zap.String("image_topic", inputs[1].resolved))
 	<-ctx.Done()
 	// Callbacks first: no publish after the server stops.
 	srcErr := src.Close()

@@ -56,6 +56,10 @@ type ROS2SourceConfig struct {
 	// ImageTopic and PointsTopic are the ROS topics to subscribe to ("" =
 	// not subscribed). Each needs the camera's pool of that kind.
 	ImageTopic, PointsTopic string
+	// ScanTopic is a planar LiDAR's sensor_msgs/LaserScan topic, read
+	// into the points stream instead of PointsTopic (which must then be
+	// ""), its clouds marked planar (OnLaserScan); "" = none.
+	ScanTopic string
 	// QoS of both subscriptions; the zero value is sensor data QoS
 	// (BEST_EFFORT, KEEP_LAST 5), which matches any publisher.
 	QoS ros2.QoS
@@ -306,6 +310,12 @@ func NewROS2Source(p *ros2.Participant, cam *Camera, pub Publisher, cfg ROS2Sour
 	if cfg.PointsTopic != "" && cam.Pool(TopicPoints) == nil {
 		return nil, fmt.Errorf("camera: ros2 points topic %q: no points pool (max points is 0)", cfg.PointsTopic)
 	}
+	if cfg.ScanTopic != "" && cfg.PointsTopic != "" {
+		return nil, fmt.Errorf("camera: ros2 scan topic %q and points topic %q: one LiDAR stream takes one of them", cfg.ScanTopic, cfg.PointsTopic)
+	}
+	if cfg.ScanTopic != "" && cam.Pool(TopicPoints) == nil {
+		return nil, fmt.Errorf("camera: ros2 scan topic %q: no points pool (max points is 0)", cfg.ScanTopic)
+	}
 	if cfg.ImageTopic != "" && cam.Pool(TopicImage) == nil {
 		return nil, fmt.Errorf("camera: ros2 image topic %q: no image pool (max image bytes is 0)", cfg.ImageTopic)
 	}
@@ -325,6 +335,14 @@ func NewROS2Source(p *ros2.Participant, cam *Camera, pub Publisher, cfg ROS2Sour
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("camera: ros2 points topic %q: %w", cfg.PointsTopic, err)
+		}
+		s.subs, s.points = append(s.subs, sub), sub
+	}
+	if cfg.ScanTopic != "" {
+		sub, err := p.SubscribeLaserScan(cfg.ScanTopic, opts, s.OnLaserScan)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("camera: ros2 scan topic %q: %w", cfg.ScanTopic, err)
 		}
 		s.subs, s.points = append(s.subs, sub), sub
 	}
@@ -563,6 +581,9 @@ func (s *ROS2Source) countDrop(topic int, c *atomic.Uint64, err error) {
 
 // rosTopic is the ROS topic feeding camera topic topic.
 func (s *ROS2Source) rosTopic(topic int) string {
+	if topic == TopicPoints && s.cfg.ScanTopic != "" {
+		return s.cfg.ScanTopic
+	}
 	if topic == TopicPoints {
 		return s.cfg.PointsTopic
 	}

@@ -37,6 +37,11 @@ type ReplayConfig struct {
 	// is listed, read or decoded (a bad or missing one does not matter),
 	// and the frames are the point files; MaxImageBytes is 0.
 	NoImages bool
+	// Planar: the clouds are a planar (2D) LiDAR's scans, each in one
+	// plane (recorded sensor_msgs/LaserScan turned into clouds); the
+	// source says so (Planar), so that the camera marks them. Nothing in
+	// the files says it: the user does.
+	Planar bool
 }
 
 // Replay plays recorded frames from a directory:
@@ -399,6 +404,10 @@ func (r *Replay) MaxPoints() int { return r.maxPoints }
 
 // MaxImageBytes is the largest image among the image files; 0 without images.
 func (r *Replay) MaxImageBytes() int { return r.maxImageBytes }
+
+// Planar reports whether the clouds are a planar LiDAR's scans
+// (ReplayConfig.Planar).
+func (r *Replay) Planar() bool { return r.cfg.Planar }
 
 // Frames is the number of frames, or 0 when looping.
 func (r *Replay) Frames() uint64 {

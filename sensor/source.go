@@ -35,6 +35,14 @@ type Source interface {
 	Frames() uint64
 }
 
+// Planar reports whether src's clouds are a planar (2D) LiDAR's scans:
+// every point in the scan plane, none on the ground. A source says so with
+// a method Planar() bool; sources without one give 3D clouds.
+func Planar(src Source) bool {
+	p, ok := src.(interface{ Planar() bool })
+	return ok && p.Planar()
+}
+
 // Errors callers branch on; they are wrapped with context, so use errors.Is.
 var (
 	// ErrShortBuffer: dst is smaller than MaxPoints()*PointStep or MaxImageBytes().

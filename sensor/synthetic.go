@@ -18,7 +18,12 @@ type SyntheticConfig struct {
 	ElevationMaxDeg float64 // top beam; if both are 0 → +2 (HDL-64E)
 	ElevationMinDeg float64 // bottom beam; if both are 0 → -24.8
 	MaxRange        float64 // metres; 0 → 80. A ray with no hit within it yields no point.
-	LidarHeight     float64 // metres above ground; 0 → 1.0
+	LidarHeight     float64 // metres above ground; 0 → 1.0 (0.3 when Planar)
+	// Planar: a planar (2D) LiDAR, as a robot's laser scanner, instead:
+	// one level beam (Beams and the elevations are then neither checked
+	// nor used), every point at LidarHeight, none on the ground; the
+	// source says so (Planar), so that the camera marks its clouds.
+	Planar bool
 
 	// Camera: a forward-looking pinhole camera at (0, 0, CameraHeight).
 	ImageWidth       int     // pixels; 0 → 1280
@@ -55,9 +60,13 @@ func (c SyntheticConfig) withDefaults() SyntheticConfig {
 		}
 	}
 	def(&c.Rate, 30)
-	defInt(&c.Beams, 64)
 	defInt(&c.AzimuthSteps, 1800)
-	if c.ElevationMaxDeg == 0 && c.ElevationMinDeg == 0 {
+	if c.Planar {
+		c.Beams, c.ElevationMaxDeg, c.ElevationMinDeg = 1, 0, 0
+		def(&c.LidarHeight, 0.3)
+	}
+	defInt(&c.Beams, 64)
+	if c.ElevationMaxDeg == 0 && c.ElevationMinDeg == 0 && !c.Planar {
 		c.ElevationMaxDeg, c.ElevationMinDeg = 2, -24.8
 	}
 	def(&c.MaxRange, 80)
@@ -194,6 +203,10 @@ func (s *Synthetic) Camera() PinholeCamera { return s.cam }
 
 // Truth is the position of the moving parts at frame seq.
 func (s *Synthetic) Truth(seq uint64) SceneTruth { return truthAt(s.timeOf(seq)) }
+
+// Planar reports whether the clouds are a planar LiDAR's scans
+// (SyntheticConfig.Planar).
+func (s *Synthetic) Planar() bool { return s.cfg.Planar }
 
 func (s *Synthetic) timeOf(seq uint64) float64 { return float64(seq) / s.cfg.Rate }
 

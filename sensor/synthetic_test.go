@@ -634,3 +634,54 @@ func TestSyntheticNoImage(t *testing.T) {
 		t.Errorf("NoImage with -3 beams: %v, want the beams refused", err)
 	}
 }
+
+// TestSyntheticPlanarScansOnePlane: a planar LiDAR's every point lies at
+// its height, none on the ground, one per azimuth step (the corridor is
+// closed), and the moving obstacle, which stands from the ground to 1 m,
+// crosses the plane; the source says it is planar, the 3D one does not.
+func TestSyntheticPlanarScansOnePlane(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		height float64 // LidarHeight given
+		wantZ  float32
+	}{
+		{"default height", 0, 0.3},
+		{"at 0.15 m", 0.15, 0.15},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Beams and elevations as given are ignored: planar is one level beam.
+			s := newSynthetic(t, SyntheticConfig{Planar: true, Beams: 64, ElevationMinDeg: -20, AzimuthSteps: 720,
+				LidarHeight: tc.height, ImageWidth: 64, ImageHeight: 36})
+			if !Planar(s) {
+				t.Fatal("Planar(source) = false")
+			}
+			if s.MaxPoints() != 720 {
+				t.Fatalf("MaxPoints = %d, want 720 (one beam)", s.MaxPoints())
+			}
+			for _, seq := range sceneSeqs {
+				pts := render(t, s, seq).points
+				if len(pts) != 720 {
+					t.Fatalf("frame %d: %d points, want 720", seq, len(pts))
+				}
+				obstacle := 0
+				for _, p := range pts {
+					if p.Z != float32(tc.wantZ) {
+						t.Fatalf("frame %d: point %+v off the scan plane z = %v", seq, p, tc.wantZ)
+					}
+					if p.I == matGround.intensity() {
+						t.Fatalf("frame %d: ground point %+v in a planar scan", seq, p)
+					}
+					if p.I == matObstacle.intensity() {
+						obstacle++
+					}
+				}
+				if obstacle == 0 {
+					t.Errorf("frame %d: the obstacle (0 to 1 m high) is not in the scan", seq)
+				}
+			}
+		})
+	}
+	if Planar(newSynthetic(t, smallConfig())) {
+		t.Error("Planar(3D synthetic) = true")
+	}
+}

@@ -1,0 +1,112 @@
+package camera
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"go.uber.org/zap"
+
+	"github.com/zerohop/zerohop/handles"
+	"github.com/zerohop/zerohop/ros2"
+	"github.com/zerohop/zerohop/sensor"
+)
+
+// OnLaserScan ingests one planar LiDAR scan as a cloud in the scan's
+// frame, packed XYZI float32 (sensor.PointStep), its handle marked
+// handles.PointsPlanar; it is the scan subscription's callback. Ray i
+// lies at angle_min + i × angle_increment (counter-clockwise from the
+// frame's x axis, ROS REP 103); its point is (r cos θ, r sin θ, 0) with
+// intensity intensities[i] × --ros2-intensity-scale, or 0 when the
+// driver sends none. Rays without a valid return are left out: NaN, ±Inf
+// (REP 117: no echo, too close) and ranges outside [range_min,
+// range_max]. Points keep the scan's ray order. The rays' time offsets
+// (time_increment) are not applied: the cloud is the scan as the header
+// stamps it.
+func (s *ROS2Source) OnLaserScan(v *ros2.LaserScanView) {
+	st := &s.streams[TopicPoints]
+	st.received.Add(1)
+	if err := checkScan(v); err != nil {
+		s.countDrop(TopicPoints, &st.unsupported, err)
+		return
+	}
+	pool := s.cam.Pool(TopicPoints)
+	n := uint64(len(v.Ranges))
+	if size := n * sensor.PointStep; size > pool.Geometry().SlotSize {
+		s.countDrop(TopicPoints, &st.tooLarge, fmt.Errorf("scan of %d rays needs %d bytes, slot holds %d (raise --ros2-max-points to at least %d)",
+			n, size, pool.Geometry().SlotSize, n))
+		return
+	}
+	intensities := v.Intensities
+	if len(intensities) != len(v.Ranges) {
+		if len(intensities) != 0 && st.noIntensity.Add(1) == 1 {
+			s.log.Warn("camera: ros2 LaserScan has a different number of intensities than ranges; intensity is 0 for every point (logged once)",
+				zap.String("ros_topic", s.cfg.ScanTopic), zap.Int("ranges", len(v.Ranges)), zap.Int("intensities", len(intensities)))
+		}
+		intensities = nil
+	}
+	slot, err := pool.Acquire()
+	if err != nil {
+		s.cam.exhausted[TopicPoints].Add(1)
+		s.countDrop(TopicPoints, &st.exhausted, err)
+		return
+	}
+	count := scanToPoints(slot.Bytes(), v, intensities, s.iScale)
+	h := &st.h
+	s.stamp(st, TopicPoints, v.Sec, v.Nanosec, v.FrameID)
+	h.Kind = handles.KindPoints
+	h.Image = handles.ImageFormat{}
+	h.Points = s.cam.points
+	h.Points.Flags = handles.PointsPlanar
+	h.Points.Count = uint32(count)
+	h.Length = uint64(count) * sensor.PointStep
+	s.publish(st, TopicPoints, slot)
+}
+
+// checkScan refuses a scan whose rays cannot be placed: angles or range
+// limits that are not finite, or several rays at one angle.
+func checkScan(v *ros2.LaserScanView) error {
+	finite := func(f float32) bool { return !math.IsNaN(float64(f)) && !math.IsInf(float64(f), 0) }
+	switch {
+	case !finite(v.AngleMin) || !finite(v.AngleIncrement):
+		return fmt.Errorf("LaserScan angle_min %v, angle_increment %v: want finite angles", v.AngleMin, v.AngleIncrement)
+	case v.AngleIncrement == 0 && len(v.Ranges) > 1:
+		return fmt.Errorf("LaserScan angle_increment 0 with %d rays: want the angle between rays", len(v.Ranges))
+	case math.IsNaN(float64(v.RangeMin)) || math.IsNaN(float64(v.RangeMax)) || v.RangeMin > v.RangeMax:
+		return fmt.Errorf("LaserScan range_min %v, range_max %v: want range_min <= range_max", v.RangeMin, v.RangeMax)
+	}
+	return nil
+}
+
+// scanToPoints writes v's valid returns into dst as packed XYZI float32
+// and returns how many; dst holds len(v.Ranges) × PointStep bytes, and
+// intensities is nil or as long as v.Ranges. It allocates nothing.
+func scanToPoints(dst []byte, v *ros2.LaserScanView, intensities []float32, iScale float64) int {
+	le := binary.LittleEndian
+	lo, hi := float64(v.RangeMin), float64(v.RangeMax)
+	n := 0
+	for i, r32 := range v.Ranges {
+		r := float64(r32)
+		// NaN fails both comparisons; ±Inf fails one (range_max is finite
+		// for any real scanner; an infinite one lets +Inf through, which
+		// the filter drops as a non-finite point).
+		if !(r >= lo && r <= hi) || math.IsInf(r, 0) {
+			continue
+		}
+		sin, cos := math.Sincos(float64(v.AngleMin) + float64(i)*float64(v.AngleIncrement))
+		var in float32
+		if intensities != nil {
+			in = intensities[i]
+			if iScale != 1 {
+				in = float32(float64(in) * iScale)
+			}
+		}
+		d := dst[n*sensor.PointStep : (n+1)*sensor.PointStep]
+		le.PutUint32(d[sensor.PointOffsetX:], math.Float32bits(float32(r*cos)))
+		le.PutUint32(d[sensor.PointOffsetY:], math.Float32bits(float32(r*sin)))
+		le.PutUint32(d[sensor.PointOffsetZ:], 0)
+		le.PutUint32(d[sensor.PointOffsetIntensity:], math.Float32bits(in))
+		n++
+	}
+	return n
+}
