@@ -116,9 +116,11 @@ models:
 
 models-check:
 	@/usr/bin/python3 -c 'import onnx, numpy' 2>/dev/null || { echo "make models-check: needs python3-onnx and python3-numpy (apt-get install -y python3-onnx python3-numpy)"; exit 1; }
-	@tmp=$$(mktemp -d); /usr/bin/python3 models/gen_reference.py --out $$tmp >/dev/null && \
-	for f in reference.onnx reference.json reference_lidar.onnx reference_lidar.json; do cmp models/$$f $$tmp/$$f || exit 1; done; \
-	rc=$$?; rm -rf $$tmp; exit $$rc
+	@tmp=$$(mktemp -d); rc=0; /usr/bin/python3 models/gen_reference.py --out $$tmp >/dev/null || rc=$$?; \
+	if [ $$rc -eq 0 ]; then for f in reference.onnx reference.json reference_lidar.onnx reference_lidar.json reference_scan.onnx reference_scan.json; do \
+		cmp models/$$f $$tmp/$$f || rc=1; done; fi; \
+	[ $$rc -eq 0 ] || echo "make models-check: models/ differs from what models/gen_reference.py writes (make models regenerates it)"; \
+	rm -rf $$tmp; exit $$rc
 
 demo: build
 	scripts/demo.sh

@@ -118,6 +118,20 @@ func ReferenceLidarConfig() ModelConfig {
 	return cfg
 }
 
+// ReferenceScanConfig returns the config of models/reference_scan.onnx
+// (embedded): the reference model for a planar (2D) laser scanner, whose
+// every occupied BEV cell is an obstacle. Its tensors, raster and headings
+// are the LiDAR-only variant's (the two JSON files hold the same config),
+// so a config that describes one describes the other. It panics if the
+// embedded config is invalid, which the package tests rule out.
+func ReferenceScanConfig() ModelConfig {
+	cfg, err := ParseConfig(models.ReferenceScanConfigJSON(), "models/reference_scan.json (embedded)")
+	if err != nil {
+		panic(err)
+	}
+	return cfg
+}
+
 // LoadConfig reads and validates a JSON model config file.
 func LoadConfig(path string) (ModelConfig, error) {
 	data, err := os.ReadFile(path)

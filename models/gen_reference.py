@@ -1,8 +1,11 @@
 #!/usr/bin/python3
 """Generate zerohop's reference steering models: models/reference.onnx (LiDAR
-and camera) with its default config models/reference.json, and its LiDAR-only
+and camera) with its default config models/reference.json; its LiDAR-only
 variant models/reference_lidar.onnx with models/reference_lidar.json (the
-same BEV branch without the image branch: score = clearance / 8).
+same BEV branch without the image branch: score = clearance / 8); and its
+planar-scan variant models/reference_scan.onnx with models/reference_scan.json
+(the LiDAR-only variant with the obstacle test on occupancy alone, for a 2D
+laser scanner whose every return lies in the scan plane above the floor).
 
 The weights are set analytically from the sensor geometry below; nothing is
 trained. See MODEL_CARD.md for what the model computes and why.
@@ -48,6 +51,7 @@ GRID = 128
 CELL_M = 0.2
 OCCUPIED_ABOVE = 0.5
 OBSTACLE_HEIGHT_M = 0.2  # a cell is an obstacle if occupied and taller than this
+# (the planar-scan variant ignores the height: every occupied cell is one)
 
 # --- camera ------------------------------------------------------------------
 # Input "image" [1,3,H,W]: RGB in [0,1], CHW. Pinhole, square pixels, no roll,
@@ -132,9 +136,23 @@ def check_mirror(w, axis_flip, name):
         sys.exit("gen_reference: %s weights are not left/right mirror images" % name)
 
 
-def build(with_image=True):
-    """The reference model; with_image=False: its LiDAR-only variant, the
-    BEV branch alone (no image input, no hazard penalty)."""
+# Variants: the file stem each is written to, and what it is.
+#   camera: BEV + image, score = clearance / 8 - hazard penalty
+#   lidar:  the BEV branch alone (no image input), score = clearance / 8
+#   scan:   the lidar variant with every occupied cell an obstacle, whatever
+#           its height (a planar scan's returns all lie in the scan plane)
+VARIANTS = (("reference", "camera"), ("reference_lidar", "lidar"), ("reference_scan", "scan"))
+
+
+def build(variant="camera"):
+    """The reference model (variant "camera"); "lidar": its LiDAR-only
+    variant, the BEV branch alone (no image input, no hazard penalty);
+    "scan": the LiDAR-only variant whose obstacle test is occupancy alone
+    (the height channel is not read)."""
+    if variant not in ("camera", "lidar", "scan"):
+        sys.exit("gen_reference: unknown variant %r" % variant)
+    with_image = variant == "camera"
+    heights = variant != "scan"
     S = len(HEADINGS_DEG)
     wb = bev_weights()
     # Columns c and 127 - c are mirror images, as in the raster.
@@ -156,11 +174,16 @@ def build(with_image=True):
     inits = [
         const("bev_occ_starts", [0, r0, c0], np.int64),
         const("bev_occ_ends", [1, r1, c1], np.int64),
-        const("bev_hgt_starts", [1, r0, c0], np.int64),
-        const("bev_hgt_ends", [2, r1, c1], np.int64),
-        const("bev_axes", [1, 2, 3], np.int64),
-        const("occupied_above", OCCUPIED_ABOVE),
-        const("obstacle_height", OBSTACLE_HEIGHT_M),
+    ]
+    if heights:
+        inits += [
+            const("bev_hgt_starts", [1, r0, c0], np.int64),
+            const("bev_hgt_ends", [2, r1, c1], np.int64),
+        ]
+    inits += [const("bev_axes", [1, 2, 3], np.int64), const("occupied_above", OCCUPIED_ABOVE)]
+    if heights:
+        inits.append(const("obstacle_height", OBSTACLE_HEIGHT_M))
+    inits += [
         const("bev_flat_shape", [1, n_bev], np.int64),
         const("bev_sector_weights", crop),
         const("sector_row_shape", [1, S], np.int64),
@@ -176,14 +199,24 @@ def build(with_image=True):
         const("image_sector_weights", wi_flat),
     ]
     N = helper.make_node
-    nodes = [
-        # (a) BEV: nearest obstacle per sector within the near field.
-        N("Slice", ["bev", "bev_occ_starts", "bev_occ_ends", "bev_axes"], ["occ"]),
-        N("Slice", ["bev", "bev_hgt_starts", "bev_hgt_ends", "bev_axes"], ["hgt"]),
-        N("Greater", ["occ", "occupied_above"], ["is_occ"]),
-        N("Greater", ["hgt", "obstacle_height"], ["is_tall"]),
-        N("And", ["is_occ", "is_tall"], ["is_obstacle"]),
-        N("Cast", ["is_obstacle"], ["obstacle"], to=TensorProto.FLOAT),
+    if heights:
+        nodes = [
+            # (a) BEV: nearest obstacle per sector within the near field.
+            N("Slice", ["bev", "bev_occ_starts", "bev_occ_ends", "bev_axes"], ["occ"]),
+            N("Slice", ["bev", "bev_hgt_starts", "bev_hgt_ends", "bev_axes"], ["hgt"]),
+            N("Greater", ["occ", "occupied_above"], ["is_occ"]),
+            N("Greater", ["hgt", "obstacle_height"], ["is_tall"]),
+            N("And", ["is_occ", "is_tall"], ["is_obstacle"]),
+            N("Cast", ["is_obstacle"], ["obstacle"], to=TensorProto.FLOAT),
+        ]
+    else:
+        nodes = [
+            # (a) BEV of a planar scan: every occupied cell is an obstacle.
+            N("Slice", ["bev", "bev_occ_starts", "bev_occ_ends", "bev_axes"], ["occ"]),
+            N("Greater", ["occ", "occupied_above"], ["is_occ"]),
+            N("Cast", ["is_occ"], ["obstacle"], to=TensorProto.FLOAT),
+        ]
+    nodes += [
         N("Reshape", ["obstacle", "bev_flat_shape"], ["obstacle_flat"]),
         N("Mul", ["obstacle_flat", "bev_sector_weights"], ["nearness_cells"]),
         N("ReduceMax", ["nearness_cells"], ["nearness"], axes=[1], keepdims=0),
@@ -212,7 +245,7 @@ def build(with_image=True):
     else:
         # score = clearance term alone
         nodes.append(N("Mul", ["clearance", "inv_near_field"], ["sector_scores"]))
-        name = "zerohop_reference_lidar"
+        name = "zerohop_reference_" + variant
     graph = helper.make_graph(
         nodes,
         name,
@@ -228,7 +261,8 @@ def build(with_image=True):
         opset_imports=[helper.make_opsetid("", OPSET)],
         producer_name="zerohop/models/gen_reference.py",
         model_version=MODEL_VERSION,
-        doc_string=("zerohop reference steering model" + ("" if with_image else ", LiDAR only") +
+        doc_string=("zerohop reference steering model" +
+                    {"camera": "", "lidar": ", LiDAR only", "scan": ", planar scan (every occupied cell an obstacle)"}[variant] +
                     ": analytic weights, not trained. See models/MODEL_CARD.md."),
     )
     # IR 7 is what opset 13 shipped with; old and new runtimes both load it.
@@ -241,9 +275,11 @@ def build(with_image=True):
     return model
 
 
-def config(with_image=True):
-    """The default model config that infer.ReferenceConfig embeds (with_image
-    False: infer.ReferenceLidarConfig's)."""
+def config(variant="camera"):
+    """The default model config that infer.ReferenceConfig embeds (variant
+    "lidar": infer.ReferenceLidarConfig's; "scan": infer.ReferenceScanConfig's,
+    the same tensors as the lidar variant's)."""
+    with_image = variant == "camera"
     inputs = [{"name": "bev", "tensor": "bev", "shape": [1, 3, GRID, GRID], "cell_m": CELL_M}]
     if with_image:
         inputs.append({"name": "image", "tensor": "image", "shape": [1, 3, IMG_H, IMG_W], "color": "rgb",
@@ -272,14 +308,14 @@ def main():
     ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)),
                     help="output folder (default: this script's folder)")
     args = ap.parse_args()
-    for stem, with_image in (("reference", True), ("reference_lidar", False)):
-        model = build(with_image)
+    for stem, variant in VARIANTS:
+        model = build(variant)
         onnx_path = os.path.join(args.out, stem + ".onnx")
         json_path = os.path.join(args.out, stem + ".json")
         with open(onnx_path, "wb") as f:
             f.write(model.SerializeToString())
         with open(json_path, "w") as f:
-            f.write(format_config(config(with_image)))
+            f.write(format_config(config(variant)))
         print("gen_reference: wrote %s (%d bytes), %s" % (onnx_path, os.path.getsize(onnx_path), json_path))
 
 

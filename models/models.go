@@ -1,6 +1,6 @@
-// Package models holds zerohop's shipped reference model and its LiDAR-only
-// variant, their generator (gen_reference.py) and their model card
-// (MODEL_CARD.md).
+// Package models holds zerohop's shipped reference model, its LiDAR-only
+// and planar-scan variants, their generator (gen_reference.py) and their
+// model card (MODEL_CARD.md).
 //
 // The models and their default configs are embedded so that a binary
 // runs without the repository next to it. Regenerate them with
@@ -24,6 +24,10 @@ var (
 	referenceLidarONNX string
 	//go:embed reference_lidar.json
 	referenceLidarConfig string
+	//go:embed reference_scan.onnx
+	referenceScanONNX string
+	//go:embed reference_scan.json
+	referenceScanConfig string
 )
 
 // ReferenceONNX returns a fresh copy of the reference model (ONNX protobuf).
@@ -40,6 +44,20 @@ func ReferenceLidarONNX() []byte { return []byte(referenceLidarONNX) }
 
 // ReferenceLidarConfigJSON returns a fresh copy of that variant's config.
 func ReferenceLidarConfigJSON() []byte { return []byte(referenceLidarConfig) }
+
+// ReferenceScanFile is the planar-scan variant's path relative to the
+// repository root.
+const ReferenceScanFile = "models/reference_scan.onnx"
+
+// ReferenceScanONNX returns a fresh copy of the reference model's
+// planar-scan variant: the LiDAR-only variant with every occupied BEV cell
+// an obstacle whatever its height, for robots whose only sensor is a 2D
+// laser scanner (every return lies in the scan plane, above the floor).
+func ReferenceScanONNX() []byte { return []byte(referenceScanONNX) }
+
+// ReferenceScanConfigJSON returns a fresh copy of that variant's config
+// (the same tensors as the LiDAR-only variant's).
+func ReferenceScanConfigJSON() []byte { return []byte(referenceScanConfig) }
 
 // ReferenceConfigJSON returns a fresh copy of the reference model's default
 // config, in the format that infer.ParseConfig reads.

@@ -20,6 +20,8 @@ func TestEmbeddedFilesMatchCommittedFiles(t *testing.T) {
 		{"reference.json", ReferenceConfigJSON},
 		{"reference_lidar.onnx", ReferenceLidarONNX},
 		{"reference_lidar.json", ReferenceLidarConfigJSON},
+		{"reference_scan.onnx", ReferenceScanONNX},
+		{"reference_scan.json", ReferenceScanConfigJSON},
 	} {
 		want, err := os.ReadFile(tc.file)
 		if err != nil {
@@ -37,8 +39,10 @@ func TestEmbeddedFilesMatchCommittedFiles(t *testing.T) {
 }
 
 func TestReferenceModelIsSmall(t *testing.T) {
-	if n := len(ReferenceONNX()); n == 0 || n > 1<<20 {
-		t.Fatalf("reference.onnx is %d bytes, want 1..%d", n, 1<<20)
+	for file, onnx := range map[string][]byte{ReferenceFile: ReferenceONNX(), ReferenceLidarFile: ReferenceLidarONNX(), ReferenceScanFile: ReferenceScanONNX()} {
+		if n := len(onnx); n == 0 || n > 1<<20 {
+			t.Errorf("%s is %d bytes, want 1..%d", file, n, 1<<20)
+		}
 	}
 }
 
@@ -49,7 +53,7 @@ func TestModelCardNamesTheFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for file, onnx := range map[string][]byte{ReferenceFile: ReferenceONNX(), ReferenceLidarFile: ReferenceLidarONNX()} {
+	for file, onnx := range map[string][]byte{ReferenceFile: ReferenceONNX(), ReferenceLidarFile: ReferenceLidarONNX(), ReferenceScanFile: ReferenceScanONNX()} {
 		sum := sha256.Sum256(onnx)
 		size := strconv.Itoa(len(onnx))
 		spaced := size[:len(size)-3] + " " + size[len(size)-3:] // "165 626", as the card writes it
