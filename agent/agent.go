@@ -77,6 +77,13 @@ type Config struct {
 	// sensor's belong. Frame ids are compared as the handle carries them,
 	// cut to 16 bytes.
 	LidarFrame string
+	// PlanarLidar: the clouds are a planar (2D) LiDAR's scans, their
+	// handles marked handles.PointsPlanar. The ground check is off (a scan
+	// shows no ground). A cloud marked otherwise than this says is
+	// dropped, counted and logged once: a 3D model reading a scan finds
+	// no obstacle below its obstacle height, and a scan model reading a 3D
+	// cloud takes the ground for an obstacle.
+	PlanarLidar bool
 	// PairTolerance is how far apart in capture time a cloud and an image
 	// may be to be processed together, and so how long a cloud waits for
 	// its image at most; 0: PairToleranceFor's default.
@@ -134,6 +141,9 @@ type Pipeline struct {
 	// counts the clouds dropped for another frame.
 	lidarIDs        lidarFrameIDs
 	frameMismatches atomic.Uint64
+	// scanMismatches counts the clouds dropped for being planar scans to
+	// a 3D pipeline, or 3D clouds to a planar one (Config.PlanarLidar).
+	scanMismatches atomic.Uint64
 	// unpairedTotal counts the clouds dropped for finding no image within
 	// the pairing tolerance.
 	unpairedTotal atomic.Uint64
@@ -303,6 +313,11 @@ func (p *Pipeline) GroundMismatch() bool   { return p.ground.Mismatch() }
 // than Config.LidarFrame. Safe for concurrent use.
 func (p *Pipeline) FrameMismatches() uint64 { return p.frameMismatches.Load() }
 
+// ScanMismatches counts the clouds dropped for being a planar LiDAR's
+// scans when Config.PlanarLidar is false, or 3D clouds when it is true.
+// Safe for concurrent use.
+func (p *Pipeline) ScanMismatches() uint64 { return p.scanMismatches.Load() }
+
 // Unpaired counts the clouds dropped for finding no image within the
 // pairing tolerance. Safe for concurrent use.
 func (p *Pipeline) Unpaired() uint64 { return p.unpairedTotal.Load() }
@@ -366,10 +381,22 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			// the stall guard disarmed while it looks (tens of µs to a
 			// millisecond, once a second). p.pts is this goroutine's copy.
 			p.planned = false
-			p.ground.observe(now, p.pts)
+			if !p.cfg.PlanarLidar { // a scan shows no ground to check
+				p.ground.observe(now, p.pts)
+			}
 		}
 		tick.Reset(p.nextCheck(monotime.Now()))
 	}
+}
+
+// logScanMismatch says, once, why clouds of the other kind are dropped
+// and what fixes it.
+func (p *Pipeline) logScanMismatch(planar bool) {
+	if planar {
+		p.log.Error("clouds dropped: they are a planar (2D) LiDAR's scans, and this agent takes 3D clouds, finding obstacles by their height above the ground, which a scan does not show: run the agent with --planar-lidar (counted in lidar_scan_mismatch_total, logged once)")
+		return
+	}
+	p.log.Error("clouds dropped: they are 3D clouds, and this agent runs with --planar-lidar, which takes every point for an obstacle, the ground too: run it without --planar-lidar, or give the camera a planar LiDAR (bin/camera --planar-lidar, or --ros2-scan-topic with --source ros2) (counted in lidar_scan_mismatch_total, logged once)")
 }
 
 // staleMargin is how long after the newest frame's stale moment the
@@ -532,6 +559,13 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 		if p.frameMismatches.Add(1) == 1 {
 			p.log.Error("clouds dropped: they are not in the LiDAR frame whose mount came from /tf_static (--lidar-frame; counted, logged once)",
 				zap.String("cloud_frame", cloud.Handle.FrameID.String()), zap.String("lidar_frame", p.cfg.LidarFrame))
+		}
+		return
+	}
+	if planar := cloud.Handle.Points.Flags&handles.PointsPlanar != 0; planar != p.cfg.PlanarLidar {
+		rec.Inc(telemetry.FramesDropped)
+		if p.scanMismatches.Add(1) == 1 {
+			p.logScanMismatch(planar)
 		}
 		return
 	}

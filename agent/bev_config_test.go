@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -290,7 +291,7 @@ func TestModelConfigForTheEmbeddedModel(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantRefusal(t, describesTheReferenceModel(m, false), tt.want)
+			wantRefusal(t, describesTheReferenceModel(m, referenceFor(NodeConfig{})), tt.want)
 		})
 	}
 }
@@ -364,25 +365,34 @@ func TestLidarMountPutsTheCloudInTheRobotFrame(t *testing.T) {
 	}
 }
 
-// With --lidar-only the embedded model is the LiDAR-only variant: its own
-// config passes, a raster of another model is refused naming that model,
-// and without --lidar-only a config with no image input is refused with
-// the flag that runs it.
-func TestModelConfigForTheEmbeddedLidarOnlyModel(t *testing.T) {
+// With --lidar-only the embedded model is the LiDAR-only variant, with
+// --planar-lidar the planar-LiDAR one: its own config passes, a raster of
+// another model is refused naming that model, and without either flag a
+// config with no image input is refused with the flag that runs it.
+func TestModelConfigForTheEmbeddedLidarOnlyModels(t *testing.T) {
 	lidar, err := os.ReadFile(filepath.Join("..", "models", "reference_lidar.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	scan, err := os.ReadFile(filepath.Join("..", "models", "reference_scan.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lidarOnly, planar := NodeConfig{LidarOnly: true}, NodeConfig{PlanarLidar: true}
 	tests := []struct {
-		name      string
-		text      string
-		lidarOnly bool
-		want      []string // nil: accepted
+		name string
+		text string
+		cfg  NodeConfig
+		want []string // nil: accepted
 	}{
-		{"reference_lidar.json with --lidar-only", string(lidar), true, nil},
-		{"reference_lidar.json without --lidar-only", string(lidar), false, []string{"cfg.json", "no image input", "--lidar-only"}},
-		{"another raster", strings.Replace(string(lidar), `"cell_m": 0.2`, `"cell_m": 0.2, "min_x_m": -12.8`, 1), true,
+		{"reference_lidar.json with --lidar-only", string(lidar), lidarOnly, nil},
+		{"reference_lidar.json without --lidar-only", string(lidar), NodeConfig{}, []string{"cfg.json", "no image input", "--lidar-only"}},
+		{"another raster", strings.Replace(string(lidar), `"cell_m": 0.2`, `"cell_m": 0.2, "min_x_m": -12.8`, 1), lidarOnly,
 			[]string{"from x = -12.8 m", "LiDAR-only reference model"}},
+		{"reference_scan.json with --planar-lidar", string(scan), planar, nil},
+		{"reference_scan.json with --planar-lidar --lidar-only", string(scan), NodeConfig{PlanarLidar: true, LidarOnly: true}, nil},
+		{"another raster, --planar-lidar", strings.Replace(string(scan), `"cell_m": 0.2`, `"cell_m": 0.1`, 1), planar,
+			[]string{"cells of 0.1 m", "planar-LiDAR reference model"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -390,8 +400,31 @@ func TestModelConfigForTheEmbeddedLidarOnlyModel(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantRefusal(t, describesTheReferenceModel(m, tt.lidarOnly), tt.want)
+			wantRefusal(t, describesTheReferenceModel(m, referenceFor(tt.cfg)), tt.want)
 		})
+	}
+}
+
+// referenceFor picks the embedded model by the flags, planar first: the
+// planar-LiDAR model takes no image, as the LiDAR-only one.
+func TestReferenceForPicksTheEmbeddedModel(t *testing.T) {
+	for _, tt := range []struct {
+		cfg  NodeConfig
+		file string
+	}{
+		{NodeConfig{}, "reference.onnx"},
+		{NodeConfig{LidarOnly: true}, "reference_lidar.onnx"},
+		{NodeConfig{PlanarLidar: true}, "reference_scan.onnx"},
+		{NodeConfig{PlanarLidar: true, LidarOnly: true}, "reference_scan.onnx"},
+	} {
+		ref := referenceFor(tt.cfg)
+		want, err := os.ReadFile(filepath.Join("..", "models", tt.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ref.file != tt.file || !bytes.Equal(ref.onnx(), want) {
+			t.Errorf("%+v: %s (%d bytes), want %s's %d bytes", tt.cfg, ref.file, len(ref.onnx()), tt.file, len(want))
+		}
 	}
 }
 

@@ -42,6 +42,13 @@ type NodeConfig struct {
 	// a model config with an image input is refused. A model config
 	// without an image input runs LiDAR-only without it too.
 	LidarOnly bool
+	// PlanarLidar: the robot's LiDAR is a planar (2D) laser scanner, its
+	// clouds marked so (bin/camera --planar-lidar, --ros2-scan-topic);
+	// clouds not marked are dropped (Config.PlanarLidar). Without Model
+	// it picks the embedded planar-LiDAR reference model, which takes
+	// every point of a scan for an obstacle and no image; the ground
+	// check is off.
+	PlanarLidar bool
 	// PairTolerance is how far apart in capture time a cloud and its
 	// image may be, and so how long a cloud waits for its image at most;
 	// 0: DefaultPairTolerance, or half the watchdog period when that is
@@ -204,7 +211,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 		return err
 	}
 	if cfg.Model == "" && cfg.ModelConfig != "" {
-		if err := describesTheReferenceModel(mcfg, cfg.LidarOnly); err != nil {
+		if err := describesTheReferenceModel(mcfg, referenceFor(cfg)); err != nil {
 			return err
 		}
 	}
@@ -220,12 +227,9 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 		opts.BEV = gv.bevF
 	}
 	var sess *infer.Session
-	switch {
-	case cfg.Model == "" && cfg.LidarOnly:
-		sess, err = infer.NewSessionFromBytes(rt, "reference_lidar.onnx (embedded)", models.ReferenceLidarONNX(), mcfg, opts)
-	case cfg.Model == "":
-		sess, err = infer.NewSessionFromBytes(rt, "reference.onnx (embedded)", models.ReferenceONNX(), mcfg, opts)
-	default:
+	if ref := referenceFor(cfg); cfg.Model == "" {
+		sess, err = infer.NewSessionFromBytes(rt, ref.file+" (embedded)", ref.onnx(), mcfg, opts)
+	} else {
 		sess, err = infer.NewSession(rt, cfg.Model, mcfg, opts)
 	}
 	if err != nil {
@@ -312,7 +316,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 		return err
 	}
 	rec.SetProvider(sess.Provider())
-	_ = rec.SetLabel(telemetry.LabelInputs, inputsLabel(images))
+	_ = rec.SetLabel(telemetry.LabelInputs, inputsLabel(images, cfg.PlanarLidar))
 	for _, sk := range sess.Skipped() {
 		// One gauge per skipped provider; its help text carries the reason.
 		reason := strings.Join(strings.Fields(sk.Reason), " ")
@@ -442,7 +446,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 		})
 	default:
 		source, err := camera.OpenSource(ctx, "--camera", cfg.Camera, camera.NodeConfig{Rate: cfg.Rate, Loop: true,
-			Beams: cfg.Beams, AzimuthSteps: cfg.AzimuthSteps, NoImage: !images})
+			Beams: cfg.Beams, AzimuthSteps: cfg.AzimuthSteps, NoImage: !images, PlanarLidar: cfg.PlanarLidar})
 		if err != nil {
 			return err
 		}
@@ -483,7 +487,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 		sink = &LogSink{Log: log}
 	}
 	pcfg := Config{Source: src, Filter: filter, BEV: bev, Session: sess, Prep: prep, Planner: plan,
-		Tuning: cfg.Planner, Watchdog: wd, Recorder: rec, Sink: sink, MaxPoints: cfg.MaxPoints, LidarFrame: cfg.LidarFrame,
+		Tuning: cfg.Planner, Watchdog: wd, Recorder: rec, Sink: sink, MaxPoints: cfg.MaxPoints, LidarFrame: cfg.LidarFrame, PlanarLidar: cfg.PlanarLidar,
 		PairTolerance: cfg.PairTolerance, Log: log}
 	var staging *stagingCounter
 	if gv != nil {
@@ -537,6 +541,10 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 	if err := rec.AddCounterFunc("lidar_frame_mismatch_total", "Clouds dropped because their frame id is not the LiDAR frame whose mount came from /tf_static (--lidar-frame); the first is logged.",
 		func() float64 { return float64(pipe.FrameMismatches()) }); err != nil {
 		log.Warn("metrics: lidar frame mismatch", zap.Error(err))
+	}
+	if err := rec.AddCounterFunc("lidar_scan_mismatch_total", "Clouds dropped because they are a planar LiDAR's scans and the agent takes 3D clouds, or the other way round (--planar-lidar); the first is logged.",
+		func() float64 { return float64(pipe.ScanMismatches()) }); err != nil {
+		log.Warn("metrics: lidar scan mismatch", zap.Error(err))
 	}
 	if err := rec.AddCounterFunc("gpu_voxel_failures_total", "GPU voxel filter failures (the first one moves voxel and BEV to the CPU).",
 		func() float64 { return float64(pipe.GPUFailures()) }); err != nil {
@@ -679,7 +687,7 @@ func resolveNodeConfig(cfg NodeConfig) (NodeConfig, error) {
 		return cfg, err
 	}
 	if cfg.Model == "" && cfg.ModelConfig != "" {
-		if err := describesTheReferenceModel(mcfg, cfg.LidarOnly); err != nil {
+		if err := describesTheReferenceModel(mcfg, referenceFor(cfg)); err != nil {
 			return cfg, err
 		}
 	}
@@ -754,14 +762,11 @@ func bevConfig(m infer.ModelConfig, lidar lidarPose) (voxel.BEVConfig, error) {
 // checks the names and shapes, but none of these: the model would run
 // and plan from data it misreads (with min_x_m -12.8, say, its rows in
 // front of the robot would hold what lies behind it, and it would drive
-// into what is ahead). lidarOnly: the embedded model is the LiDAR-only
-// variant.
-func describesTheReferenceModel(m infer.ModelConfig, lidarOnly bool) error {
-	ref := infer.ReferenceConfig()
-	if lidarOnly {
-		ref = infer.ReferenceLidarConfig()
-	}
-	if _, images := m.Input(infer.TensorImage); !images && !lidarOnly {
+// into what is ahead). embedded is the embedded model the agent runs.
+func describesTheReferenceModel(m infer.ModelConfig, embedded referenceModel) error {
+	ref := embedded.config()
+	_, refImages := ref.Input(infer.TensorImage)
+	if _, images := m.Input(infer.TensorImage); !images && refImages {
 		return fmt.Errorf("%s has no image input, and the embedded reference model takes one: --lidar-only runs its LiDAR-only variant (models/MODEL_CARD.md)", m.Source())
 	}
 	got, err := bevConfig(m, lidarPose{})
@@ -795,11 +800,28 @@ func describesTheReferenceModel(m infer.ModelConfig, lidarOnly bool) error {
 	default:
 		return nil
 	}
-	name := "reference model"
-	if lidarOnly {
-		name = "LiDAR-only reference model"
+	return fmt.Errorf("%s describes %s for the embedded %s (models/MODEL_CARD.md): give the model it describes with --model, or leave --model-config out", m.Source(), what, embedded.name)
+}
+
+// referenceModel is one of the embedded reference models.
+type referenceModel struct {
+	file   string // its name in models/
+	name   string // what errors call it
+	onnx   func() []byte
+	config func() infer.ModelConfig
+}
+
+// referenceFor is the embedded model the agent runs without --model: the
+// planar-LiDAR one with --planar-lidar (it takes no image), the
+// LiDAR-only one with --lidar-only, else the camera+LiDAR one.
+func referenceFor(cfg NodeConfig) referenceModel {
+	switch {
+	case cfg.PlanarLidar:
+		return referenceModel{"reference_scan.onnx", "planar-LiDAR reference model", models.ReferenceScanONNX, infer.ReferenceScanConfig}
+	case cfg.LidarOnly:
+		return referenceModel{"reference_lidar.onnx", "LiDAR-only reference model", models.ReferenceLidarONNX, infer.ReferenceLidarConfig}
 	}
-	return fmt.Errorf("%s describes %s for the embedded %s (models/MODEL_CARD.md): give the model it describes with --model, or leave --model-config out", m.Source(), what, name)
+	return referenceModel{"reference.onnx", "reference model", models.ReferenceONNX, infer.ReferenceConfig}
 }
 
 // The BEV cell sizes the agent takes, as --leaf's range: below a
@@ -830,18 +852,19 @@ func filterConfig(cfg NodeConfig, bevCfg voxel.BEVConfig) (voxel.Config, error) 
 // the embedded reference model's (its LiDAR-only variant's with
 // --lidar-only). With --lidar-only it must have no image input.
 func modelConfig(cfg NodeConfig) (infer.ModelConfig, error) {
-	mcfg := infer.ReferenceConfig()
-	if cfg.LidarOnly {
-		mcfg = infer.ReferenceLidarConfig()
-	}
+	mcfg := referenceFor(cfg).config()
 	if cfg.ModelConfig != "" {
 		var err error
 		if mcfg, err = infer.LoadConfig(cfg.ModelConfig); err != nil {
 			return mcfg, fmt.Errorf("--model-config %s: %w", cfg.ModelConfig, err)
 		}
 	}
-	if in, ok := mcfg.Input(infer.TensorImage); ok && cfg.LidarOnly {
+	in, ok := mcfg.Input(infer.TensorImage)
+	switch {
+	case ok && cfg.LidarOnly:
 		return mcfg, fmt.Errorf("--lidar-only: %s has an image input %q, which no camera image would fill: a LiDAR-only model's config lists only its bev input (models/README.md)", mcfg.Source(), in.Name)
+	case ok && cfg.PlanarLidar && cfg.Model == "":
+		return mcfg, fmt.Errorf("--planar-lidar: %s has an image input %q, and the embedded planar-LiDAR reference model takes none (models/MODEL_CARD.md): give your own model with --model, or leave --model-config out", mcfg.Source(), in.Name)
 	}
 	return mcfg, nil
 }
@@ -859,12 +882,17 @@ func streams(images bool) int {
 	return 1
 }
 
-// inputsLabel is telemetry.LabelInputs's value.
-func inputsLabel(images bool) string {
-	if images {
-		return "lidar+camera"
+// inputsLabel is telemetry.LabelInputs's value: "lidar" or, for a planar
+// LiDAR's scans, "scan", with "+camera" when images are taken too.
+func inputsLabel(images, planar bool) string {
+	l := "lidar"
+	if planar {
+		l = "scan"
 	}
-	return "lidar"
+	if images {
+		l += "+camera"
+	}
+	return l
 }
 
 func orDefaultDuration(d, def time.Duration) time.Duration {

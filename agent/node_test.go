@@ -35,6 +35,9 @@ const (
 	// envNoImage=1 makes the camera process serve clouds only, as a
 	// robot's without a camera (--image-size none).
 	envNoImage = "ZEROHOP_AGENT_TEST_NO_IMAGE"
+	// envPlanar=1 makes the camera process's LiDAR a planar scanner
+	// (--planar-lidar).
+	envPlanar = "ZEROHOP_AGENT_TEST_PLANAR"
 )
 
 // smallScene is a synthetic scene small enough for the fake CUDA driver's
@@ -52,6 +55,7 @@ func TestMain(m *testing.M) {
 			cfg.ImageWidth, cfg.ImageHeight = smallScene.ImageWidth, smallScene.ImageHeight
 		}
 		cfg.NoImage = os.Getenv(envNoImage) == "1"
+		cfg.PlanarLidar = os.Getenv(envPlanar) == "1"
 		err := camera.RunNode(ctx, cfg)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -109,7 +113,8 @@ func requireORT(t *testing.T) {
 }
 
 // startCameraProc starts the test binary as a camera process serving
-// socket; env adds to its environment (envSmallScene=1, envNoImage=1).
+// socket; env adds to its environment (envSmallScene=1, envNoImage=1,
+// envPlanar=1).
 func startCameraProc(t *testing.T, socket string, env ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")

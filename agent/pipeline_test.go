@@ -58,6 +58,9 @@ type composedOptions struct {
 	// lidarOnly runs the LiDAR-only reference model on a scene without a
 	// camera: no image pool, no preprocessor, one topic.
 	lidarOnly bool
+	// planar runs the planar-LiDAR reference model on the scene's planar
+	// LiDAR (synth.Planar; no camera): Config.PlanarLidar.
+	planar bool
 }
 
 func newComposed(t *testing.T) *composed { return newComposedWith(t, composedOptions{}) }
@@ -90,6 +93,10 @@ func newComposedWith(t *testing.T, o composedOptions) *composed {
 	if o.lidarOnly {
 		model, mcfg = models.ReferenceLidarONNX(), infer.ReferenceLidarConfig()
 		o.synth.NoImage = true
+	}
+	if o.planar {
+		model, mcfg = models.ReferenceScanONNX(), infer.ReferenceScanConfig()
+		o.lidarOnly, o.synth.NoImage, o.synth.Planar = true, true, true
 	}
 	sess, err := infer.NewSessionFromBytes(rt, "reference.onnx", model, mcfg,
 		infer.SessionOptions{Providers: []string{"cpu"}, IntraOpThreads: 1, BEV: bevInput})
@@ -145,7 +152,7 @@ func newComposedWith(t *testing.T, o composedOptions) *composed {
 	t.Cleanup(func() { inproc.Close() })
 	sink := &recordingSink{}
 	pipe, err := New(Config{Source: inproc, Filter: filter, BEV: bev, Session: sess, Prep: prep, Planner: plan,
-		Watchdog: wd, Recorder: rec, Sink: sink, MaxPoints: 200_000, GPU: o.gpu, GPUBEV: o.gpuBEV})
+		Watchdog: wd, Recorder: rec, Sink: sink, MaxPoints: 200_000, GPU: o.gpu, GPUBEV: o.gpuBEV, PlanarLidar: o.planar})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -115,7 +115,8 @@ const (
 	// device's "sm_XY" (compiled by NVRTC), a "compute_XY" PTX, or "none".
 	LabelGPUKernels = "gpu_kernels"
 	// LabelInputs is what the model is fed: "lidar+camera" (clouds
-	// paired with images) or "lidar" (a LiDAR-only model: no images).
+	// paired with images) or "lidar" (a LiDAR-only model: no images);
+	// "scan+camera" and "scan" for a planar LiDAR's scans.
 	LabelInputs = "inputs"
 )
 
@@ -133,7 +134,7 @@ func labelInfo() [numLabels]labelSpec {
 		{LabelVoxelPath, "voxel_path_info", "Where voxel filtering runs, \"cpu\" or \"gpu\" (value is always 1).", "unknown"},
 		{LabelHandoff, "handoff_info", "How frames reach the pipeline: \"socket\", \"rings\", \"copy\" or \"inproc\" (value is always 1).", "unknown"},
 		{LabelGPUKernels, "gpu_kernels_info", "What the GPU voxel kernels were loaded from: \"sm_XY\" (NVRTC), \"compute_XY\" PTX (the driver JIT-compiled it), or \"none\" (value is always 1).", "none"},
-		{LabelInputs, "inputs_info", "What the model is fed: \"lidar+camera\" (each cloud paired with an image) or \"lidar\" (a LiDAR-only model; no images taken) (value is always 1).", "unknown"},
+		{LabelInputs, "inputs_info", "What the model is fed: \"lidar+camera\" (each cloud paired with an image), \"lidar\" (a LiDAR-only model; no images taken), or \"scan\" / \"scan+camera\" for a planar LiDAR's scans (--planar-lidar) (value is always 1).", "unknown"},
 	}
 }
 
@@ -445,7 +446,7 @@ type Snapshot struct {
 	Handoff   string  `json:"handoff"`
 	// GPUKernels is LabelGPUKernels: "sm_90", "compute_70" (PTX), "none".
 	GPUKernels string `json:"gpu_kernels"`
-	// Inputs is LabelInputs: "lidar+camera" or "lidar".
+	// Inputs is LabelInputs: "lidar+camera", "lidar", "scan+camera" or "scan".
 	Inputs   string             `json:"inputs"`
 	Stages   []StageSnapshot    `json:"stages"`
 	Counters map[string]float64 `json:"counters"` // built-in frame counters and AddCounterFunc

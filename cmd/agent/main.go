@@ -49,8 +49,9 @@ a unix socket) or runs a camera source in this process (--camera), and per
 frame pair runs voxel filter → BEV raster → image preprocessing → ONNX model
 → planner, publishing cmd_vel. A watchdog zeroes cmd_vel when frames stop or
 a stage fails. With --lidar-only (a robot without a camera) it takes the
-clouds alone. Per-stage latency: http://<--http>/ (page), /latency (JSON),
-/metrics (Prometheus), /healthz. With an NVIDIA GPU (its driver found at run
+clouds alone; with --planar-lidar (a 2D laser scanner) its scans.
+Per-stage latency: http://<--http>/ (page), /latency (JSON), /metrics
+(Prometheus), /healthz. With an NVIDIA GPU (its driver found at run
 time) voxel filter and BEV run on it, reading the slot in place: kernels
 compiled for the device by NVRTC when found ($ZEROHOP_NVRTC names one; "none":
 never), else the embedded PTX, which the driver JIT-compiles. /latency's
@@ -92,6 +93,7 @@ Flags:
 	fs.StringVar(&cfg.Model, "model", "", "ONNX model file (default: the embedded reference model, see models/MODEL_CARD.md)")
 	fs.StringVar(&cfg.ModelConfig, "model-config", "", "JSON that maps the model's inputs and outputs (see models/README.md); one without an image input runs the agent on the LiDAR alone, as --lidar-only")
 	fs.BoolVar(&cfg.LidarOnly, "lidar-only", false, "for a robot with a LiDAR and no camera: take the clouds alone, neither subscribing to images nor waiting for them (the camera may serve none: bin/camera --image-size none, or --source ros2 --ros2-image-topic \"\"); without --model, the embedded LiDAR-only reference model (models/MODEL_CARD.md); a --model-config with an image input is refused. /latency's inputs says \"lidar\"")
+	fs.BoolVar(&cfg.PlanarLidar, "planar-lidar", false, "for a robot whose LiDAR is a planar (2D) laser scanner (sensor_msgs/LaserScan): the camera must mark its clouds as scans (bin/camera --planar-lidar, or --source ros2 --ros2-scan-topic); without --model, the embedded planar-LiDAR reference model, which takes every point of a scan for an obstacle and no images (models/MODEL_CARD.md); the ground check is off. Clouds of the other kind are dropped and counted (lidar_scan_mismatch_total). /latency's inputs says \"scan\"")
 	fs.DurationVar(&cfg.PairTolerance, "pair-tolerance", 0, fmt.Sprintf("how far apart the capture stamps of a cloud and the image it is processed with may be, and so how long a cloud waits for its image at most; 1ms up to half --watchdog (0: %v, or half --watchdog when that is less; not used with --lidar-only). Raise it for a camera slower than 25 Hz or drivers that stamp the scan's start (the log's last_image_minus_cloud shows the offset when clouds find no image)", agent.DefaultPairTolerance))
 	fs.StringVar(&cfg.ORTLib, "ort-lib", "", fmt.Sprintf("path of libonnxruntime.so (if not given: $ZEROHOP_ORT_LIB; else ort/%s/libonnxruntime.so.1 under $ZEROHOP_CACHE, ./.cache, .cache beside the executable, .cache above it; else libonnxruntime.so.1 or .so in each $LD_LIBRARY_PATH folder, then the system library folders)", infer.ORTVersion))
 	fs.StringVar(&cfg.Providers, "providers", infer.DefaultProviders, "ONNX Runtime execution providers in order of preference, comma-separated: tensorrt, cuda, cpu (case-insensitive; one that cannot start is skipped with a log line saying why)")

@@ -44,7 +44,7 @@ type options struct {
 }
 
 // transportNames are the valid --transports values.
-var transportNames = []string{"unix", "copy", "unix+spin", "unix+lidar"}
+var transportNames = []string{"unix", "copy", "unix+spin", "unix+lidar", "unix+scan"}
 
 const (
 	maxSeconds = 24 * 60 * 60
@@ -82,7 +82,7 @@ Flags:
 	fs.Float64Var(&o.rate, "rate", 30, "camera frame rate")
 	fs.StringVar(&o.bin, "bin", "bin", "directory holding the camera and agent binaries")
 	fs.StringVar(&o.out, "out", "docs/bench-e2e.md", `markdown output file ("" for stdout only)`)
-	fs.StringVar(&transports, "transports", "unix,copy", `transports to measure, in order: unix, copy, unix+spin (the agent spinning on its handle rings, --spin) or unix+lidar (a robot without a camera: camera --image-size none, agent --lidar-only)`)
+	fs.StringVar(&transports, "transports", "unix,copy", `transports to measure, in order: unix, copy, unix+spin (the agent spinning on its handle rings, --spin) unix+lidar (a robot without a camera: camera --image-size none, agent --lidar-only) or unix+scan (a robot with a planar 2D LiDAR and no camera: camera --planar-lidar --image-size none, agent --planar-lidar)`)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -226,13 +226,18 @@ func measure(ctx context.Context, o options, transport string) (result, error) {
 		return result{}, err
 	}
 	// "unix+spin": the unix transport with the agent spinning on its
-	// handle rings (--spin); "unix+lidar": a robot without a camera.
+	// handle rings (--spin); "unix+lidar": a robot without a camera;
+	// "unix+scan": one with a planar LiDAR and no camera.
 	base, spin := strings.CutSuffix(transport, "+spin")
 	base, lidarOnly := strings.CutSuffix(base, "+lidar")
+	base, scan := strings.CutSuffix(base, "+scan")
 	camArgs := []string{"--socket", sock, "--transport", base,
 		"--rate", strconv.FormatFloat(o.rate, 'f', -1, 64), "--metrics", camAddr, "--log-level", "warn"}
-	if lidarOnly {
+	if lidarOnly || scan {
 		camArgs = append(camArgs, "--image-size", "none")
+	}
+	if scan {
+		camArgs = append(camArgs, "--planar-lidar")
 	}
 	cam, err := startProc("camera", filepath.Join(o.bin, "camera"), camArgs...)
 	if err != nil {
@@ -245,6 +250,9 @@ func measure(ctx context.Context, o options, transport string) (result, error) {
 	}
 	if lidarOnly {
 		agentArgs = append(agentArgs, "--lidar-only")
+	}
+	if scan {
+		agentArgs = append(agentArgs, "--planar-lidar")
 	}
 	agent, err := startProc("agent", filepath.Join(o.bin, "agent"), agentArgs...)
 	if err != nil {

@@ -28,6 +28,7 @@ func TestParseOptions(t *testing.T) {
 		{args: []string{"--seconds", "5", "--rate", "0.1", "--transports", "copy, unix+spin"}, seconds: 5, rate: 0.1, transports: []string{"copy", "unix+spin"}},
 		{args: []string{"--rate", "10000", "--transports", "unix"}, seconds: 60, rate: 10000, transports: []string{"unix"}},
 		{args: []string{"--transports", "unix,unix+lidar"}, seconds: 60, rate: 30, transports: []string{"unix", "unix+lidar"}},
+		{args: []string{"--transports", "unix+lidar,unix+scan"}, seconds: 60, rate: 30, transports: []string{"unix+lidar", "unix+scan"}},
 		{args: []string{"--transports", "copy+lidar"}, err: `unknown transport "copy+lidar"`},
 		{args: []string{"--transports", "bogus"}, err: `--transports "bogus": unknown transport "bogus"`},
 		{args: []string{"--transports", "unix,"}, err: `unknown transport ""`},

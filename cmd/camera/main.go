@@ -61,6 +61,7 @@ Flags:
 	fs.BoolVar(&cfg.Loop, "loop", false, "replay: loop over the files")
 	fs.Float64Var(&cfg.Rate, "rate", 30, "frames per second, 0.001 to 10000 (0: 30); with --source ros2 the drivers set the pace and this only sizes the slot pools")
 	fs.IntVar(&cfg.Beams, "beams", 64, "synthetic LiDAR beams")
+	fs.BoolVar(&cfg.PlanarLidar, "planar-lidar", false, `a planar (2D) LiDAR, as a robot's laser scanner, for bin/agent --planar-lidar: the synthetic scene's LiDAR becomes one level beam 0.3 m above the ground (--beams is not used), and a replay folder's clouds are taken as recorded scans; their handles say so. With --source ros2 it needs --ros2-scan-topic (whose clouds are marked so anyway)`)
 	fs.IntVar(&cfg.AzimuthSteps, "azimuth-steps", 1800, "synthetic LiDAR azimuth steps per revolution")
 	fs.StringVar(&imageSize, "image-size", "1280x720", `synthetic image size WIDTHxHEIGHT, or "none": no camera images, only LiDAR clouds, from the synthetic scene or a replay folder that has images (for a LiDAR-only agent: bin/agent --lidar-only; with --source ros2, --ros2-image-topic "" does this)`)
 	fs.StringVar(&cfg.Socket, "socket", transport.DefaultSocketPath(), "unix socket to serve subscribers on, mode 0660; its folder is created 0750 if missing, an existing one is left as it is (if not given: $XDG_RUNTIME_DIR/zerohop/camera.sock, else /run/zerohop/camera.sock)")

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -50,6 +51,9 @@ func ros2Flags(fs *flag.FlagSet) func(context.Context, camera.NodeConfig, zap.At
 		if err != nil {
 			return true, err
 		}
+		if cfg.PlanarLidar && rc.ScanTopic == "" {
+			return true, errors.New(`--planar-lidar with --source ros2: give --ros2-scan-topic, the planar LiDAR's sensor_msgs/LaserScan topic (its clouds are then marked planar)`)
+		}
 		// What ros2 param shows: every flag as the camera runs with it;
 		// only the log level changes while it runs.
 		if rc.Parameters, err = params.FromFlags(fs, paramOptions(level)); err != nil {
@@ -67,6 +71,7 @@ func ros2Flags(fs *flag.FlagSet) func(context.Context, camera.NodeConfig, zap.At
 func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool), ra *rosargs.Args) (camera.ROS2NodeConfig, error) {
 	var (
 		points     = fs.String("ros2-points-topic", "points", `--source ros2: sensor_msgs/PointCloud2 topic ("" = none); a relative name resolves against --ros2-namespace (points in /robot1 is /robot1/points), an absolute one (/points) does not; x, y, z (FLOAT32/FLOAT64) and optional intensity (the field --ros2-intensity-field names, any numeric type; without it intensity is 0, with one warning) at any offsets`)
+		scan       = fs.String("ros2-scan-topic", "", `--source ros2: sensor_msgs/LaserScan topic of a planar (2D) LiDAR, e.g. scan ("" = none), read instead of --ros2-points-topic (left at its default, or ""): each scan becomes a cloud in its frame (rays without a valid return left out), marked planar for bin/agent --planar-lidar; --ros2-max-points bounds its rays, --ros2-intensity-scale scales its intensities`)
 		image      = fs.String("ros2-image-topic", "image_raw", `--source ros2: sensor_msgs/Image topic ("" = none); a relative name resolves against --ros2-namespace, as for --ros2-points-topic; rgb8, bgr8, mono8, rgba8 or bgra8 (cv_bridge's 8UC1, 8UC3 and 8UC4 too)`)
 		maxPoints  = fs.Int("ros2-max-points", 131072, "--source ros2: most points per cloud (slot size = 16 bytes × this); larger clouds are dropped and counted")
 		maxImage   = fs.Int("ros2-max-image-bytes", 1920*1080*3, "--source ros2: largest image in bytes (width × height × bytes per pixel); larger images are dropped and counted")
@@ -105,11 +110,24 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 		if err := dds.Validate(); err != nil {
 			return camera.ROS2NodeConfig{}, err
 		}
+		// A scan topic feeds the LiDAR stream in place of the points
+		// topic's default; another points topic too is refused.
+		lidarFlag, lidarTopic, pointsTopic := "--ros2-points-topic", *points, *points
+		if *scan != "" {
+			switch pointsTopic {
+			case "points":
+				pointsTopic = ""
+			case "":
+			default:
+				return camera.ROS2NodeConfig{}, fmt.Errorf(`--ros2-scan-topic %q and --ros2-points-topic %q: the camera has one LiDAR stream, fed by one of them: give --ros2-points-topic "" (or leave it at its default) with a scan topic`, *scan, pointsTopic)
+			}
+			lidarFlag, lidarTopic = "--ros2-scan-topic", *scan
+		}
 		for _, f := range []struct {
 			flag, topicFlag string
 			max             int
 			topic           string
-		}{{"--ros2-max-points", "--ros2-points-topic", *maxPoints, *points}, {"--ros2-max-image-bytes", "--ros2-image-topic", *maxImage, *image}} {
+		}{{"--ros2-max-points", lidarFlag, *maxPoints, lidarTopic}, {"--ros2-max-image-bytes", "--ros2-image-topic", *maxImage, *image}} {
 			switch {
 			case f.max < 0:
 				return camera.ROS2NodeConfig{}, fmt.Errorf("%s %d: want ≥ 1 (0 only with %s \"\")", f.flag, f.max, f.topicFlag)
@@ -145,7 +163,7 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 			return camera.ROS2NodeConfig{}, err
 		}
 		return camera.ROS2NodeConfig{
-			DDS: dds, PointsTopic: *points, ImageTopic: *image,
+			DDS: dds, PointsTopic: pointsTopic, ScanTopic: *scan, ImageTopic: *image,
 			MaxPoints: *maxPoints, MaxImageBytes: *maxImage, HandlesTopic: *handlesTop,
 			ImageMirrorTopic: *imgMirror, PointsMirrorTopic: *ptsMirror, MirrorReliability: rel,
 			StampOnReceipt: receipt, Intensity: intensity,

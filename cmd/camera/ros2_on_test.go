@@ -59,6 +59,24 @@ func TestDefaultTopicsFollowTheNamespace(t *testing.T) {
 	}
 }
 
+// A scan topic takes the LiDAR stream from the points topic's default
+// (another points topic is refused: TestRunRefusesBadMirrorReliability).
+func TestScanTopicReplacesTheDefaultPointsTopic(t *testing.T) {
+	for _, c := range []struct {
+		args         []string
+		points, scan string
+	}{
+		{nil, "points", ""},
+		{[]string{"--ros2-scan-topic", "scan"}, "", "scan"},
+		{[]string{"--ros2-scan-topic", "/robot/scan", "--ros2-points-topic", ""}, "", "/robot/scan"},
+	} {
+		rc := parseROS2Flags(t, c.args)
+		if rc.PointsTopic != c.points || rc.ScanTopic != c.scan {
+			t.Errorf("%q: points %q, scan %q; want %q, %q", c.args, rc.PointsTopic, rc.ScanTopic, c.points, c.scan)
+		}
+	}
+}
+
 func TestMirrorReliabilityFlagRejectsOtherValues(t *testing.T) {
 	for name, v := range map[string]string{
 		"ROS's own spelling":            "best_effort",
@@ -114,6 +132,12 @@ func TestRunRefusesBadMirrorReliability(t *testing.T) {
 			[]string{"--ros2-intensity-field", "only with --source ros2"}},
 		{"parameters from --ros-args", []string{"--metrics", "", "--ros-args", "-p", "source:=ros2", "-p", "ros2_mirror_reliability:=sometimes", "--"},
 			[]string{"--ros2-mirror-reliability", `"sometimes"`}},
+		{"--planar-lidar without a scan topic", []string{"--source", "ros2", "--planar-lidar", "--metrics", ""},
+			[]string{"--planar-lidar with --source ros2", "--ros2-scan-topic"}},
+		{"a scan topic and another points topic", []string{"--source", "ros2", "--ros2-scan-topic", "scan", "--ros2-points-topic", "velodyne_points", "--metrics", ""},
+			[]string{`--ros2-scan-topic "scan" and --ros2-points-topic "velodyne_points"`, `--ros2-points-topic ""`}},
+		{"no ray count for a scan topic", []string{"--source", "ros2", "--ros2-scan-topic", "scan", "--ros2-max-points", "0", "--metrics", ""},
+			[]string{`--ros2-max-points 0 with --ros2-scan-topic "scan"`}},
 		{"a remapping rule rcl refuses", []string{"--source", "ros2", "--metrics", "", "--ros-args", "-r", "points:=/lidar points", "--"},
 			[]string{`-r "points:=/lidar points": name "/lidar points"`}},
 	}
