@@ -436,7 +436,7 @@ func report(o options, rs []result) string {
 		}
 		c := r.counters
 		took := "clouds and images"
-		if strings.HasSuffix(r.transport, "+lidar") {
+		if strings.HasSuffix(r.transport, "+lidar") || strings.HasSuffix(r.transport, "+scan") {
 			took = "clouds"
 		}
 		fmt.Fprintf(&b, "\nCPU: camera %.1f %%, agent %.1f %%. Frames in %.0f s: camera published %.0f clouds; agent processed %.0f frames (took up %.0f %s, dropped %.0f, superseded %.0f).\n\n",
