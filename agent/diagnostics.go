@@ -49,6 +49,9 @@ type nodeState struct {
 	lidarFrame, mountFrom string
 	// pairTolerance is the pairing tolerance in force.
 	pairTolerance time.Duration
+	// planar is NodeConfig.PlanarLidar: the agent takes a planar LiDAR's
+	// scans, and checks no ground.
+	planar bool
 }
 
 // diagnose turns the node's state into its statuses:
@@ -64,7 +67,8 @@ type nodeState struct {
 //     the end-to-end p99 plus the time between frames (how old the newest
 //     frame gets before the next) passes 80 % of the watchdog period,
 //     beyond which cmd_vel is zeroed as stale;
-//   - lidar: ERROR when clouds in another frame than the mount's
+//   - lidar: ERROR when clouds of the other kind (planar scans, 3D
+//     clouds: --planar-lidar) or in another frame than the mount's
 //     (--lidar-frame) were dropped in the period; WARN while the ground
 //     check finds the ground away from where the mount puts it;
 //   - compute: where voxel filter, BEV and inference run; WARN once the
@@ -117,7 +121,7 @@ func diagnose(fullName string, st nodeState) []status.Status {
 		kv("handoff", st.snap.Handoff),
 		kv("inputs", st.snap.Inputs),
 	}}
-	if st.snap.Inputs != "lidar" {
+	if st.snap.Inputs != "lidar" && st.snap.Inputs != "scan" { // the model takes images
 		frames.Values = append(frames.Values, kv("unpaired", count(c["frames_unpaired_total"])),
 			kv("pair tolerance", st.pairTolerance.String()))
 	}
@@ -167,12 +171,18 @@ func diagnose(fullName string, st nodeState) []status.Status {
 	}
 	lidar.Values = append(lidar.Values, kv("mount from", orDefault(st.mountFrom, "--lidar-xy, --lidar-height, --lidar-rpy")))
 	switch {
+	case delta("lidar_scan_mismatch_total") > 0 && st.planar:
+		lidar.Level, lidar.Message = status.Error, "clouds dropped: they are 3D clouds, and this agent takes a planar LiDAR's scans (--planar-lidar): run it without the flag, or give the camera the planar LiDAR"
+	case delta("lidar_scan_mismatch_total") > 0:
+		lidar.Level, lidar.Message = status.Error, "clouds dropped: they are a planar LiDAR's scans, and this agent takes 3D clouds: run it with --planar-lidar"
 	case delta("lidar_frame_mismatch_total") > 0:
 		lidar.Level, lidar.Message = status.Error, fmt.Sprintf("clouds dropped: they are not in frame %s, which the mount from /tf_static is for (--lidar-frame)", st.lidarFrame)
 	case g["ground_mismatch"] != 0 && st.mountFrom != "":
 		lidar.Level, lidar.Message = status.Warn, "the ground is not where the mount from "+st.mountFrom+" puts it: check the URDF's (or static transform's) joint to the LiDAR against the log's suggested_lidar_height_m and suggested_lidar_rpy"
 	case g["ground_mismatch"] != 0:
 		lidar.Level, lidar.Message = status.Warn, "the ground is not where --lidar-height and --lidar-rpy put it: see the log's suggested_lidar_height_m and suggested_lidar_rpy"
+	case st.planar:
+		lidar.Message = "no ground check: a planar LiDAR's scans show no ground (--planar-lidar)"
 	case len(lidar.Values) == 1:
 		lidar.Message = "no ground check yet"
 	}
@@ -202,7 +212,7 @@ func statusLoop(cfg NodeConfig, watchdog time.Duration, rec *telemetry.Recorder,
 			snap := rec.Snapshot()
 			out := diagnose(cfg.StatusNode, nodeState{health: health(time.Now()), snap: snap, prev: prev, elapsed: elapsed, watchdog: watchdog,
 				planner: running(), lidarFrame: cfg.LidarFrame, mountFrom: cfg.LidarMountFrom,
-				pairTolerance: PairToleranceFor(cfg.PairTolerance, watchdog)})
+				pairTolerance: PairToleranceFor(cfg.PairTolerance, watchdog), planar: cfg.PlanarLidar})
 			prev = snap.Counters
 			return out
 		},

@@ -88,6 +88,16 @@ func TestDiagnose(t *testing.T) {
 			s.snap.Counters["lidar_frame_mismatch_total"] = 4
 			s.prev = map[string]float64{"frames_processed": 300, "frames_dropped": 2, "lidar_frame_mismatch_total": 4}
 		}, statusLidar, status.OK, "the ground is where"},
+		{"scans to a 3D agent", func(s *nodeState) { s.snap.Counters["lidar_scan_mismatch_total"] = 3 }, statusLidar, status.Error,
+			"they are a planar LiDAR's scans, and this agent takes 3D clouds: run it with --planar-lidar"},
+		{"3D clouds to a planar agent", func(s *nodeState) {
+			s.planar = true
+			s.snap.Counters["lidar_scan_mismatch_total"] = 3
+		}, statusLidar, status.Error, "they are 3D clouds, and this agent takes a planar LiDAR's scans (--planar-lidar)"},
+		{"a planar agent checks no ground", func(s *nodeState) {
+			s.planar = true
+			s.snap.Gauges = map[string]float64{}
+		}, statusLidar, status.OK, "no ground check: a planar LiDAR's scans show no ground"},
 		{"the GPU failed", func(s *nodeState) { s.snap.Counters["gpu_voxel_failures_total"] = 1 }, statusCompute, status.Warn,
 			"moved to the CPU"},
 		{"limits that cannot stop in time", func(s *nodeState) { s.planner = planner.Config{MaxSpeed: 3, MaxDecel: 0.5} }, statusCmdVel, status.Warn,
@@ -269,7 +279,7 @@ func TestDiagnoseFramesValues(t *testing.T) {
 	for _, tc := range []struct {
 		inputs   string
 		unpaired bool
-	}{{"lidar+camera", true}, {"lidar", false}} {
+	}{{"lidar+camera", true}, {"lidar", false}, {"scan+camera", true}, {"scan", false}} {
 		snap := healthySnapshot()
 		snap.Inputs = tc.inputs
 		snap.Counters["frames_unpaired_total"] = 7

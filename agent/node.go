@@ -240,6 +240,11 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 		log.Info("execution provider skipped", zap.String("provider", s.Name), zap.String("reason", s.Reason))
 	}
 	log.Info("model ready", zap.String("model", sess.Model()), zap.String("provider", sess.Provider()))
+	if cfg.PlanarLidar && cfg.MinPoints > 1 {
+		// A scan puts one return in most voxels of a thin obstacle.
+		log.Warn("--min-points above 1 with --planar-lidar: a scan has one return in most voxels of a thin obstacle (a table leg, a pole), which the voxel filter then drops; 0 keeps them",
+			zap.Int("min_points", cfg.MinPoints))
+	}
 
 	var prep *infer.Preprocessor
 	if images {
@@ -450,7 +455,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 		if err != nil {
 			return err
 		}
-		cam, err := camera.New(camera.Config{Source: source, Rate: cfg.Rate, Subscribers: 1, Allocator: allocator, Log: log})
+		cam, err := camera.New(camera.Config{Source: source, PlanarLidar: cfg.PlanarLidar, Rate: cfg.Rate, Subscribers: 1, Allocator: allocator, Log: log})
 		if err != nil {
 			return err
 		}
@@ -767,7 +772,7 @@ func describesTheReferenceModel(m infer.ModelConfig, embedded referenceModel) er
 	ref := embedded.config()
 	_, refImages := ref.Input(infer.TensorImage)
 	if _, images := m.Input(infer.TensorImage); !images && refImages {
-		return fmt.Errorf("%s has no image input, and the embedded reference model takes one: --lidar-only runs its LiDAR-only variant (models/MODEL_CARD.md)", m.Source())
+		return fmt.Errorf("%s has no image input, and the embedded reference model takes one: --lidar-only runs its LiDAR-only variant, --planar-lidar the planar-LiDAR one (models/MODEL_CARD.md)", m.Source())
 	}
 	got, err := bevConfig(m, lidarPose{})
 	if err != nil {

@@ -76,6 +76,12 @@ type Config struct {
 	// Frames stops after this many frames; 0 runs until the source ends or
 	// ctx is done.
 	Frames uint64
+	// PlanarLidar: the clouds are a planar (2D) LiDAR's scans, and their
+	// handles say so (handles.PointsPlanar); a source that says so
+	// itself (sensor.Planar) is marked too. A scan taken for a 3D cloud
+	// shows the agent's 3D models no obstacle below their obstacle
+	// height: the mark is what lets the agent refuse it.
+	PlanarLidar bool
 	// PointsFrameID and ImageFrameID go into handles; defaults "lidar",
 	// "camera".
 	PointsFrameID, ImageFrameID string
@@ -188,12 +194,13 @@ func New(cfg Config) (*Camera, error) {
 		Step: sensor.PointStep, X: sensor.PointOffsetX, Y: sensor.PointOffsetY,
 		Z: sensor.PointOffsetZ, Intensity: sensor.PointOffsetIntensity, Datatype: handles.DatatypeFloat32,
 	}
-	if sensor.Planar(cfg.Source) {
+	planar := cfg.PlanarLidar || sensor.Planar(cfg.Source)
+	if planar {
 		c.points.Flags = handles.PointsPlanar
 	}
 	c.log.Info("camera pools ready", zap.Uint32("slots", slots),
 		zap.Uint64("points_slot_bytes", sizes[0]), zap.Uint64("image_slot_bytes", sizes[1]),
-		zap.Bool("shared", cfg.Shared), zap.Float64("rate_hz", cfg.Rate), zap.Bool("planar_lidar", sensor.Planar(cfg.Source)))
+		zap.Bool("shared", cfg.Shared), zap.Float64("rate_hz", cfg.Rate), zap.Bool("planar_lidar", planar))
 	if cfg.Shared {
 		for _, p := range c.pools {
 			if p != nil && !p.WriteSealed() {

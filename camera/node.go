@@ -122,7 +122,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		return err
 	}
 	cam, err := New(Config{
-		Source: src, Rate: cfg.Rate, Slots: cfg.Slots, Subscribers: cfg.Subscribers, Shared: true, Lock: cfg.Lock,
+		Source: src, PlanarLidar: cfg.PlanarLidar, Rate: cfg.Rate, Slots: cfg.Slots, Subscribers: cfg.Subscribers, Shared: true, Lock: cfg.Lock,
 		Checksum: cfg.Checksum, Frames: cfg.Frames, Log: log,
 	})
 	if err != nil {

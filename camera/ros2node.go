@@ -96,6 +96,9 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 		}
 		lidar = topicFlag{"--ros2-scan-topic", rc.ScanTopic, ""}
 	}
+	if cfg.PlanarLidar && lidar.topic == "" {
+		return errors.New(`--planar-lidar with --source ros2: give the planar LiDAR's topic, --ros2-scan-topic (sensor_msgs/LaserScan) or --ros2-points-topic (sensor_msgs/PointCloud2 of its scans)`)
+	}
 	if err := rc.Intensity.check(); err != nil {
 		return err
 	}
@@ -133,7 +136,11 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 	if rc.ImageTopic != "" {
 		sizes.ImageBytes = rc.MaxImageBytes
 	}
-	cam, err := New(Config{Source: sizes, Rate: cfg.Rate, Slots: cfg.Slots, Subscribers: cfg.Subscribers, Shared: true, Lock: cfg.Lock,
+	// A scan topic's clouds are planar; so are a PointCloud2 topic's with
+	// --planar-lidar (a 2D scanner whose driver publishes PointCloud2, or
+	// laser_geometry's projection of a LaserScan).
+	planar := cfg.PlanarLidar || rc.ScanTopic != ""
+	cam, err := New(Config{Source: sizes, PlanarLidar: planar, Rate: cfg.Rate, Slots: cfg.Slots, Subscribers: cfg.Subscribers, Shared: true, Lock: cfg.Lock,
 		Checksum: cfg.Checksum, Log: log})
 	if err != nil {
 		return err
@@ -251,7 +258,7 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 		defer func() { cancel(); <-loopDone }()
 	}
 	log.Info("camera serving ROS 2 topics", zap.String("socket", srv.Path()),
-		zap.String("points_topic", inputs[0].resolved), zap.Bool("planar_lidar", rc.ScanTopic != ""), zap.String("image_topic", inputs[1].resolved))
+		zap.String("points_topic", inputs[0].resolved), zap.Bool("planar_lidar", planar), zap.String("image_topic", inputs[1].resolved))
 	<-ctx.Done()
 	// Callbacks first: no publish after the server stops.
 	srcErr := src.Close()

@@ -18,9 +18,12 @@ import (
 // lies at angle_min + i × angle_increment (counter-clockwise from the
 // frame's x axis, ROS REP 103); its point is (r cos θ, r sin θ, 0) with
 // intensity intensities[i] × --ros2-intensity-scale, or 0 when the
-// driver sends none. Rays without a valid return are left out: NaN, ±Inf
-// (REP 117: no echo, too close) and ranges outside [range_min,
-// range_max]. Points keep the scan's ray order. The rays' time offsets
+// driver sends none or it is not finite (the voxel filter would drop the
+// point, position and all). Rays without a return are left out: NaN (an
+// error), +Inf (no echo) and ranges outside [range_min, range_max]. A
+// -Inf ray (REP 117: something closer than the scanner measures) becomes
+// a point at range_min: an obstacle at the bumper is not open space.
+// Points keep the scan's ray order. The rays' time offsets
 // (time_increment) are not applied: the cloud is the scan as the header
 // stamps it.
 func (s *ROS2Source) OnLaserScan(v *ros2.LaserScanView) {
@@ -64,7 +67,7 @@ func (s *ROS2Source) OnLaserScan(v *ros2.LaserScanView) {
 }
 
 // checkScan refuses a scan whose rays cannot be placed: angles or range
-// limits that are not finite, or several rays at one angle.
+// limits that are not finite or below 0, or several rays at one angle.
 func checkScan(v *ros2.LaserScanView) error {
 	finite := func(f float32) bool { return !math.IsNaN(float64(f)) && !math.IsInf(float64(f), 0) }
 	switch {
@@ -72,8 +75,9 @@ func checkScan(v *ros2.LaserScanView) error {
 		return fmt.Errorf("LaserScan angle_min %v, angle_increment %v: want finite angles", v.AngleMin, v.AngleIncrement)
 	case v.AngleIncrement == 0 && len(v.Ranges) > 1:
 		return fmt.Errorf("LaserScan angle_increment 0 with %d rays: want the angle between rays", len(v.Ranges))
-	case math.IsNaN(float64(v.RangeMin)) || math.IsNaN(float64(v.RangeMax)) || v.RangeMin > v.RangeMax:
-		return fmt.Errorf("LaserScan range_min %v, range_max %v: want range_min <= range_max", v.RangeMin, v.RangeMax)
+	case !finite(v.RangeMin) || v.RangeMin < 0 || math.IsNaN(float64(v.RangeMax)) || v.RangeMin > v.RangeMax:
+		// A negative range would put a return behind the scanner.
+		return fmt.Errorf("LaserScan range_min %v, range_max %v: want 0 <= range_min <= range_max", v.RangeMin, v.RangeMax)
 	}
 	return nil
 }
@@ -87,10 +91,13 @@ func scanToPoints(dst []byte, v *ros2.LaserScanView, intensities []float32, iSca
 	n := 0
 	for i, r32 := range v.Ranges {
 		r := float64(r32)
-		// NaN fails both comparisons; ±Inf fails one (range_max is finite
-		// for any real scanner; an infinite one lets +Inf through, which
-		// the filter drops as a non-finite point).
-		if !(r >= lo && r <= hi) || math.IsInf(r, 0) {
+		if math.IsInf(r, -1) {
+			r = lo
+		}
+		// NaN fails both comparisons; +Inf is let through only by an
+		// infinite range_max, so it is tested too. A range of 0 is no
+		// return, even where range_min is 0.
+		if !(r >= lo && r <= hi) || math.IsInf(r, 1) || r <= 0 {
 			continue
 		}
 		sin, cos := math.Sincos(float64(v.AngleMin) + float64(i)*float64(v.AngleIncrement))
@@ -99,6 +106,9 @@ func scanToPoints(dst []byte, v *ros2.LaserScanView, intensities []float32, iSca
 			in = intensities[i]
 			if iScale != 1 {
 				in = float32(float64(in) * iScale)
+			}
+			if f := float64(in); math.IsNaN(f) || math.IsInf(f, 0) {
+				in = 0
 			}
 		}
 		d := dst[n*sensor.PointStep : (n+1)*sensor.PointStep]

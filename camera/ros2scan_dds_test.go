@@ -74,3 +74,47 @@ func TestRunROS2NodeServesALaserScanAsAPlanarCloud(t *testing.T) {
 		}
 	}
 }
+
+// A 2D scanner whose driver publishes PointCloud2 (or laser_geometry's
+// projection of its LaserScan): with PlanarLidar the camera marks those
+// clouds planar too; without it they are 3D clouds.
+func TestRunROS2NodeMarksPointCloud2PlanarWhenTold(t *testing.T) {
+	for _, planar := range []bool{true, false} {
+		cfg := ros2Config(t)
+		socket := socketPath(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- RunROS2Node(ctx, NodeConfig{Rate: 30, Socket: socket, AllowGID: -1, PlanarLidar: planar, Log: zaptest.NewLogger(t)},
+				ROS2NodeConfig{DDS: cfg, PointsTopic: "/lidar/points", MaxPoints: 1000})
+		}()
+		got := make(chan handles.Handle, 1)
+		sub, err := transport.NewSubscriber(transport.SubscriberConfig{Path: socket, Name: "test", Topics: []string{PointsTopicName},
+			MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, OnLease: func(l transport.Lease) {
+				select {
+				case got <- l.Handle:
+				default:
+				}
+				l.Release()
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		subCtx, subCancel := context.WithTimeout(ctx, 20*time.Second)
+		go sub.Run(subCtx)
+		startDriver(t, cfg, "cloud", "rt/lidar/points", "20", "100")
+		select {
+		case h := <-got:
+			if want := map[bool]handles.PointFlags{true: handles.PointsPlanar}[planar]; h.Points.Flags != want || h.Points.Count != 100 {
+				t.Errorf("PlanarLidar %v: handle %+v, want flags %d on 100 points", planar, h, want)
+			}
+		case <-time.After(20 * time.Second):
+			t.Errorf("PlanarLidar %v: no cloud over the socket within 20 s", planar)
+		}
+		subCancel()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("RunROS2Node: %v", err)
+		}
+	}
+}

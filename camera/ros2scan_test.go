@@ -12,8 +12,10 @@ import (
 )
 
 // testScan is a scan of n rays over the full circle from -π, ray i at
-// range 1 + i/10 m with intensity i, but for the invalid returns REP 117
-// names: ray 1 NaN, 2 +Inf, 3 -Inf, 4 below range_min, 5 above range_max.
+// range 1 + i/10 m with intensity i, but for the rays without a return:
+// ray 1 NaN, 2 +Inf, 4 below range_min, 5 above range_max, 6 at 0; ray
+// 3 is -Inf (too close, REP 117), a point at range_min; ray 7's intensity
+// is NaN.
 func testScan(n int) *ros2.LaserScanView {
 	v := &ros2.LaserScanView{Sec: 1700000002, Nanosec: 5, FrameID: []byte("base_scan"),
 		AngleMin: float32(-math.Pi), AngleIncrement: float32(2 * math.Pi / float64(n)), RangeMin: 0.12, RangeMax: 12,
@@ -22,7 +24,8 @@ func testScan(n int) *ros2.LaserScanView {
 		v.Ranges[i], v.Intensities[i] = 1+float32(i)/10, float32(i)
 	}
 	v.Ranges[1], v.Ranges[2], v.Ranges[3] = float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))
-	v.Ranges[4], v.Ranges[5] = 0.1, 12.5
+	v.Ranges[4], v.Ranges[5], v.Ranges[6] = 0.1, 12.5, 0
+	v.Intensities[7] = float32(math.NaN())
 	return v
 }
 
@@ -64,17 +67,20 @@ func TestLaserScanBecomesAPlanarCloud(t *testing.T) {
 			}
 			pts := scanPoints(b)
 			if len(pts) != 95 || h.Points.Count != 95 {
-				t.Fatalf("%d points (count %d), want the 95 valid returns of 100", len(pts), h.Points.Count)
+				t.Fatalf("%d points (count %d), want 95 of 100 rays (none for NaN, +Inf, below and above the limits, 0)", len(pts), h.Points.Count)
 			}
 			k := 0
 			for i := range 100 {
-				if i >= 1 && i <= 5 {
+				if i == 1 || i == 2 || i == 4 || i == 5 || i == 6 {
 					continue
 				}
 				rng := float64(1 + float32(i)/10)
+				if i == 3 {
+					rng = float64(v.RangeMin)
+				}
 				th := float64(v.AngleMin) + float64(i)*float64(v.AngleIncrement)
 				wantI := 0.0
-				if tc.intensities {
+				if tc.intensities && i != 7 {
 					wantI = float64(i) * tc.scale
 				}
 				p := pts[k]
@@ -103,7 +109,9 @@ func TestLaserScanRefusals(t *testing.T) {
 		{"NaN angle_min", func(v *ros2.LaserScanView) { v.AngleMin = float32(math.NaN()) }, false, "want finite angles"},
 		{"infinite increment", func(v *ros2.LaserScanView) { v.AngleIncrement = float32(math.Inf(1)) }, false, "want finite angles"},
 		{"zero increment", func(v *ros2.LaserScanView) { v.AngleIncrement = 0 }, false, "angle_increment 0 with 100 rays"},
-		{"range limits upside down", func(v *ros2.LaserScanView) { v.RangeMin, v.RangeMax = 5, 1 }, false, "want range_min <= range_max"},
+		{"range limits upside down", func(v *ros2.LaserScanView) { v.RangeMin, v.RangeMax = 5, 1 }, false, "want 0 <= range_min <= range_max"},
+		{"negative range_min", func(v *ros2.LaserScanView) { v.RangeMin = -1 }, false, "range_min -1"},
+		{"infinite range_min", func(v *ros2.LaserScanView) { v.RangeMin = float32(math.Inf(-1)) }, false, "range_min -Inf"},
 		{"more rays than a slot holds", func(v *ros2.LaserScanView) {}, true, "raise --ros2-max-points to at least 100"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

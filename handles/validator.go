@@ -165,6 +165,9 @@ func validatePoints(h *Handle) *FieldError {
 	if h.Image != (ImageFormat{}) {
 		return unusedImageError(&h.Image)
 	}
+	if p.Flags&^knownPointFlags != 0 { // as Unmarshal, for handles passed in-process
+		return newFieldError(classReserved, "handle", "points.flags", uint64(p.Flags), "<=", uint64(knownPointFlags))
+	}
 	step := uint64(p.Step)
 	for _, f := range [...]struct {
 		name string

@@ -191,3 +191,24 @@ func TestVerifyPayload(t *testing.T) {
 		})
 	}
 }
+
+// A handle passed in-process (never marshalled) with a flag this version
+// does not define is refused as Unmarshal refuses it on the wire; the
+// planar flag passes.
+func TestValidateRefusesUndefinedPointFlags(t *testing.T) {
+	v := newTestValidator(t)
+	for _, tc := range []struct {
+		flags PointFlags
+		ok    bool
+	}{{0, true}, {PointsPlanar, true}, {2, false}, {PointsPlanar | 0x80, false}} {
+		h := pointsHandle()
+		h.Points.Flags = tc.flags
+		err := v.Validate(&h)
+		if tc.ok != (err == nil) {
+			t.Errorf("flags %#x: %v", tc.flags, err)
+		}
+		if !tc.ok {
+			checkFieldError(t, err, ErrReserved, "points.flags")
+		}
+	}
+}

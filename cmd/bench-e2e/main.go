@@ -425,7 +425,7 @@ func report(o options, rs []result) string {
 	fmt.Fprintf(&b, "# End-to-end benchmark\n\n")
 	fmt.Fprintf(&b, "`bench-e2e --seconds %d --rate %g --transports %s` — %s, %s, %d CPUs, %s, %s, commit %s.\n\n",
 		o.seconds, o.rate, strings.Join(o.transports, ","), time.Now().UTC().Format("2006-01-02 15:04 UTC"), cpuModel(), runtime.NumCPU(), runtime.Version(), host, commit())
-	fmt.Fprintf(&b, "Camera: synthetic scene, 1280×720 rgb8 (none in the +lidar runs) + 115,200 points per frame at %g Hz. Agent: CPU execution provider, ONNX Runtime 1 intra-op thread. ", o.rate)
+	fmt.Fprintf(&b, "Camera: synthetic scene, 1280×720 rgb8 (none in the +lidar and +scan runs) + 115,200 points per frame (1,800 of a planar scan in the +scan runs) at %g Hz. Agent: CPU execution provider, ONNX Runtime 1 intra-op thread. ", o.rate)
 	b.WriteString("Latencies in µs over the measured window, warm-up left out: the agent's since-start HDR histograms (`/latency/hdr`) at the window's end less those at its start; nearest-rank percentiles. Frame counts and CPU (% of one core, /proc utime+stime) over the same window.\n\n")
 	for _, r := range rs {
 		fmt.Fprintf(&b, "## %s transport\n\n", r.transport)

@@ -51,8 +51,8 @@ func ros2Flags(fs *flag.FlagSet) func(context.Context, camera.NodeConfig, zap.At
 		if err != nil {
 			return true, err
 		}
-		if cfg.PlanarLidar && rc.ScanTopic == "" {
-			return true, errors.New(`--planar-lidar with --source ros2: give --ros2-scan-topic, the planar LiDAR's sensor_msgs/LaserScan topic (its clouds are then marked planar)`)
+		if cfg.PlanarLidar && rc.ScanTopic == "" && rc.PointsTopic == "" {
+			return true, errors.New(`--planar-lidar with --source ros2: give the planar LiDAR's topic, --ros2-scan-topic (sensor_msgs/LaserScan) or --ros2-points-topic (sensor_msgs/PointCloud2 of its scans)`)
 		}
 		// What ros2 param shows: every flag as the camera runs with it;
 		// only the log level changes while it runs.
@@ -114,6 +114,8 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 		// topic's default; another points topic too is refused.
 		lidarFlag, lidarTopic, pointsTopic := "--ros2-points-topic", *points, *points
 		if *scan != "" {
+			// By value, not by whether it was given: compose and launch
+			// files pass the default explicitly.
 			switch pointsTopic {
 			case "points":
 				pointsTopic = ""
