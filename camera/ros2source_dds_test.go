@@ -308,36 +308,14 @@ func TestRunROS2NodeServesDriverFramesOverUnixSocket(t *testing.T) {
 func TestRunROS2NodeWithoutAnImageTopicServesCloudsAlone(t *testing.T) {
 	cfg := ros2Config(t)
 	socket := socketPath(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- RunROS2Node(ctx, NodeConfig{Rate: 30, Socket: socket, AllowGID: -1, MetricsAddr: "", Log: zaptest.NewLogger(t)},
-			ROS2NodeConfig{DDS: cfg, PointsTopic: "/lidar/points", MaxPoints: 1000})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("RunROS2Node: %v", err)
-		}
-	}()
-	subscriber := func(topics []string, onLease func(transport.Lease)) (*transport.Subscriber, chan error) {
-		sub, err := transport.NewSubscriber(transport.SubscriberConfig{Path: socket, Name: "test", Topics: topics,
-			MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, OnLease: onLease})
-		if err != nil {
-			t.Fatal(err)
-		}
-		subCtx, subCancel := context.WithTimeout(ctx, 20*time.Second)
-		t.Cleanup(subCancel)
-		runErr := make(chan error, 1)
-		go func() { runErr <- sub.Run(subCtx) }()
-		return sub, runErr
-	}
-	_, refusal := subscriber([]string{PointsTopicName, ImageTopicName}, func(l transport.Lease) { l.Release() })
+	ctx := startROS2Node(t, NodeConfig{Rate: 30, Socket: socket, AllowGID: -1, MetricsAddr: "", Log: zaptest.NewLogger(t)},
+		ROS2NodeConfig{DDS: cfg, PointsTopic: "/lidar/points", MaxPoints: 1000})
+	refusal := subscribeTo(t, ctx, socket, []string{PointsTopicName, ImageTopicName}, func(l transport.Lease) { l.Release() })
 	if err := <-refusal; !errors.Is(err, transport.ErrRefused) || !strings.Contains(err.Error(), NoImageWhy) {
 		t.Errorf("a subscriber of points and images: %v; want refused with %q", err, NoImageWhy)
 	}
 	got := make(chan handles.Handle, 1)
-	_, _ = subscriber([]string{PointsTopicName}, func(l transport.Lease) {
+	subscribeTo(t, ctx, socket, []string{PointsTopicName}, func(l transport.Lease) {
 		select {
 		case got <- l.Handle:
 		default:
@@ -353,6 +331,39 @@ func TestRunROS2NodeWithoutAnImageTopicServesCloudsAlone(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("no cloud over the socket within 20 s")
 	}
+}
+
+// startROS2Node runs RunROS2Node(cfg, rc) until the test ends, failing
+// it on an error; the context returned ends with the node.
+func startROS2Node(t *testing.T, cfg NodeConfig, rc ROS2NodeConfig) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- RunROS2Node(ctx, cfg, rc) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("RunROS2Node: %v", err)
+		}
+	})
+	return ctx
+}
+
+// subscribeTo subscribes "test" to topics of the camera at socket, for at
+// most 20 s within ctx, handing each lease to onLease; the channel gets
+// Run's result.
+func subscribeTo(t *testing.T, ctx context.Context, socket string, topics []string, onLease func(transport.Lease)) <-chan error {
+	t.Helper()
+	sub, err := transport.NewSubscriber(transport.SubscriberConfig{Path: socket, Name: "test", Topics: topics,
+		MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, OnLease: onLease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	subCtx, subCancel := context.WithTimeout(ctx, 20*time.Second)
+	t.Cleanup(subCancel)
+	runErr := make(chan error, 1)
+	go func() { runErr <- sub.Run(subCtx) }()
+	return runErr
 }
 
 // readLine returns r's next line, failing after 20 s.
