@@ -800,7 +800,7 @@ func (p *Pipeline) cloudStages(in voxel.Cloud) (time.Time, error) {
 		// path and "bev" records nothing.
 		if gpuErr = p.gpu.Run(in, p.pts, p.cfg.GPUBEV); gpuErr == nil {
 			t = p.lap(telemetry.StageVoxel, t)
-			return t, p.sawSomething()
+			return t, p.checkCloud()
 		}
 		t = time.Now()
 	}
@@ -821,7 +821,7 @@ func (p *Pipeline) cloudStages(in voxel.Cloud) (time.Time, error) {
 		p.gpuFailed(gpuErr)
 	}
 	t = p.lap(telemetry.StageVoxel, t)
-	if err := p.sawSomething(); err != nil {
+	if err := p.checkCloud(); err != nil {
 		return t, err
 	}
 	p.stage.Store(int32(telemetry.StageBEV))
@@ -848,6 +848,44 @@ func (p *Pipeline) sawSomething() error {
 	}
 	p.cfg.Watchdog.Fail("voxel", errSawNothing)
 	return errSawNothing
+}
+
+// An unmarked planar scan: a cloud of at least scanMinPoints drawn
+// points, all within scanSlabM of one height at least scanAboveM above
+// the ground. A 3D LiDAR sees the ground near it; a level 2D scanner
+// sees only its plane, at its height.
+const (
+	scanAboveM    = 0.05
+	scanSlabM     = 0.1
+	scanMinPoints = 16
+)
+
+// errLooksPlanar fails a 3D pipeline's frame whose cloud looks like a
+// planar scan that its camera did not mark.
+var errLooksPlanar = errors.New("the filtered cloud lies in one level plane above the ground, as a planar (2D) LiDAR's scan, which a 3D model reads as no obstacle below its obstacle height")
+
+// checkCloud fails the frame (stage "voxel") when the filtered cloud
+// cannot be planned from: it shows nothing inside the raster
+// (sawSomething), or, to a 3D pipeline, it looks like a planar scan
+// whose camera did not say so (a 2D scanner's PointCloud2, or
+// laser_geometry's projection of a LaserScan, without the camera's
+// --planar-lidar): a 3D model counts only cells taller than its obstacle
+// height, and a scanner mounted lower would show it none. Counted with
+// the marked scans (ScanMismatches), logged once.
+func (p *Pipeline) checkCloud() error {
+	if err := p.sawSomething(); err != nil || p.cfg.PlanarLidar {
+		return err
+	}
+	z, planar := p.cfg.BEV.LevelAbove(p.pts, scanAboveM, scanSlabM, scanMinPoints)
+	if !planar {
+		return nil
+	}
+	if p.scanMismatches.Add(1) == 1 {
+		p.log.Error("clouds dropped: every point lies in one level plane above the ground, as a planar (2D) LiDAR's scan, which this agent's 3D model cannot read (it sees no obstacle lower than its obstacle height): mark the camera's clouds planar (bin/camera --planar-lidar, with --ros2-points-topic or --ros2-scan-topic) and run the agent with --planar-lidar; a 3D LiDAR's cloud looks so only when its ground reads that high: check --lidar-height (counted in lidar_scan_mismatch_total, logged once)",
+			zap.Float32("plane_height_m", z), zap.Int("points", len(p.pts.P)))
+	}
+	p.cfg.Watchdog.Fail("voxel", errLooksPlanar)
+	return errLooksPlanar
 }
 
 // gpuFailed ends the GPU path after it failed on a frame the CPU could

@@ -174,7 +174,7 @@ func diagnose(fullName string, st nodeState) []status.Status {
 	case delta("lidar_scan_mismatch_total") > 0 && st.planar:
 		lidar.Level, lidar.Message = status.Error, "clouds dropped: they are 3D clouds, and this agent takes a planar LiDAR's scans (--planar-lidar): run it without the flag, or give the camera the planar LiDAR"
 	case delta("lidar_scan_mismatch_total") > 0:
-		lidar.Level, lidar.Message = status.Error, "clouds dropped: they are a planar LiDAR's scans, and this agent takes 3D clouds: run it with --planar-lidar"
+		lidar.Level, lidar.Message = status.Error, "clouds dropped: they are a planar LiDAR's scans (marked so by the camera, or lying in one level plane above the ground), and this agent takes 3D clouds: run it with --planar-lidar, the camera with --planar-lidar or --ros2-scan-topic"
 	case delta("lidar_frame_mismatch_total") > 0:
 		lidar.Level, lidar.Message = status.Error, fmt.Sprintf("clouds dropped: they are not in frame %s, which the mount from /tf_static is for (--lidar-frame)", st.lidarFrame)
 	case g["ground_mismatch"] != 0 && st.mountFrom != "":

@@ -89,7 +89,7 @@ func TestDiagnose(t *testing.T) {
 			s.prev = map[string]float64{"frames_processed": 300, "frames_dropped": 2, "lidar_frame_mismatch_total": 4}
 		}, statusLidar, status.OK, "the ground is where"},
 		{"scans to a 3D agent", func(s *nodeState) { s.snap.Counters["lidar_scan_mismatch_total"] = 3 }, statusLidar, status.Error,
-			"they are a planar LiDAR's scans, and this agent takes 3D clouds: run it with --planar-lidar"},
+			"they are a planar LiDAR's scans (marked so by the camera, or lying in one level plane above the ground), and this agent takes 3D clouds: run it with --planar-lidar"},
 		{"3D clouds to a planar agent", func(s *nodeState) {
 			s.planar = true
 			s.snap.Counters["lidar_scan_mismatch_total"] = 3

@@ -61,6 +61,8 @@ type composedOptions struct {
 	// planar runs the planar-LiDAR reference model on the scene's planar
 	// LiDAR (synth.Planar; no camera): Config.PlanarLidar.
 	planar bool
+	// log is the pipeline's logger; nil: none.
+	log *zap.Logger
 }
 
 func newComposed(t *testing.T) *composed { return newComposedWith(t, composedOptions{}) }
@@ -152,7 +154,7 @@ func newComposedWith(t *testing.T, o composedOptions) *composed {
 	t.Cleanup(func() { inproc.Close() })
 	sink := &recordingSink{}
 	pipe, err := New(Config{Source: inproc, Filter: filter, BEV: bev, Session: sess, Prep: prep, Planner: plan,
-		Watchdog: wd, Recorder: rec, Sink: sink, MaxPoints: 200_000, GPU: o.gpu, GPUBEV: o.gpuBEV, PlanarLidar: o.planar})
+		Watchdog: wd, Recorder: rec, Sink: sink, MaxPoints: 200_000, GPU: o.gpu, GPUBEV: o.gpuBEV, PlanarLidar: o.planar, Log: o.log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -138,3 +138,44 @@ func TestPlanarLidarModelSeesALowScannersObstacle(t *testing.T) {
 		t.Errorf("a planar frame allocates %.1f times, want 0", allocs)
 	}
 }
+
+// unmarkedSource hides its source's Planar method: a 2D scanner's clouds
+// that reach the camera as plain PointCloud2, unmarked.
+type unmarkedSource struct{ sensor.Source }
+
+// A planar scan whose camera did not mark it (a scanner publishing
+// PointCloud2 without the camera's --planar-lidar) still never reaches a
+// 3D model: at 0.15 m every return is below its obstacle height, and it
+// would drive into walls. The pipeline sees every point in one level
+// plane above the ground and drops the frame, counted with the marked
+// ones and logged once; the 3D scene's frames pass (the ground is in
+// them).
+func TestUnmarkedScanDoesNotReachA3DModel(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	c := newComposedWith(t, composedOptions{lidarOnly: true, log: zap.New(core),
+		synth: sensor.SyntheticConfig{Planar: true, LidarHeight: 0.15, AzimuthSteps: 720},
+		wrap:  func(s sensor.Source) sensor.Source { return unmarkedSource{s} }})
+	var h handles.Handle
+	for seq := range uint64(3) {
+		c.step(t, seq, &h)
+	}
+	if h.Points.Flags != 0 {
+		t.Fatalf("the fixture marked the clouds (flags %d)", h.Points.Flags)
+	}
+	if p, d, m := c.rec.Count(telemetry.FramesProcessed), c.rec.Count(telemetry.FramesDropped), c.pipe.ScanMismatches(); p != 0 || d != 3 || m != 3 {
+		t.Errorf("%d processed, %d dropped, %d scan mismatches; want 0, 3, 3", p, d, m)
+	}
+	if n := movingCommands(c.sink); n != 0 {
+		t.Errorf("%d moving commands", n)
+	}
+	lines := logs.FilterMessageSnippet("one level plane above the ground").All()
+	if len(lines) != 1 || lines[0].ContextMap()["plane_height_m"] != float32(0.15) {
+		t.Errorf("log lines %v: want one, with plane_height_m 0.15", lines)
+	}
+	// The 3D scene, every cloud with its ground: planned.
+	c3 := newComposedWith(t, composedOptions{lidarOnly: true, rt: c.rt})
+	c3.step(t, 0, &h)
+	if p := c3.rec.Count(telemetry.FramesProcessed); p != 1 || c3.pipe.ScanMismatches() != 0 {
+		t.Errorf("3D scene: %d processed, %d scan mismatches; want 1, 0", p, c3.pipe.ScanMismatches())
+	}
+}

@@ -223,6 +223,33 @@ func (b *BEV) Holds(p Point) bool {
 	return ok
 }
 
+// LevelAbove reports whether the points of pts that Fill draws, at least
+// minPoints of them, all lie in one level slab: heights above GroundZ
+// (placed by Mount, as Fill places them) from lo to at most lo + span,
+// with lo at least minHeight; lo is returned. A planar LiDAR's scan
+// looks so (every return at the scanner's height); a 3D LiDAR's cloud,
+// which shows the ground near it, does not, and the loop ends at its
+// first point below minHeight. It does not allocate.
+func (b *BEV) LevelAbove(pts *Points, minHeight, span float32, minPoints int) (lo float32, ok bool) {
+	lo, hi, n := float32(math.Inf(1)), float32(math.Inf(-1)), 0
+	for _, p := range pts.P {
+		if !finite32(p.Z) || !finite32(p.I) {
+			continue
+		}
+		x, y, z := b.place(p)
+		if _, _, in := b.cellAt(x, y); !in {
+			continue
+		}
+		h := z - b.cfg.GroundZ
+		lo, hi = min(lo, h), max(hi, h)
+		if lo < minHeight || hi-lo > span {
+			return lo, false
+		}
+		n++
+	}
+	return lo, n >= minPoints
+}
+
 // CellCenter returns the robot-frame x and y of a cell's centre.
 func (b *BEV) CellCenter(row, col int) (x, y float32) {
 	x = b.cfg.MinX + float32(float64(b.cfg.H-row)-0.5)*b.cfg.Cell
