@@ -88,6 +88,9 @@ type Config struct {
 	// may be to be processed together, and so how long a cloud waits for
 	// its image at most; 0: PairToleranceFor's default.
 	PairTolerance time.Duration
+	// Pairing, if set, overrides PairTolerance with the tolerance in
+	// force as it changes while the pipeline runs (ros2 param set).
+	Pairing *PairTuning
 	// Tick is how often the watchdog is checked while no frame arrives,
 	// and the stall guard retries a zero the sink refused; default a
 	// quarter of its timeout. The zero for a frame that goes stale (frames
@@ -463,13 +466,22 @@ func (p *Pipeline) noteUnpaired(cloud *handles.Handle) {
 	if p.unpaired++; p.unpaired != unpairedWarnAfter {
 		return
 	}
-	fields := []zap.Field{zap.Uint64("seq", cloud.Seq), zap.Duration("pair_tolerance", p.cfg.PairTolerance), zap.Int("clouds_in_a_row", p.unpaired)}
+	fields := []zap.Field{zap.Uint64("seq", cloud.Seq), zap.Duration("pair_tolerance", p.pairTolerance()), zap.Int("clouds_in_a_row", p.unpaired)}
 	if p.lastImageNs == 0 {
 		p.log.Warn("frames dropped: no image has arrived to pair the clouds with (is the camera's image stream publishing? a robot without a camera runs the agent with --lidar-only)", fields...)
 		return
 	}
 	p.log.Warn("frames dropped: the clouds find no image within the pairing tolerance (are the images and clouds stamped by one clock? a steady offset below half the watchdog period, such as a driver stamping the scan's start, or a camera slower than 25 Hz, is taken with a larger --pair-tolerance)",
 		append(fields, zap.Duration("last_image_minus_cloud", time.Duration(p.lastImageNs-cloud.CaptureNs)))...)
+}
+
+// pairTolerance is the pairing tolerance in force: Config.Pairing's,
+// which ros2 param set changes, else Config.PairTolerance.
+func (p *Pipeline) pairTolerance() time.Duration {
+	if p.cfg.Pairing != nil {
+		return p.cfg.Pairing.InForce()
+	}
+	return p.cfg.PairTolerance
 }
 
 // notePaired ends a run of unpaired clouds, saying so if it was warned of.
@@ -484,7 +496,8 @@ func (p *Pipeline) notePaired() {
 // of the cloud's, waiting up to the tolerance for a newer one if the held
 // image is older.
 func (p *Pipeline) pairImage(cloud *handles.Handle) bool {
-	tol := int64(p.cfg.PairTolerance)
+	tolerance := p.pairTolerance()
+	tol := int64(tolerance)
 	if l, ok := p.cfg.Source.TryLatest(TopicImage); ok {
 		p.keepImage(l)
 	}
@@ -501,14 +514,14 @@ func (p *Pipeline) pairImage(cloud *handles.Handle) bool {
 	// One timer each for the pipeline's life: new ones per frame would
 	// allocate.
 	if p.pairWait == nil {
-		p.pairWait, p.staleWait = time.NewTimer(p.cfg.PairTolerance), time.NewTimer(time.Hour)
+		p.pairWait, p.staleWait = time.NewTimer(tolerance), time.NewTimer(time.Hour)
 	} else {
-		p.pairWait.Reset(p.cfg.PairTolerance)
+		p.pairWait.Reset(tolerance)
 	}
 	p.staleWait.Stop()
 	var staleC <-chan time.Time
 	if p.lastUntil != 0 {
-		if d := time.Duration(p.lastUntil-monotime.Now()) + staleMargin; d < p.cfg.PairTolerance {
+		if d := time.Duration(p.lastUntil-monotime.Now()) + staleMargin; d < tolerance {
 			p.staleWait.Reset(max(d, 0))
 			staleC = p.staleWait.C
 		}

@@ -210,9 +210,13 @@ func statusLoop(cfg NodeConfig, watchdog time.Duration, rec *telemetry.Recorder,
 		Sink: cfg.Status, Period: cfg.StatusPeriod, Stamp: cfg.StatusStamp, Log: cfg.Log,
 		Collect: func(now time.Time, elapsed time.Duration) []status.Status {
 			snap := rec.Snapshot()
+			pairTolerance := PairToleranceFor(cfg.PairTolerance, watchdog)
+			if cfg.Pairing != nil { // as ros2 param set left it
+				pairTolerance = cfg.Pairing.InForce()
+			}
 			out := diagnose(cfg.StatusNode, nodeState{health: health(time.Now()), snap: snap, prev: prev, elapsed: elapsed, watchdog: watchdog,
 				planner: running(), lidarFrame: cfg.LidarFrame, mountFrom: cfg.LidarMountFrom,
-				pairTolerance: PairToleranceFor(cfg.PairTolerance, watchdog), planar: cfg.PlanarLidar})
+				pairTolerance: pairTolerance, planar: cfg.PlanarLidar})
 			prev = snap.Counters
 			return out
 		},

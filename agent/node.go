@@ -55,10 +55,14 @@ type NodeConfig struct {
 	// less (PairToleranceFor). At most half the watchdog period; not used
 	// by a model without an image input.
 	PairTolerance time.Duration
-	ORTLib        string
-	Providers     string
-	TRTCache      string
-	Threads       int // ONNX Runtime intra-op threads
+	// Pairing, if set, is PairTolerance as it may change while the agent
+	// runs (ros2 param set pair_tolerance); made from PairTolerance when
+	// nil.
+	Pairing   *PairTuning
+	ORTLib    string
+	Providers string
+	TRTCache  string
+	Threads   int // ONNX Runtime intra-op threads
 	// PrepThreads share the image preprocessing of a frame (row bands);
 	// 0: min(GOMAXPROCS, infer.DefaultPreprocessParallelism).
 	PrepThreads int
@@ -258,9 +262,12 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 		defer prep.Close()
 		log.Info("image preprocessing", zap.Int("threads", prep.Parallelism()),
 			zap.Int("width", pp.Width), zap.Int("height", pp.Height),
-			zap.Duration("pair_tolerance", PairToleranceFor(cfg.PairTolerance, orDefaultDuration(cfg.Watchdog, planner.DefaultWatchdogTimeout))))
+			zap.Duration("pair_tolerance", cfg.Pairing.InForce()))
 	} else {
 		log.Info("LiDAR only: the model has no image input; images are neither taken nor waited for", zap.String("model", sess.Model()))
+		if cfg.Pairing != nil { // given by the caller, for ros2 param set
+			cfg.Pairing.notUsed("the model takes no image (--lidar-only, --planar-lidar, or a model config without an image input)")
+		}
 	}
 	bev, err := voxel.NewBEV(bevCfg)
 	if err != nil {
@@ -493,7 +500,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 	}
 	pcfg := Config{Source: src, Filter: filter, BEV: bev, Session: sess, Prep: prep, Planner: plan,
 		Tuning: cfg.Planner, Watchdog: wd, Recorder: rec, Sink: sink, MaxPoints: cfg.MaxPoints, LidarFrame: cfg.LidarFrame, PlanarLidar: cfg.PlanarLidar,
-		PairTolerance: cfg.PairTolerance, Log: log}
+		PairTolerance: cfg.PairTolerance, Pairing: cfg.Pairing, Log: log}
 	var staging *stagingCounter
 	if gv != nil {
 		staging = &stagingCounter{filter: gv.filter}
@@ -700,10 +707,10 @@ func resolveNodeConfig(cfg NodeConfig) (NodeConfig, error) {
 	// still be fresh when planned: half the watchdog period leaves the
 	// stages the other half. A LiDAR-only model pairs nothing.
 	_, images := mcfg.Input(infer.TensorImage)
-	if wd := orDefaultDuration(cfg.Watchdog, planner.DefaultWatchdogTimeout); images && cfg.PairTolerance != 0 &&
-		(cfg.PairTolerance < time.Millisecond || cfg.PairTolerance > wd/2) {
-		return cfg, fmt.Errorf("--pair-tolerance %v: want 1ms up to half the watchdog period, %v (--watchdog %v): a cloud waits up to this long for its image (0: the default, %v or half the watchdog period)",
-			cfg.PairTolerance, wd/2, wd, DefaultPairTolerance)
+	if cfg.Pairing == nil && images {
+		if cfg.Pairing, err = NewPairTuning(cfg.PairTolerance, cfg.Watchdog); err != nil {
+			return cfg, err
+		}
 	}
 	if cfg.Camera == "" {
 		return cfg, nil

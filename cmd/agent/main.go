@@ -94,7 +94,7 @@ Flags:
 	fs.StringVar(&cfg.ModelConfig, "model-config", "", "JSON that maps the model's inputs and outputs (see models/README.md); one without an image input runs the agent on the LiDAR alone, as --lidar-only")
 	fs.BoolVar(&cfg.LidarOnly, "lidar-only", false, "for a robot with a LiDAR and no camera: take the clouds alone, neither subscribing to images nor waiting for them (the camera may serve none: bin/camera --image-size none, or --source ros2 --ros2-image-topic \"\"); without --model, the embedded LiDAR-only reference model (models/MODEL_CARD.md); a --model-config with an image input is refused. /latency's inputs says \"lidar\"")
 	fs.BoolVar(&cfg.PlanarLidar, "planar-lidar", false, "for a robot whose LiDAR is a planar (2D) laser scanner (sensor_msgs/LaserScan): the camera must mark its clouds as scans (bin/camera --planar-lidar, or --source ros2 --ros2-scan-topic); without --model, the embedded planar-LiDAR reference model, which takes every point of a scan for an obstacle and no images (models/MODEL_CARD.md); the ground check is off. Clouds of the other kind are dropped and counted (lidar_scan_mismatch_total). /latency's inputs says \"scan\"")
-	fs.DurationVar(&cfg.PairTolerance, "pair-tolerance", 0, fmt.Sprintf("how far apart the capture stamps of a cloud and the image it is processed with may be, and so how long a cloud waits for its image at most; 1ms up to half --watchdog (0: %v, or half --watchdog when that is less; not used with --lidar-only). Raise it for a camera slower than 25 Hz or drivers that stamp the scan's start (the log's last_image_minus_cloud shows the offset when clouds find no image)", agent.DefaultPairTolerance))
+	fs.DurationVar(&cfg.PairTolerance, "pair-tolerance", 0, fmt.Sprintf("how far apart the capture stamps of a cloud and the image it is processed with may be, and so how long a cloud waits for its image at most; 1ms up to half --watchdog (0: %v, or half --watchdog when that is less; not used with --lidar-only). Raise it for a camera slower than 25 Hz or drivers that stamp the scan's start (the log's last_image_minus_cloud shows the offset when clouds find no image); with --ros2, ros2 param set pair_tolerance SECONDS changes it from the next cloud", agent.DefaultPairTolerance))
 	fs.StringVar(&cfg.ORTLib, "ort-lib", "", fmt.Sprintf("path of libonnxruntime.so (if not given: $ZEROHOP_ORT_LIB; else ort/%s/libonnxruntime.so.1 under $ZEROHOP_CACHE, ./.cache, .cache beside the executable, .cache above it; else libonnxruntime.so.1 or .so in each $LD_LIBRARY_PATH folder, then the system library folders)", infer.ORTVersion))
 	fs.StringVar(&cfg.Providers, "providers", infer.DefaultProviders, "ONNX Runtime execution providers in order of preference, comma-separated: tensorrt, cuda, cpu (case-insensitive; one that cannot start is skipped with a log line saying why)")
 	fs.StringVar(&cfg.TRTCache, "trt-cache", ".cache/trt", "TensorRT engine cache folder; a relative path is relative to the working directory")
@@ -151,6 +151,10 @@ Flags:
 	if err := agent.CheckNodeConfig(cfg); err != nil {
 		return err
 	}
+	// The pairing tolerance, which ros2 param set changes while it runs.
+	if cfg.Pairing, err = agent.NewPairTuning(cfg.PairTolerance, cfg.Watchdog); err != nil {
+		return err
+	}
 	if *lidarFrame != "" {
 		// Zero, the flags' default, says no more than leaving them out (a
 		// compose file passes them always).
@@ -173,7 +177,7 @@ Flags:
 	defer log.Sync()
 	cfg.Log = log
 	rosArgs.Log(log)
-	out, err := openROS2(log, level, rosArgs)
+	out, err := openROS2(log, level, rosArgs, cfg.Pairing)
 	if err != nil {
 		return err
 	}

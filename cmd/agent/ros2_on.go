@@ -30,9 +30,9 @@ var _ agent.CmdSink = (*ros2.TwistSink)(nil)
 // (ROS_DOMAIN_ID, ROS_AUTOMATIC_DISCOVERY_RANGE, ROS_LOCALHOST_ONLY,
 // ROS_STATIC_PEERS, CYCLONEDDS_URI; ROS_DISTRO picks the graph
 // announcement's GID width), as node --ros2-node-name.
-func ros2Flags(fs *flag.FlagSet, tuning *agent.PlannerTuning) func(*zap.Logger, zap.AtomicLevel, *rosargs.Args) (ros2Out, error) {
+func ros2Flags(fs *flag.FlagSet, tuning *agent.PlannerTuning) func(*zap.Logger, zap.AtomicLevel, *rosargs.Args, *agent.PairTuning) (ros2Out, error) {
 	settings := registerROS2Flags(fs)
-	return func(log *zap.Logger, level zap.AtomicLevel, ra *rosargs.Args) (ros2Out, error) {
+	return func(log *zap.Logger, level zap.AtomicLevel, ra *rosargs.Args, pairing *agent.PairTuning) (ros2Out, error) {
 		set, err := settings(os.LookupEnv, ra)
 		if err != nil {
 			return ros2Out{}, err
@@ -44,8 +44,9 @@ func ros2Flags(fs *flag.FlagSet, tuning *agent.PlannerTuning) func(*zap.Logger, 
 			return ros2Out{close: func() {}, noTF: "only with --ros2"}, nil
 		}
 		// What ros2 param shows: every flag as the agent runs with it;
-		// the log level and the planner's settings change while it runs.
-		paramSet, err := params.FromFlags(fs, paramOptions(level, tuning))
+		// the log level, the planner's settings and the pairing tolerance
+		// change while it runs.
+		paramSet, err := params.FromFlags(fs, paramOptions(level, tuning, pairing))
 		if err != nil {
 			return ros2Out{}, err
 		}
@@ -252,11 +253,12 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 	}
 }
 
-// paramOptions make the agent's flags its ROS parameters: log_level and
-// the planner's settings writable (ros2 param set /zerohop_agent
-// max_speed 0.5), the rest read at start.
-func paramOptions(level zap.AtomicLevel, tuning *agent.PlannerTuning) params.FlagOptions {
-	writable := map[string]func(params.Value) error{rosOptions.LogLevelFlag: params.StringApply(logging.Setter(level))}
+// paramOptions make the agent's flags its ROS parameters: log_level, the
+// planner's settings (ros2 param set /zerohop_agent max_speed 0.5) and
+// pair_tolerance writable, the rest read at start.
+func paramOptions(level zap.AtomicLevel, tuning *agent.PlannerTuning, pairing *agent.PairTuning) params.FlagOptions {
+	writable := map[string]func(params.Value) error{rosOptions.LogLevelFlag: params.StringApply(logging.Setter(level)),
+		pairToleranceFlag: func(v params.Value) error { return pairing.Set(v.Double) }}
 	ranges := map[string]params.Range{} // rqt_reconfigure's sliders
 	for _, s := range agent.PlannerSettings() {
 		name := s.Name
@@ -269,31 +271,49 @@ func paramOptions(level zap.AtomicLevel, tuning *agent.PlannerTuning) params.Fla
 		ranges[s.Flag()] = params.Range{From: from, To: to}
 	}
 	return params.FlagOptions{Aliases: rosOptions.Aliases, Hide: []string{rosOptions.NodeNameFlag, rosOptions.NamespaceFlag},
-		Writable: writable, Ranges: ranges, ApplyAtomically: applyAtomically(level, tuning)}
+		Writable: writable, Ranges: ranges, ApplyAtomically: applyAtomically(level, tuning, pairing)}
 }
+
+// pairToleranceFlag is the flag of the pairing tolerance, pair_tolerance
+// as a parameter.
+const pairToleranceFlag = "pair-tolerance"
 
 // applyAtomically puts a set_parameters_atomically request into effect
 // all at once or not at all: the planner's settings judged together (so
 // stop_distance and slow_distance can move past each other), the log
-// level checked before anything changes.
-func applyAtomically(level zap.AtomicLevel, tuning *agent.PlannerTuning) func([]string, []params.Value) error {
+// level and the pairing tolerance checked before anything changes.
+func applyAtomically(level zap.AtomicLevel, tuning *agent.PlannerTuning, pairing *agent.PairTuning) func([]string, []params.Value) error {
 	logLevelParam := strings.ReplaceAll(rosOptions.LogLevelFlag, "-", "_")
+	pairParam := strings.ReplaceAll(pairToleranceFlag, "-", "_")
 	return func(names []string, values []params.Value) error {
 		var newLevel *zapcore.Level
+		var newPair *float64
 		var planner []agent.PlannerValue
 		for i, name := range names {
-			if name == logLevelParam {
+			switch name {
+			case logLevelParam:
 				l, err := logging.ParseLevel(values[i].String)
 				if err != nil {
 					return fmt.Errorf("%s: %w", name, err)
 				}
 				newLevel = &l
 				continue
+			case pairParam:
+				if _, err := pairing.Check(values[i].Double); err != nil {
+					return err
+				}
+				newPair = &values[i].Double
+				continue
 			}
 			planner = append(planner, agent.PlannerValue{Name: name, Number: values[i].Double, Bool: values[i].Bool})
 		}
 		if len(planner) > 0 {
 			if err := tuning.SetAll(planner...); err != nil {
+				return err
+			}
+		}
+		if newPair != nil { // checked above; the window between is this call's
+			if err := pairing.Set(*newPair); err != nil {
 				return err
 			}
 		}

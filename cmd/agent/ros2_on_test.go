@@ -51,7 +51,7 @@ func TestROS2FlagsRefused(t *testing.T) {
 		if err := fs.Parse(tc.args); err != nil {
 			t.Fatalf("%q: %v", tc.args, err)
 		}
-		if _, err := start(zap.NewNop(), zap.NewAtomicLevel(), &rosargs.Args{}); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := start(zap.NewNop(), zap.NewAtomicLevel(), &rosargs.Args{}, testPairing(t)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want an error with %q", tc.args, err, tc.want)
 		}
 	}
@@ -310,12 +310,13 @@ func TestLogLevelParameterSetsTheLevel(t *testing.T) {
 	fs.String("ros2-node-name", "zerohop_agent", "")
 	fs.Duration("diagnostics-period", time.Second, "")
 	fs.Duration("watchdog", time.Second, "")
+	fs.Duration("pair-tolerance", 0, "")
 	tuning, err := plannerFlags(fs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	level := zap.NewAtomicLevelAt(zap.InfoLevel)
-	set, err := params.FromFlags(fs, paramOptions(level, tuning))
+	set, err := params.FromFlags(fs, paramOptions(level, tuning, testPairing(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,12 +339,13 @@ func TestPlannerParametersSetTheTuning(t *testing.T) {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	fs.String("log-level", "info", "")
 	fs.Duration("diagnostics-period", time.Second, "")
+	fs.Duration("pair-tolerance", 0, "")
 	tuning, err := plannerFlags(fs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	level := zap.NewAtomicLevel()
-	set, err := params.FromFlags(fs, paramOptions(level, tuning))
+	set, err := params.FromFlags(fs, paramOptions(level, tuning, testPairing(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,5 +409,53 @@ func TestPlannerParametersSetTheTuning(t *testing.T) {
 		if p, _ := set.Get(name); p.Value.Double != want {
 			t.Errorf("%s reads %v after the atomic sets, want %v", name, p.Value.Format(), want)
 		}
+	}
+}
+
+// testPairing is the pairing tolerance of an agent with the default
+// flags (200 ms watchdog).
+func testPairing(t *testing.T) *agent.PairTuning {
+	t.Helper()
+	p, err := agent.NewPairTuning(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// pair_tolerance is set while the agent runs, alone or with the
+// planner's settings in one atomic call; a value the pairing refuses
+// (past half the 200 ms watchdog) changes nothing, with the reason.
+func TestPairToleranceParameterSetsThePairing(t *testing.T) {
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	fs.String("log-level", "info", "")
+	fs.Duration("diagnostics-period", time.Second, "")
+	fs.Duration("pair-tolerance", 0, "")
+	tuning, err := plannerFlags(fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairing := testPairing(t)
+	set, err := params.FromFlags(fs, paramOptions(zap.NewAtomicLevel(), tuning, pairing))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := set.Get("pair_tolerance"); !ok || p.ReadOnly {
+		t.Fatalf("pair_tolerance: %+v, declared %v; want writable", p, ok)
+	}
+	double := func(v float64) params.Value { return params.Value{Type: params.Double, Double: v} }
+	if ok, reason := set.Set("pair_tolerance", double(0.05)); !ok || pairing.InForce() != 50*time.Millisecond {
+		t.Errorf("set pair_tolerance 0.05: %v %q, in force %v", ok, reason, pairing.InForce())
+	}
+	if ok, reason := set.Set("pair_tolerance", double(0.15)); ok || !strings.Contains(reason, "want 1ms up to half the watchdog period, 100ms") || pairing.InForce() != 50*time.Millisecond {
+		t.Errorf("set pair_tolerance 0.15: %v %q, in force %v; want refused, 50ms kept", ok, reason, pairing.InForce())
+	}
+	ok, reason := set.SetAtomically([]string{"max_speed", "pair_tolerance"}, []params.Value{double(0.3), double(0.2)})
+	if ok || !strings.Contains(reason, "pair_tolerance 0.2 s") || tuning.Config().MaxSpeed != 1 || pairing.InForce() != 50*time.Millisecond {
+		t.Errorf("atomic max_speed 0.3, pair_tolerance 0.2: %v %q; max speed %v, pairing %v: want neither set", ok, reason, tuning.Config().MaxSpeed, pairing.InForce())
+	}
+	if ok, reason := set.SetAtomically([]string{"max_speed", "pair_tolerance"}, []params.Value{double(0.3), double(0)}); !ok ||
+		tuning.Config().MaxSpeed != 0.3 || pairing.InForce() != agent.DefaultPairTolerance {
+		t.Errorf("atomic max_speed 0.3, pair_tolerance 0 (the default): %v %q; max speed %v, pairing %v", ok, reason, tuning.Config().MaxSpeed, pairing.InForce())
 	}
 }
