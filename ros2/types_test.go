@@ -162,7 +162,6 @@ func TestDiagnosticsIDLMatchesMsg(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	member := regexp.MustCompile(`(?m)^\s+([\w:<>]+)\s+(\w+);`)
 	idlType := func(f typehash.Field) string {
 		switch {
 		case f.ID == typehash.String:
@@ -176,7 +175,15 @@ func TestDiagnosticsIDLMatchesMsg(t *testing.T) {
 		}
 		return fmt.Sprintf("type %d", f.ID)
 	}
-	for _, name := range []string{"KeyValue", "DiagnosticStatus", "DiagnosticArray"} {
+	checkIDLStructs(t, idl, r, "diagnostic_msgs", []string{"KeyValue", "DiagnosticStatus", "DiagnosticArray"}, idlType)
+}
+
+// checkIDLStructs compares the members of each struct NAME_ in idl with
+// the fields of pkg/msg/NAME in r, typed as idlType writes them.
+func checkIDLStructs(t *testing.T, idl []byte, r typehash.Registry, pkg string, names []string, idlType func(typehash.Field) string) {
+	t.Helper()
+	member := regexp.MustCompile(`(?m)^\s+([\w:<>]+)\s+(\w+);`)
+	for _, name := range names {
 		start := bytes.Index(idl, []byte("struct "+name+"_ {"))
 		if start < 0 {
 			t.Fatalf("no struct %s_ in the IDL", name)
@@ -187,7 +194,7 @@ func TestDiagnosticsIDLMatchesMsg(t *testing.T) {
 		for _, m := range member.FindAllSubmatch(body, -1) {
 			got = append(got, string(m[1])+" "+string(m[2]))
 		}
-		for _, f := range r["diagnostic_msgs/msg/"+name].Fields {
+		for _, f := range r[pkg+"/msg/"+name].Fields {
 			want = append(want, idlType(f)+" "+f.Name)
 		}
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -204,7 +211,6 @@ func TestSensorIDLMatchesMsg(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	member := regexp.MustCompile(`(?m)^\s+([\w:<>]+)\s+(\w+);`)
 	prim := map[int]string{typehash.Uint8: "uint8", typehash.Uint32: "uint32", typehash.Float32: "float",
 		typehash.Bool: "boolean", typehash.String: "string"}
 	idlType := func(f typehash.Field) string {
@@ -222,22 +228,5 @@ func TestSensorIDLMatchesMsg(t *testing.T) {
 		}
 		return typ
 	}
-	for _, name := range []string{"Image", "PointField", "PointCloud2", "LaserScan"} {
-		start := bytes.Index(idl, []byte("struct "+name+"_ {"))
-		if start < 0 {
-			t.Fatalf("no struct %s_ in the IDL", name)
-		}
-		body := idl[start:]
-		body = body[:bytes.Index(body, []byte("};"))]
-		var got, want []string
-		for _, m := range member.FindAllSubmatch(body, -1) {
-			got = append(got, string(m[1])+" "+string(m[2]))
-		}
-		for _, f := range r["sensor_msgs/msg/"+name].Fields {
-			want = append(want, idlType(f)+" "+f.Name)
-		}
-		if strings.Join(got, "\n") != strings.Join(want, "\n") {
-			t.Errorf("%s: IDL members:\n%s\n.msg fields:\n%s", name, strings.Join(got, "\n"), strings.Join(want, "\n"))
-		}
-	}
+	checkIDLStructs(t, idl, r, "sensor_msgs", []string{"Image", "PointField", "PointCloud2", "LaserScan"}, idlType)
 }

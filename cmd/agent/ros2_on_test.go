@@ -305,18 +305,8 @@ func TestAgentServesItsFlagsAsParameters(t *testing.T) {
 // log_level is the one parameter set while the agent runs: it changes the
 // logger's level, and a name that is not a level changes nothing.
 func TestLogLevelParameterSetsTheLevel(t *testing.T) {
-	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	fs.String("log-level", "info", "")
-	fs.String("ros2-node-name", "zerohop_agent", "")
-	fs.Duration("diagnostics-period", time.Second, "")
-	fs.Duration("watchdog", time.Second, "")
-	fs.Duration("pair-tolerance", 0, "")
-	tuning, err := plannerFlags(fs)
-	if err != nil {
-		t.Fatal(err)
-	}
 	level := zap.NewAtomicLevelAt(zap.InfoLevel)
-	set, err := params.FromFlags(fs, paramOptions(level, tuning, testPairing(t)))
+	set, _, _, err := paramSet(t, level)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,16 +326,8 @@ func TestLogLevelParameterSetsTheLevel(t *testing.T) {
 // the agent runs; a value the planner refuses leaves the parameter as it
 // was, with the reason.
 func TestPlannerParametersSetTheTuning(t *testing.T) {
-	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	fs.String("log-level", "info", "")
-	fs.Duration("diagnostics-period", time.Second, "")
-	fs.Duration("pair-tolerance", 0, "")
-	tuning, err := plannerFlags(fs)
-	if err != nil {
-		t.Fatal(err)
-	}
 	level := zap.NewAtomicLevel()
-	set, err := params.FromFlags(fs, paramOptions(level, tuning, testPairing(t)))
+	set, tuning, _, err := paramSet(t, level)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,6 +394,26 @@ func TestPlannerParametersSetTheTuning(t *testing.T) {
 	}
 }
 
+// paramSet is the parameters paramOptions makes of a flag set with the
+// agent's log level, diagnostics period, watchdog, pairing tolerance
+// and planner flags, as the defaults set them.
+func paramSet(t *testing.T, level zap.AtomicLevel) (*params.Set, *agent.PlannerTuning, *agent.PairTuning, error) {
+	t.Helper()
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	fs.String("log-level", "info", "")
+	fs.String("ros2-node-name", "zerohop_agent", "")
+	fs.Duration("diagnostics-period", time.Second, "")
+	fs.Duration("watchdog", time.Second, "")
+	fs.Duration("pair-tolerance", 0, "")
+	tuning, err := plannerFlags(fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairing := testPairing(t)
+	set, err := params.FromFlags(fs, paramOptions(level, tuning, pairing))
+	return set, tuning, pairing, err
+}
+
 // testPairing is the pairing tolerance of an agent with the default
 // flags (200 ms watchdog).
 func testPairing(t *testing.T) *agent.PairTuning {
@@ -427,16 +429,7 @@ func testPairing(t *testing.T) *agent.PairTuning {
 // planner's settings in one atomic call; a value the pairing refuses
 // (past half the 200 ms watchdog) changes nothing, with the reason.
 func TestPairToleranceParameterSetsThePairing(t *testing.T) {
-	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	fs.String("log-level", "info", "")
-	fs.Duration("diagnostics-period", time.Second, "")
-	fs.Duration("pair-tolerance", 0, "")
-	tuning, err := plannerFlags(fs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pairing := testPairing(t)
-	set, err := params.FromFlags(fs, paramOptions(zap.NewAtomicLevel(), tuning, pairing))
+	set, tuning, pairing, err := paramSet(t, zap.NewAtomicLevel())
 	if err != nil {
 		t.Fatal(err)
 	}
