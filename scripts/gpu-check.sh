@@ -238,10 +238,20 @@ run)
 					fi
 				fi
 			fi
-			# A LiDAR-only run must say so (also in a rehearsal).
+			# A LiDAR-only or planar-LiDAR run must say so (also in a
+			# rehearsal), and a planar one drop no scan as the other kind.
 			if [ "$rc" -eq 0 ] && [[ " $* " == *" --lidar-only "* ]] && ! grep -q '"inputs": *"lidar"' <<<"$latency_json"; then
 				echo "---- FAIL: /latency does not say inputs lidar under --lidar-only"
 				rc=1
+			fi
+			if [ "$rc" -eq 0 ] && [[ " $* " == *" --planar-lidar "* ]]; then
+				if ! grep -q '"inputs": *"scan"' <<<"$latency_json"; then
+					echo "---- FAIL: /latency does not say inputs scan under --planar-lidar"
+					rc=1
+				elif ! grep -q '"lidar_scan_mismatch_total": *0[,}]' <<<"$latency_json"; then
+					echo "---- FAIL: lidar_scan_mismatch_total is not 0: scans were dropped as the other kind"
+					rc=1
+				fi
 			fi
 			end "$name" "$rc" "$lim"
 		}
@@ -495,6 +505,9 @@ run)
 		agent_step "agent, CPU voxel (--gpu off), 10 s" "$(limit 45)" 9393 10 "$tmp/agent-cpu.log" --gpu off "${common[@]}"
 		# A robot without a camera: the GPU voxel path with no image stage beside it.
 		agent_step "agent, LiDAR only, GPU voxel, 5 s" "$(limit 30)" 9396 5 "$tmp/agent-lidar.log" --gpu on --lidar-only "${common[@]}"
+		# A robot with a 2D laser scanner: one level beam, its scans marked
+		# planar, through the GPU voxel path.
+		agent_step "agent, planar scan, GPU voxel, 5 s" "$(limit 30)" 9397 5 "$tmp/agent-scan.log" --gpu on --planar-lidar "${common[@]}"
 		ort_gpu_step
 
 		echo
