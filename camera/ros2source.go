@@ -808,7 +808,7 @@ func (l *cloudLayout) convert(dst []byte, v *ros2.PointCloud2View) {
 		return
 	}
 	if l.fast {
-		copy(dst[:w*int(v.Height)*sensor.PointStep], v.Data)
+		copyPoints(dst[:w*int(v.Height)*sensor.PointStep], v.Data)
 		return
 	}
 	le := binary.LittleEndian
@@ -825,10 +825,63 @@ func (l *cloudLayout) convert(dst []byte, v *ros2.PointCloud2View) {
 			if l.iScale != 1 {
 				i = math.Float32bits(float32(float64(math.Float32frombits(i)) * l.iScale))
 			}
-			le.PutUint32(d[sensor.PointOffsetIntensity:], i)
+			le.PutUint32(d[sensor.PointOffsetIntensity:], finiteIntensity(i))
 			o += sensor.PointStep
 		}
 	}
+}
+
+// copyChunk is how many bytes copyPoints copies before it checks their
+// intensities: a multiple of sensor.PointStep small enough to be read back
+// from L1.
+const copyChunk = 256 * sensor.PointStep
+
+// copyPoints copies packed XYZI float32 points from src into dst (as long
+// as src's points) and makes every intensity that is not finite 0, chunk
+// by chunk while the chunk is in cache. The voxel filter drops a point
+// whose intensity is NaN or ±Inf, position and all: a driver's NaN
+// intensity on a valid return would hide an obstacle.
+func copyPoints(dst, src []byte) {
+	le := binary.LittleEndian
+	for lo := 0; lo < len(dst); lo += copyChunk {
+		d := dst[lo:min(lo+copyChunk, len(dst))]
+		copy(d, src[lo:])
+		if !mayHoldNonFinite(d) {
+			continue
+		}
+		for o := sensor.PointOffsetIntensity; o < len(d); o += sensor.PointStep {
+			le.PutUint32(d[o:], finiteIntensity(le.Uint32(d[o:])))
+		}
+	}
+}
+
+// mayHoldNonFinite reports whether an intensity among the packed points d
+// has the top 7 bits of its exponent set (|v| >= 2^127, or NaN or ±Inf):
+// its last byte (little-endian) is 0x7f or 0xff. A fast, branch-free
+// first look: real intensities never have it.
+func mayHoldNonFinite(d []byte) bool {
+	const top, step = sensor.PointOffsetIntensity + 3, sensor.PointStep
+	var any uint
+	for ; len(d) >= 4*step; d = d[4*step:] {
+		p := (*[4 * step]byte)(d) // one bounds check for 4 points
+		// b|0x80 is 0xff exactly when b's low 7 bits are set; +1 then
+		// carries into bit 8.
+		any |= (uint(p[top]|0x80) + 1) | (uint(p[step+top]|0x80) + 1) |
+			(uint(p[2*step+top]|0x80) + 1) | (uint(p[3*step+top]|0x80) + 1)
+	}
+	for ; len(d) >= step; d = d[step:] {
+		any |= uint(d[top]|0x80) + 1
+	}
+	return any>>8 != 0
+}
+
+// finiteIntensity returns the float32 bits b, or 0 when they are NaN or
+// ±Inf (see copyPoints).
+func finiteIntensity(b uint32) uint32 {
+	if b&^(1<<31) >= 0x7f800000 {
+		return 0
+	}
+	return b
 }
 
 // bits returns the field of point p as float32 bits (0 when absent).

@@ -187,3 +187,54 @@ func TestROS2IntensitySettings(t *testing.T) {
 		cam.Close()
 	}
 }
+
+// A valid return whose intensity is NaN or ±Inf keeps its position with
+// intensity 0, on the single copy and the converted path alike: the voxel
+// filter drops a point with a non-finite intensity, so the obstacle it
+// hit was not seen. The cloud spans several copy chunks and ends inside
+// one, so every chunk boundary is crossed.
+func TestROS2NonFiniteIntensityBecomesZero(t *testing.T) {
+	xyz := []ros2.PointField{pf("x", 0, 7), pf("y", 4, 7), pf("z", 8, 7)}
+	n := 3*copyChunk/16 + 7
+	for _, tc := range []struct {
+		name string
+		spec cloudSpec
+		fast bool
+	}{
+		{"packed XYZI float32 (single copy)", cloudSpec{fields: append(xyz[:3:3], pf("intensity", 12, 7)), width: uint32(n), height: 1, pointStep: 16}, true},
+		{"float64 intensity (converted)", cloudSpec{fields: append(xyz[:3:3], pf("intensity", 16, 8)), width: uint32(n), height: 1, pointStep: 24}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newROS2RigWith(t, PoolSizes{Points: n, ImageBytes: 64}, 4, ROS2SourceConfig{})
+			pts := testPoints(n)
+			per := copyChunk / 16 // points per chunk
+			bad := map[int]float64{0: math.NaN(), per - 1: math.Inf(1), per: math.Inf(-1), 2 * per: math.NaN(), n - 1: math.NaN()}
+			for k, v := range bad {
+				pts[k].i = v
+			}
+			v := tc.spec.build(pts)
+			lay, err := parseCloudLayout(v, r.src.iField, r.src.iScale)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if lay.fast != tc.fast {
+				t.Fatalf("single copy %v, want %v", lay.fast, tc.fast)
+			}
+			r.src.OnPointCloud2(v)
+			h, got := r.take(t, TopicPoints)
+			if h.Points.Count != uint32(n) {
+				t.Fatalf("%d points published, want %d", h.Points.Count, n)
+			}
+			for k := range bad {
+				pts[k].i = 0
+			}
+			if want := packXYZI(pts, true, func(v float64) float32 { return float32(v) }); !bytes.Equal(got[:h.Length], want) {
+				for k := 0; k < n; k++ {
+					if !bytes.Equal(got[k*16:k*16+16], want[k*16:k*16+16]) {
+						t.Fatalf("point %d is %x, want %x", k, got[k*16:k*16+16], want[k*16:k*16+16])
+					}
+				}
+			}
+		})
+	}
+}
