@@ -48,10 +48,11 @@ const quaternionTolerance = 10e-3
 const maxListed = 20
 
 // Stamped is one geometry_msgs/TransformStamped; the stamp does not
-// matter for static transforms.
+// matter for static transforms (Tree ignores it).
 type Stamped struct {
 	Parent, Child string // header.frame_id, child_frame_id
 	Transform     Transform
+	Stamp         int64 // header.stamp, nanoseconds since the epoch (ROS time)
 }
 
 // Tree is a tf2 static transform tree. Every frame has at most one parent
