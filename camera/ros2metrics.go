@@ -9,7 +9,7 @@ type ros2Collector struct {
 	src                         *ROS2Source
 	topics                      []int // those with a pool
 	messages, frameIDs, mirrors *prometheus.Desc
-	mirrorErrors                *prometheus.Desc
+	mirrorErrors, deskew        *prometheus.Desc
 }
 
 // Collector returns the source's counters for a Prometheus registry.
@@ -29,6 +29,11 @@ func (s *ROS2Source) Collector() prometheus.Collector {
 			"Failed publishes on the handle or mirror topics, including frames a mirror dropped rather than wait for a subscriber.",
 			[]string{"topic"}, nil),
 	}
+	if s.deskew != nil {
+		c.deskew = prometheus.NewDesc("zerohop_camera_ros2_scans_deskew_total",
+			"Planar LiDAR scans by deskew result (--ros2-scan-fixed-frame): deskewed, placed ray by ray by the scanner's motion from /tf; not_deskewed, used as the driver sent them because the transforms were missing (the log says why).",
+			[]string{"result"}, nil)
+	}
 	for topic := range s.streams {
 		if s.cam.Pool(topic) != nil {
 			c.topics = append(c.topics, topic)
@@ -42,6 +47,9 @@ func (c *ros2Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.frameIDs
 	ch <- c.mirrors
 	ch <- c.mirrorErrors
+	if c.deskew != nil {
+		ch <- c.deskew
+	}
 }
 
 func (c *ros2Collector) Collect(ch chan<- prometheus.Metric) {
@@ -60,5 +68,9 @@ func (c *ros2Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.frameIDs, prometheus.CounterValue, float64(st.FrameIDs), name)
 		ch <- prometheus.MustNewConstMetric(c.mirrors, prometheus.CounterValue, float64(st.Mirrored), name)
 		ch <- prometheus.MustNewConstMetric(c.mirrorErrors, prometheus.CounterValue, float64(c.src.streams[topic].mirrorErrors.Load()), name)
+		if c.deskew != nil && topic == TopicPoints {
+			ch <- prometheus.MustNewConstMetric(c.deskew, prometheus.CounterValue, float64(st.Deskewed), "deskewed")
+			ch <- prometheus.MustNewConstMetric(c.deskew, prometheus.CounterValue, float64(st.NotDeskewed), "not_deskewed")
+		}
 	}
 }

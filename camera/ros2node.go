@@ -14,6 +14,7 @@ import (
 	"github.com/zerohop/zerohop/handles/transport"
 	"github.com/zerohop/zerohop/ros2"
 	"github.com/zerohop/zerohop/ros2/params"
+	"github.com/zerohop/zerohop/ros2/tf"
 	"github.com/zerohop/zerohop/telemetry/status"
 )
 
@@ -26,6 +27,10 @@ type ROS2NodeConfig struct {
 	// into the points stream instead of PointsTopic (which must then be
 	// ""), its clouds marked planar; "" = none.
 	ScanTopic string
+	// ScanFixedFrame, if not "", deskews each scan by the scanner's motion
+	// in this frame (odom), from /tf and /tf_static: see
+	// ROS2SourceConfig.ScanFixedFrame (--ros2-scan-fixed-frame).
+	ScanFixedFrame string
 	// MaxPoints and MaxImageBytes size the slots; larger messages are
 	// dropped and counted (TooLarge).
 	MaxPoints, MaxImageBytes int
@@ -96,6 +101,9 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 		}
 		lidar = topicFlag{"--ros2-scan-topic", rc.ScanTopic, ""}
 	}
+	if rc.ScanFixedFrame != "" && rc.ScanTopic == "" {
+		return fmt.Errorf("--ros2-scan-fixed-frame %q: deskews the scans of --ros2-scan-topic, which is not given", rc.ScanFixedFrame)
+	}
 	if cfg.PlanarLidar && lidar.topic == "" {
 		return errors.New(`--planar-lidar with --source ros2: give the planar LiDAR's topic, --ros2-scan-topic (sensor_msgs/LaserScan) or --ros2-points-topic (sensor_msgs/PointCloud2 of its scans)`)
 	}
@@ -110,13 +118,13 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 	}
 	inputs := []topicFlag{lidar, {"--ros2-image-topic", rc.ImageTopic, ""}}
 	mirrors := []topicFlag{{"--ros2-points-mirror-topic", rc.PointsMirrorTopic, ""}, {"--ros2-image-mirror-topic", rc.ImageMirrorTopic, ""}}
-	for _, tf := range []*topicFlag{&inputs[0], &inputs[1], &mirrors[0], &mirrors[1]} {
-		if tf.topic == "" {
+	for _, f := range []*topicFlag{&inputs[0], &inputs[1], &mirrors[0], &mirrors[1]} {
+		if f.topic == "" {
 			continue
 		}
 		var err error
-		if tf.resolved, err = rc.DDS.ResolveTopic(tf.topic); err != nil {
-			return fmt.Errorf("%s: %w", tf.flag, err)
+		if f.resolved, err = rc.DDS.ResolveTopic(f.topic); err != nil {
+			return fmt.Errorf("%s: %w", f.flag, err)
 		}
 	}
 	// A mirror on a topic the camera reads would feed it its own frames
@@ -206,6 +214,14 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 	}
 	scfg := ROS2SourceConfig{PointsTopic: rc.PointsTopic, ImageTopic: rc.ImageTopic, ScanTopic: rc.ScanTopic, QoS: rc.QoS,
 		StampOnReceipt: rc.StampOnReceipt, Intensity: rc.Intensity, Checksum: cfg.Checksum, Log: log}
+	if rc.ScanFixedFrame != "" {
+		trs, err := p.ListenTransforms(tf.BufferConfig{Extrapolate: DeskewExtrapolation})
+		if err != nil {
+			return errors.Join(fmt.Errorf("camera: --ros2-scan-fixed-frame %q: %w", rc.ScanFixedFrame, err), stopServing())
+		}
+		defer trs.Close() // after the source: its callback looks up in it
+		scfg.ScanFixedFrame, scfg.Transforms = rc.ScanFixedFrame, trs
+	}
 	// Absolute names for the logs (a subscription resolves the same way).
 	for _, t := range []*string{&scfg.PointsTopic, &scfg.ImageTopic, &scfg.ScanTopic} {
 		if name, err := rc.DDS.ResolveTopic(*t); *t != "" && err == nil {
@@ -258,7 +274,8 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 		defer func() { cancel(); <-loopDone }()
 	}
 	log.Info("camera serving ROS 2 topics", zap.String("socket", srv.Path()),
-		zap.String("points_topic", inputs[0].resolved), zap.Bool("planar_lidar", planar), zap.String("image_topic", inputs[1].resolved))
+		zap.String("points_topic", inputs[0].resolved), zap.Bool("planar_lidar", planar), zap.String("scan_fixed_frame", rc.ScanFixedFrame),
+		zap.String("image_topic", inputs[1].resolved))
 	<-ctx.Done()
 	// Callbacks first: no publish after the server stops.
 	srcErr := src.Close()
@@ -268,7 +285,8 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 			st := src.Stats(i)
 			log.Info("camera ros2 topic stopped", zap.String("topic", TopicName(i)), zap.Uint64("received", st.Received),
 				zap.Uint64("published", st.Published), zap.Uint64("exhausted", st.Exhausted), zap.Uint64("unsupported", st.Unsupported),
-				zap.Uint64("too_large", st.TooLarge), zap.Uint64("failed", st.Failed))
+				zap.Uint64("too_large", st.TooLarge), zap.Uint64("failed", st.Failed),
+				zap.Uint64("deskewed", st.Deskewed), zap.Uint64("not_deskewed", st.NotDeskewed))
 		}
 	}
 	return errors.Join(srcErr, serveErr)

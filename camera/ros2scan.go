@@ -4,11 +4,13 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/zerohop/zerohop/handles"
 	"github.com/zerohop/zerohop/ros2"
+	"github.com/zerohop/zerohop/ros2/tf"
 	"github.com/zerohop/zerohop/sensor"
 )
 
@@ -23,9 +25,9 @@ import (
 // error), +Inf (no echo) and ranges outside [range_min, range_max]. A
 // -Inf ray (REP 117: something closer than the scanner measures) becomes
 // a point at range_min: an obstacle at the bumper is not open space.
-// Points keep the scan's ray order. The rays' time offsets
-// (time_increment) are not applied: the cloud is the scan as the header
-// stamps it.
+// Points keep the scan's ray order. With --ros2-scan-fixed-frame each
+// ray is placed where the scanner was at its own time (scanDeskew);
+// otherwise the cloud is the scan as sent.
 func (s *ROS2Source) OnLaserScan(v *ros2.LaserScanView) {
 	st := &s.streams[TopicPoints]
 	st.received.Add(1)
@@ -54,7 +56,17 @@ func (s *ROS2Source) OnLaserScan(v *ros2.LaserScanView) {
 		s.countDrop(TopicPoints, &st.exhausted, err)
 		return
 	}
-	count := scanToPoints(slot.Bytes(), v, intensities, s.iScale)
+	var motion *tf.Transform
+	if s.deskew != nil {
+		if m, ok := s.deskew.motion(v); ok {
+			motion = &m
+		}
+	} else if !s.skewLogged && v.TimeIncrement != 0 && len(v.Ranges) > 1 {
+		s.skewLogged = true
+		s.log.Info("camera: ros2 scan rays are taken over time and are not deskewed: a scan taken while the robot turns is as skewed as the driver sent it; give --ros2-scan-fixed-frame odom (the frame /tf places the robot in) to place each ray where the scanner was (logged once)",
+			zap.String("ros_topic", s.cfg.ScanTopic), zap.Duration("rays_span", time.Duration(math.Abs(float64(len(v.Ranges)-1)*float64(v.TimeIncrement)*1e9))))
+	}
+	count := scanToPoints(slot.Bytes(), v, intensities, s.iScale, motion)
 	h := &st.h
 	s.stamp(st, TopicPoints, v.Sec, v.Nanosec, v.FrameID)
 	h.Kind = handles.KindPoints
@@ -84,10 +96,18 @@ func checkScan(v *ros2.LaserScanView) error {
 
 // scanToPoints writes v's valid returns into dst as packed XYZI float32
 // and returns how many; dst holds len(v.Ranges) × PointStep bytes, and
-// intensities is nil or as long as v.Ranges. It allocates nothing.
-func scanToPoints(dst []byte, v *ros2.LaserScanView, intensities []float32, iScale float64) int {
+// intensities is nil or as long as v.Ranges. With motion (the scan
+// frame's pose at the last ray in its pose at the first, scanDeskew) ray
+// i is moved by the pose interpolated at i / (rays − 1) of it. It
+// allocates nothing.
+func scanToPoints(dst []byte, v *ros2.LaserScanView, intensities []float32, iScale float64, motion *tf.Transform) int {
 	le := binary.LittleEndian
 	lo, hi := float64(v.RangeMin), float64(v.RangeMax)
+	last := float64(len(v.Ranges) - 1)
+	var rm rayMotion
+	if motion != nil {
+		rm = newRayMotion(*motion)
+	}
 	n := 0
 	for i, r32 := range v.Ranges {
 		r := float64(r32)
@@ -111,10 +131,14 @@ func scanToPoints(dst []byte, v *ros2.LaserScanView, intensities []float32, iSca
 				in = 0
 			}
 		}
+		p := [3]float64{r * cos, r * sin, 0}
+		if motion != nil {
+			p = rm.at(float64(i)/last, p)
+		}
 		d := dst[n*sensor.PointStep : (n+1)*sensor.PointStep]
-		le.PutUint32(d[sensor.PointOffsetX:], math.Float32bits(float32(r*cos)))
-		le.PutUint32(d[sensor.PointOffsetY:], math.Float32bits(float32(r*sin)))
-		le.PutUint32(d[sensor.PointOffsetZ:], 0)
+		le.PutUint32(d[sensor.PointOffsetX:], math.Float32bits(float32(p[0])))
+		le.PutUint32(d[sensor.PointOffsetY:], math.Float32bits(float32(p[1])))
+		le.PutUint32(d[sensor.PointOffsetZ:], math.Float32bits(float32(p[2])))
 		le.PutUint32(d[sensor.PointOffsetIntensity:], math.Float32bits(in))
 		n++
 	}

@@ -3,11 +3,16 @@
 package camera
 
 import (
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/zerohop/zerohop/handles"
 	"github.com/zerohop/zerohop/handles/transport"
@@ -21,10 +26,14 @@ type pointsFrame struct {
 
 // firstCloud runs a camera node with rc on a fresh socket, subscribes to
 // its points and returns the first cloud it serves once the driver
-// (startDriver's args) publishes; it fails the test after 20 s.
+// (startDriver's args) publishes; it fails the test after 20 s. cfg.Log
+// nil logs to the test.
 func firstCloud(t *testing.T, cfg NodeConfig, rc ROS2NodeConfig, driver ...string) pointsFrame {
 	t.Helper()
-	cfg.Socket, cfg.Rate, cfg.AllowGID, cfg.Log = socketPath(t), 30, -1, zaptest.NewLogger(t)
+	cfg.Socket, cfg.Rate, cfg.AllowGID = socketPath(t), 30, -1
+	if cfg.Log == nil {
+		cfg.Log = zaptest.NewLogger(t)
+	}
 	ctx := startROS2Node(t, cfg, rc)
 	got := make(chan pointsFrame, 1)
 	subscribeTo(t, ctx, cfg.Socket, []string{PointsTopicName}, func(l transport.Lease) {
@@ -81,5 +90,35 @@ func TestRunROS2NodeMarksPointCloud2PlanarWhenTold(t *testing.T) {
 				t.Errorf("handle %+v, want flags %d on 100 points", f.h, tc.want)
 			}
 		})
+	}
+}
+
+// With --ros2-scan-fixed-frame the node listens to /tf and /tf_static;
+// with no transform there (no base driver in this test) each scan is
+// served as sent, and the log says why, naming the frames and /tf.
+func TestRunROS2NodeServesScansAsSentWithoutTF(t *testing.T) {
+	core, logs := observer.New(zapcore.WarnLevel)
+	f := firstCloud(t, NodeConfig{Log: zap.New(core)}, ROS2NodeConfig{DDS: ros2Config(t), ScanTopic: "/scan", ScanFixedFrame: "odom", MaxPoints: 2000},
+		"scan", "rt/scan", "20", "720")
+	if f.h.Points.Flags != handles.PointsPlanar || f.h.Points.Count != 716 || f.pts[0][2] != 0 {
+		t.Fatalf("handle %+v, first point %v: want the 716 valid rays as sent", f.h, f.pts[0])
+	}
+	waitForLog(t, logs, "not deskewed")
+	w := logs.FilterMessageSnippet("not deskewed").All()[0]
+	fields := w.ContextMap()
+	if fields["fixed_frame"] != "odom" || fields["scan_frame"] != "laser" || !strings.Contains(fmt.Sprint(fields["error"]), "/tf") {
+		t.Errorf("warning %q %v: want the fixed frame odom, the scan frame laser and /tf named", w.Message, fields)
+	}
+}
+
+// waitForLog waits up to 10 s for a log line containing snippet.
+func waitForLog(t *testing.T, logs *observer.ObservedLogs, snippet string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for logs.FilterMessageSnippet(snippet).Len() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no log line with %q within 10 s", snippet)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

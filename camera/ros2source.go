@@ -60,6 +60,12 @@ type ROS2SourceConfig struct {
 	// into the points stream instead of PointsTopic (which must then be
 	// ""), its clouds marked planar (OnLaserScan); "" = none.
 	ScanTopic string
+	// ScanFixedFrame, if not "", deskews each scan (scanDeskew): a frame
+	// that does not move with the robot (odom), looked up in Transforms.
+	// A scan whose transforms cannot be had is used as sent, counted
+	// (ROS2Stats.NotDeskewed) and logged.
+	ScanFixedFrame string
+	Transforms     TransformLookup
 	// QoS of both subscriptions; the zero value is sensor data QoS
 	// (BEST_EFFORT, KEEP_LAST 5), which matches any publisher.
 	QoS ros2.QoS
@@ -178,6 +184,9 @@ type ROS2Stats struct {
 	Failed      uint64 // the publisher failed
 	FrameIDs    uint64 // header.frame_id truncated to 16 bytes or replaced (not printable)
 	Mirrored    uint64 // frames republished in full on the mirror topic
+	// Scans placed ray by ray by the scanner's motion (ScanFixedFrame),
+	// and scans that needed it but were used as sent (no transform).
+	Deskewed, NotDeskewed uint64
 }
 
 // ROS2Source feeds the camera's pools from ROS 2 subscriptions. The image
@@ -201,6 +210,10 @@ type ROS2Source struct {
 	// that the callback builds no string.
 	iField, iMissing string
 	iScale           float64
+	// deskew is nil without ScanFixedFrame; skewLogged says the scans are
+	// not deskewed, once.
+	deskew     *scanDeskew
+	skewLogged bool
 }
 
 // mirrorWorker publishes one topic's mirror on a goroutine of its own: a
@@ -316,6 +329,12 @@ func NewROS2Source(p *ros2.Participant, cam *Camera, pub Publisher, cfg ROS2Sour
 	if cfg.ScanTopic != "" && cam.Pool(TopicPoints) == nil {
 		return nil, fmt.Errorf("camera: ros2 scan topic %q: no points pool (max points is 0)", cfg.ScanTopic)
 	}
+	if err := checkDeskew(cfg); err != nil {
+		return nil, err
+	}
+	if cfg.ScanFixedFrame != "" {
+		s.deskew = &scanDeskew{fixed: cfg.ScanFixedFrame, look: cfg.Transforms, log: cfg.Log, topic: cfg.ScanTopic}
+	}
 	if cfg.ImageTopic != "" && cam.Pool(TopicImage) == nil {
 		return nil, fmt.Errorf("camera: ros2 image topic %q: no image pool (max image bytes is 0)", cfg.ImageTopic)
 	}
@@ -384,11 +403,15 @@ func (s *ROS2Source) Stats(topic int) ROS2Stats {
 	if topic == TopicPoints && s.points != nil {
 		skipped = s.points.Skipped()
 	}
-	return ROS2Stats{
+	stats := ROS2Stats{
 		Received: st.received.Load() + skipped, Published: st.published.Load(), Delivered: st.delivered.Load(),
 		Exhausted: st.exhausted.Load(), Unsupported: st.unsupported.Load() + skipped, TooLarge: st.tooLarge.Load(),
 		Failed: st.failed.Load(), FrameIDs: st.frameIDs.Load(), Mirrored: st.mirrored.Load(),
 	}
+	if d := s.deskew; d != nil && topic == TopicPoints {
+		stats.Deskewed, stats.NotDeskewed = d.deskewed.Load(), d.skipped.Load()
+	}
+	return stats
 }
 
 // Publishers returns how many ROS publishers (drivers) the topic's

@@ -55,7 +55,7 @@ func buildPeer(peer, graph, paramClient string) error {
 		{"-o", graph, "testdata/graph/graph.c", "rmw_dds_common.c", "rmw_dds_common_humble.c"},
 		{"-o", paramClient, "testdata/paramclient/paramclient.c", "rcl_interfaces.c"},
 	} {
-		args = append(append([]string{"-O1", "-Wall", "-I."}, args...), strings.Fields(string(flags))...)
+		args = append(append(append([]string{"-O1", "-Wall", "-I."}, args...), strings.Fields(string(flags))...), "-lm")
 		cmd := exec.Command("gcc", args...)
 		cmd.Stderr = os.Stderr
 		if err := cmd.Run(); err != nil {

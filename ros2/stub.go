@@ -116,6 +116,18 @@ func (*StaticTransforms) Lookup(context.Context, string, string) (tf.Transform, 
 func (*StaticTransforms) Matched() int { return 0 }
 func (*StaticTransforms) Close() error { return nil }
 
+// Transforms keeps /tf and /tf_static (see the ros2-tagged build).
+type Transforms struct{}
+
+// ListenTransforms returns ErrNotBuilt.
+func (*Participant) ListenTransforms(tf.BufferConfig) (*Transforms, error) { return nil, ErrNotBuilt }
+
+func (*Transforms) LookupAt(string, string, int64) (tf.Transform, error) {
+	return tf.Transform{}, ErrNotBuilt
+}
+func (*Transforms) Refused() uint64 { return 0 }
+func (*Transforms) Close() error    { return nil }
+
 // SimClock follows /clock (see the ros2-tagged build).
 type SimClock struct{}
 

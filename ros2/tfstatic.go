@@ -36,15 +36,36 @@ type tfBuffers struct {
 	recs []tfRec
 	strs []byte
 	out  []tf.Stamped
+	// names interns frame ids, so that /tf, a stream of the same few
+	// frames at up to 100 Hz, allocates no strings once they are known.
+	// Bounded: past maxInternedFrames new names are copied as they come.
+	names map[string]string
 }
+
+// maxInternedFrames bounds tfBuffers.names (a robot has tens of frames).
+const maxInternedFrames = 1024
 
 func newTFBuffers() *tfBuffers {
-	return &tfBuffers{recs: make([]tfRec, maxTFTransforms), strs: make([]byte, maxTFFrameBytes)}
+	return &tfBuffers{recs: make([]tfRec, maxTFTransforms), strs: make([]byte, maxTFFrameBytes), names: make(map[string]string)}
 }
 
-// takeTransforms takes one TFMessage and hands its transforms to the
-// callback. The frame ids are copied into Go strings: /tf_static carries
-// a few messages, not a stream.
+// name returns b as a string, interned.
+func (b *tfBuffers) name(bs []byte) string {
+	if s, ok := b.names[string(bs)]; ok { // no allocation: the compiler reads bs in place
+		return s
+	}
+	s := string(bs)
+	if b.names == nil {
+		b.names = make(map[string]string)
+	}
+	if len(b.names) < maxInternedFrames {
+		b.names[s] = s
+	}
+	return s
+}
+
+// takeTransforms takes one TFMessage and hands its transforms, with their
+// stamps, to the callback.
 func (s *Subscription) takeTransforms() (int32, retcode) {
 	b := s.tfs
 	got, n, total, rc := takeTF(s.ep.e, b.recs, b.strs)
@@ -55,10 +76,11 @@ func (s *Subscription) takeTransforms() (int32, retcode) {
 	b.out = b.out[:0]
 	for _, r := range b.recs[:n] {
 		b.out = append(b.out, tf.Stamped{
-			Parent: string(b.strs[r.parentOff : r.parentOff+r.parentLen]),
-			Child:  string(b.strs[r.childOff : r.childOff+r.childLen]),
+			Parent: b.name(b.strs[r.parentOff : r.parentOff+r.parentLen]),
+			Child:  b.name(b.strs[r.childOff : r.childOff+r.childLen]),
 			Transform: tf.Transform{Translation: r.translation,
 				Rotation: tf.Quaternion{X: r.rotation[0], Y: r.rotation[1], Z: r.rotation[2], W: r.rotation[3]}},
+			Stamp: int64(r.sec)*1e9 + int64(r.nanosec),
 		})
 	}
 	if n < total {

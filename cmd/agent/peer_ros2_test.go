@@ -37,7 +37,7 @@ func buildTestPeer(t *testing.T) string {
 		"tf2_msgs.c", "sensor_msgs.c", "zerohop_msgs.c", "diagnostic_msgs.c", "rcl_interfaces.c"} {
 		args = append(args, "../../ros2/"+s)
 	}
-	if out, err := exec.Command("gcc", append(args, strings.Fields(string(flags))...)...).CombinedOutput(); err != nil {
+	if out, err := exec.Command("gcc", append(append(args, strings.Fields(string(flags))...), "-lm")...).CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, out)
 	}
 	return peer

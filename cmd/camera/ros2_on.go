@@ -72,6 +72,7 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 	var (
 		points     = fs.String("ros2-points-topic", "points", `--source ros2: sensor_msgs/PointCloud2 topic ("" = none); a relative name resolves against --ros2-namespace (points in /robot1 is /robot1/points), an absolute one (/points) does not; x, y, z (FLOAT32/FLOAT64) and optional intensity (the field --ros2-intensity-field names, any numeric type; without it intensity is 0, with one warning) at any offsets`)
 		scan       = fs.String("ros2-scan-topic", "", `--source ros2: sensor_msgs/LaserScan topic of a planar (2D) LiDAR, e.g. scan ("" = none), read instead of --ros2-points-topic (left at its default, or ""): each scan becomes a cloud in its frame (rays without a valid return left out), marked planar for bin/agent --planar-lidar; --ros2-max-points bounds its rays, --ros2-intensity-scale scales its intensities`)
+		fixed      = fs.String("ros2-scan-fixed-frame", "", `--source ros2 with --ros2-scan-topic: deskew each scan, as laser_geometry's high-fidelity projection does: a frame that does not move with the robot, e.g. odom ("" = off). A scanner takes its rays one after the other (time_increment apart); while the robot turns each comes from another pose, and the scan as sent is skewed (at 1 rad/s and 10 scans a second, up to 0.1 rad: 0.4 m at 4 m). The scan frame's pose in this frame is read from /tf and /tf_static (odom → base_link from the base's driver, base_link → the scanner from robot_state_publisher) at the first and the last ray's time, and each ray placed by the pose at its own time, in the scan frame at the first ray's time (the header stamp). A scan whose transforms are missing is used as sent, counted (zerohop_camera_ros2_scans_deskew_total{result="not_deskewed"}) and logged with the reason; a namespaced robot remaps /tf (--ros-args -r /tf:=tf -r /tf_static:=tf_static)`)
 		image      = fs.String("ros2-image-topic", "image_raw", `--source ros2: sensor_msgs/Image topic ("" = none); a relative name resolves against --ros2-namespace, as for --ros2-points-topic; rgb8, bgr8, mono8, rgba8 or bgra8 (cv_bridge's 8UC1, 8UC3 and 8UC4 too)`)
 		maxPoints  = fs.Int("ros2-max-points", 131072, "--source ros2: most points per cloud (slot size = 16 bytes × this); larger clouds are dropped and counted")
 		maxImage   = fs.Int("ros2-max-image-bytes", 1920*1080*3, "--source ros2: largest image in bytes (width × height × bytes per pixel); larger images are dropped and counted")
@@ -147,6 +148,9 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 		if _, err := dds.ResolveTopic(*diagTop); err != nil {
 			return camera.ROS2NodeConfig{}, fmt.Errorf("--ros2-diagnostics-topic: %w", err)
 		}
+		if *fixed != "" && *scan == "" {
+			return camera.ROS2NodeConfig{}, fmt.Errorf("--ros2-scan-fixed-frame %q: deskews the scans of --ros2-scan-topic, which is not given", *fixed)
+		}
 		receipt := *stamp == "receipt"
 		if *simTime {
 			stampGiven := false
@@ -165,7 +169,7 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 			return camera.ROS2NodeConfig{}, err
 		}
 		return camera.ROS2NodeConfig{
-			DDS: dds, PointsTopic: pointsTopic, ScanTopic: *scan, ImageTopic: *image,
+			DDS: dds, PointsTopic: pointsTopic, ScanTopic: *scan, ScanFixedFrame: *fixed, ImageTopic: *image,
 			MaxPoints: *maxPoints, MaxImageBytes: *maxImage, HandlesTopic: *handlesTop,
 			ImageMirrorTopic: *imgMirror, PointsMirrorTopic: *ptsMirror, MirrorReliability: rel,
 			StampOnReceipt: receipt, Intensity: intensity,

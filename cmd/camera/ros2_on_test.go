@@ -138,6 +138,8 @@ func TestRunRefusesBadMirrorReliability(t *testing.T) {
 			[]string{`--ros2-scan-topic "scan" and --ros2-points-topic "velodyne_points"`, `--ros2-points-topic ""`}},
 		{"no ray count for a scan topic", []string{"--source", "ros2", "--ros2-scan-topic", "scan", "--ros2-max-points", "0", "--metrics", ""},
 			[]string{`--ros2-max-points 0 with --ros2-scan-topic "scan"`}},
+		{"a scan fixed frame without a scan topic", []string{"--source", "ros2", "--ros2-scan-fixed-frame", "odom", "--metrics", ""},
+			[]string{`--ros2-scan-fixed-frame "odom"`, "--ros2-scan-topic, which is not given"}},
 		{"a remapping rule rcl refuses", []string{"--source", "ros2", "--metrics", "", "--ros-args", "-r", "points:=/lidar points", "--"},
 			[]string{`-r "points:=/lidar points": name "/lidar points"`}},
 	}

@@ -1,4 +1,4 @@
-// Package tf holds ROS 2 static transforms (/tf_static, tf2_msgs/TFMessage)
+// Package tf holds ROS 2 transforms (/tf_static and /tf, tf2_msgs/TFMessage)
 // as a tree and answers lookups between its frames, the way tf2's
 // BufferCore does, so that the agent can read where its sensors sit on the
 // robot (the LiDAR's mount) from what robot_state_publisher and
@@ -20,7 +20,11 @@
 //     translation and RPY are what `ros2 run tf2_ros tf2_echo target
 //     source` prints.
 //
-// Only static transforms are held: there are no stamps, no time travel
-// and no interpolation, and a later transform for a child replaces the
-// earlier one, as a latched /tf_static does in tf2.
+// Tree holds static transforms only: no stamps, no interpolation, and a
+// later transform for a child replaces the earlier one, as a latched
+// /tf_static does in tf2. Buffer holds moving ones too (/tf, each with its
+// stamp, a bounded history per edge) and answers lookups at a time,
+// interpolating between stamps (linear translation, slerp) and
+// extrapolating a bounded time past the newest: what the camera needs to
+// deskew a scan.
 package tf

@@ -27,11 +27,11 @@ func robot(t *testing.T) *Tree {
 	t.Helper()
 	tr := &Tree{}
 	for _, s := range []Stamped{
-		{"base_footprint", "base_link", bfToBL},
-		{"base_link", "lidar_mount", blToMount},
-		{"lidar_mount", "velodyne", mountToV},
-		{"base_link", "imu_link", blToIMU},
-		{"base_link", "camera_link", blToCam},
+		{"base_footprint", "base_link", bfToBL, 0},
+		{"base_link", "lidar_mount", blToMount, 0},
+		{"lidar_mount", "velodyne", mountToV, 0},
+		{"base_link", "imu_link", blToIMU, 0},
+		{"base_link", "camera_link", blToCam, 0},
 	} {
 		if err := tr.Add(s); err != nil {
 			t.Fatalf("Add(%+v): %v", s, err)
@@ -133,7 +133,7 @@ func TestReplace(t *testing.T) {
 	tr := robot(t)
 	// A new mount for the LiDAR replaces the old one.
 	moved := tfAt(0, 0, 0.05, 0, 20*deg, 0)
-	if err := tr.Add(Stamped{"lidar_mount", "velodyne", moved}); err != nil {
+	if err := tr.Add(Stamped{"lidar_mount", "velodyne", moved, 0}); err != nil {
 		t.Fatal(err)
 	}
 	if tr.Len() != 5 {
@@ -145,7 +145,7 @@ func TestReplace(t *testing.T) {
 	}
 	// Its parent changes: velodyne straight under base_link.
 	direct := tfAt(0.1, 0, 0.52, 0, 10*deg, 0)
-	if err := tr.Add(Stamped{"base_link", "velodyne", direct}); err != nil {
+	if err := tr.Add(Stamped{"base_link", "velodyne", direct, 0}); err != nil {
 		t.Fatal(err)
 	}
 	if tr.Len() != 5 {
@@ -166,10 +166,10 @@ func TestReplace(t *testing.T) {
 		t.Errorf("Edges() = %q, want %q", e, wantEdges)
 	}
 	// A parent no transform names any more is no longer a frame.
-	if err := tr.Add(Stamped{"old_mount", "gps", Identity()}); err != nil {
+	if err := tr.Add(Stamped{"old_mount", "gps", Identity(), 0}); err != nil {
 		t.Fatal(err)
 	}
-	if err := tr.Add(Stamped{"base_link", "gps", Identity()}); err != nil {
+	if err := tr.Add(Stamped{"base_link", "gps", Identity(), 0}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := tr.Lookup("old_mount", "gps"); !errors.Is(err, ErrUnknownFrame) {
@@ -182,10 +182,10 @@ func TestReplace(t *testing.T) {
 
 func TestLeadingSlash(t *testing.T) {
 	var tr Tree // the zero value is usable
-	if err := tr.Add(Stamped{"/base_link", "/velodyne", mountToV}); err != nil {
+	if err := tr.Add(Stamped{"/base_link", "/velodyne", mountToV, 0}); err != nil {
 		t.Fatal(err)
 	}
-	if err := tr.Add(Stamped{"base_link", "//odd", Identity()}); err != nil {
+	if err := tr.Add(Stamped{"base_link", "//odd", Identity(), 0}); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"base_link→/odd", "base_link→velodyne"}
@@ -202,7 +202,7 @@ func TestLeadingSlash(t *testing.T) {
 		}
 	}
 	// A re-add with the slash replaces, not duplicates.
-	if err := tr.Add(Stamped{"base_link", "/velodyne", Identity()}); err != nil || tr.Len() != 2 {
+	if err := tr.Add(Stamped{"base_link", "/velodyne", Identity(), 0}); err != nil || tr.Len() != 2 {
 		t.Errorf("re-adding /velodyne: %v, Len() = %d, want 2", err, tr.Len())
 	}
 }
@@ -239,7 +239,7 @@ func TestAddInvalid(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			tr := robot(t)
 			before := tr.Edges()
-			err := tr.Add(Stamped{c.parent, c.child, c.tf})
+			err := tr.Add(Stamped{c.parent, c.child, c.tf, 0})
 			if !errors.Is(err, ErrInvalid) {
 				t.Fatalf("Add = %v, want ErrInvalid", err)
 			}
@@ -261,7 +261,7 @@ func TestAddNormalises(t *testing.T) {
 	q := FromRPY(0.1, 0.2, 0.3)
 	for _, n2 := range []float64{1.0099, 0.9901} {
 		k := math.Sqrt(n2)
-		if err := tr.Add(Stamped{"a", "b", Transform{Translation: [3]float64{1, 2, 3}, Rotation: Quaternion{k * q.X, k * q.Y, k * q.Z, k * q.W}}}); err != nil {
+		if err := tr.Add(Stamped{"a", "b", Transform{Translation: [3]float64{1, 2, 3}, Rotation: Quaternion{k * q.X, k * q.Y, k * q.Z, k * q.W}}, 0}); err != nil {
 			t.Fatalf("length² %g: %v", n2, err)
 		}
 		got, _, err := tr.Lookup("a", "b")
@@ -291,7 +291,7 @@ func TestAddLoop(t *testing.T) {
 		t.Run(c.parent+"→"+c.child, func(t *testing.T) {
 			tr := robot(t)
 			before := tr.Edges()
-			err := tr.Add(Stamped{c.parent, c.child, Identity()})
+			err := tr.Add(Stamped{c.parent, c.child, Identity(), 0})
 			if !errors.Is(err, ErrLoop) {
 				t.Fatalf("Add = %v, want ErrLoop", err)
 			}
@@ -318,7 +318,7 @@ func TestAddLoop(t *testing.T) {
 	}
 	// Moving a subtree elsewhere is no loop.
 	tr := robot(t)
-	if err := tr.Add(Stamped{"imu_link", "lidar_mount", Identity()}); err != nil {
+	if err := tr.Add(Stamped{"imu_link", "lidar_mount", Identity(), 0}); err != nil {
 		t.Fatalf("moving lidar_mount under imu_link: %v", err)
 	}
 	if _, chain, err := tr.Lookup("base_footprint", "velodyne"); err != nil ||
@@ -337,8 +337,8 @@ func TestWalksBounded(t *testing.T) {
 	go func() {
 		_, _, err := tr.Lookup("imu_link", "velodyne")
 		if err == nil {
-			err = tr.Add(Stamped{"camera_link", "gps", Identity()})
-		} else if err2 := tr.Add(Stamped{"camera_link", "gps", Identity()}); err2 != nil {
+			err = tr.Add(Stamped{"camera_link", "gps", Identity(), 0})
+		} else if err2 := tr.Add(Stamped{"camera_link", "gps", Identity(), 0}); err2 != nil {
 			err = fmt.Errorf("%w; Add: %v", err, err2)
 		}
 		done <- err
@@ -355,7 +355,7 @@ func TestWalksBounded(t *testing.T) {
 
 func TestLookupUnknown(t *testing.T) {
 	var tr Tree
-	for _, s := range []Stamped{{"base_footprint", "base_link", bfToBL}, {"base_link", "imu_link", blToIMU}} {
+	for _, s := range []Stamped{{"base_footprint", "base_link", bfToBL, 0}, {"base_link", "imu_link", blToIMU, 0}} {
 		if err := tr.Add(s); err != nil {
 			t.Fatal(err)
 		}
@@ -384,7 +384,7 @@ func TestLookupUnknown(t *testing.T) {
 	// Long lists are cut.
 	var big Tree
 	for i := range 30 {
-		if err := big.Add(Stamped{"base_link", fmt.Sprintf("f%02d", i), Identity()}); err != nil {
+		if err := big.Add(Stamped{"base_link", fmt.Sprintf("f%02d", i), Identity(), 0}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -398,9 +398,9 @@ func TestLookupUnknown(t *testing.T) {
 func TestLookupNotConnected(t *testing.T) {
 	var tr Tree
 	for _, s := range []Stamped{
-		{"base_footprint", "base_link", bfToBL},
-		{"lidar_mount", "velodyne", mountToV},
-		{"base_link", "imu_link", blToIMU},
+		{"base_footprint", "base_link", bfToBL, 0},
+		{"lidar_mount", "velodyne", mountToV, 0},
+		{"base_link", "imu_link", blToIMU, 0},
 	} {
 		if err := tr.Add(s); err != nil {
 			t.Fatal(err)
@@ -419,7 +419,7 @@ func TestLookupNotConnected(t *testing.T) {
 		t.Errorf("Lookup(velodyne, imu_link) = %v", err)
 	}
 	// Publishing the missing link connects them.
-	if err := tr.Add(Stamped{"base_link", "lidar_mount", blToMount}); err != nil {
+	if err := tr.Add(Stamped{"base_link", "lidar_mount", blToMount, 0}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := tr.Lookup("base_footprint", "velodyne"); err != nil {
@@ -452,15 +452,15 @@ func TestConcurrent(t *testing.T) {
 	errs := make(chan error, 2)
 	wg.Go(func() {
 		for i := range 2000 {
-			s := Stamped{"base_link", "lidar_mount", mountA}
+			s := Stamped{"base_link", "lidar_mount", mountA, 0}
 			if i%2 == 1 {
-				s = Stamped{"base_footprint", "lidar_mount", mountB}
+				s = Stamped{"base_footprint", "lidar_mount", mountB, 0}
 			}
 			if err := tr.Add(s); err != nil {
 				errs <- err
 				return
 			}
-			if err := tr.Add(Stamped{"camera_link", fmt.Sprintf("tag%d", i%7), Identity()}); err != nil {
+			if err := tr.Add(Stamped{"camera_link", fmt.Sprintf("tag%d", i%7), Identity(), 0}); err != nil {
 				errs <- err
 				return
 			}

@@ -28,6 +28,12 @@
 //     does (RELIABLE, TRANSIENT_LOCAL, KEEP_LAST 1), then prints READY and WRITTEN:
 //     a reader started after that must still get it.
 //
+//   peer DOMAIN odom TOPIC SEC PERIOD_MS MILLIRAD_PER_S
+//     Publishes odom→base_link on TOPIC as a base's driver does on /tf
+//     (RELIABLE, VOLATILE, KEEP_LAST 100): stamped SEC.0, then PERIOD_MS
+//     later each time, turning about z at MILLIRAD_PER_S (yaw = rate × time
+//     since SEC.0), at the origin; prints READY.
+//
 //   peer DOMAIN clock TOPIC SEC PERIOD_MS
 //     Publishes rosgraph_msgs/Clock as a simulator does (RELIABLE, KEEP_LAST
 //     1): SEC.5, then one more second every PERIOD_MS.
@@ -36,6 +42,7 @@
 //
 // Every wait is bounded (20 s) so a broken test never leaves it running.
 #include <inttypes.h>
+#include <math.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -630,6 +637,38 @@ static int pub_static(dds_entity_t pp, const char *topic, int ntf, char **tfs)
   return 0;
 }
 
+static int pub_odom(dds_entity_t pp, const char *topic, int32_t sec, int period_ms, double rate)
+{
+  dds_entity_t tp = dds_create_topic(pp, &tf2_msgs_msg_dds__TFMessage__desc, topic, NULL, NULL);
+  if (tp < 0) die("create topic", tp);
+  dds_qos_t *q = dds_create_qos();
+  dds_qset_reliability(q, DDS_RELIABILITY_RELIABLE, DDS_MSECS(100));
+  dds_qset_history(q, DDS_HISTORY_KEEP_LAST, 100);
+  dds_data_representation_id_t xcdr1 = DDS_DATA_REPRESENTATION_XCDR1;
+  dds_qset_data_representation(q, 1, &xcdr1);
+  dds_entity_t wr = dds_create_writer(pp, tp, q, NULL);
+  dds_delete_qos(q);
+  if (wr < 0) die("create writer", wr);
+  printf("READY\n");
+  fflush(stdout);
+  geometry_msgs_msg_dds__TransformStamped_ ts;
+  memset(&ts, 0, sizeof ts);
+  ts.header.frame_id = "odom";
+  ts.child_frame_id = "base_link";
+  tf2_msgs_msg_dds__TFMessage_ m = {.transforms = {._buffer = &ts, ._length = 1, ._maximum = 1}};
+  dds_time_t deadline = dds_time() + WAIT;
+  for (int64_t k = 0; !stdin_closed(period_ms) && dds_time() < deadline; k++) {
+    int64_t ns = k * (int64_t)period_ms * 1000000;
+    double yaw = rate * (double)ns / 1e9;
+    ts.header.stamp.sec = sec + (int32_t)(ns / 1000000000);
+    ts.header.stamp.nanosec = (uint32_t)(ns % 1000000000);
+    ts.transform.rotation = (geometry_msgs_msg_dds__Quaternion_){0, 0, sin(yaw / 2), cos(yaw / 2)};
+    dds_return_t rc = dds_write(wr, &m);
+    if (rc < 0) die("write", rc);
+  }
+  return 0;
+}
+
 static int pub_clock(dds_entity_t pp, const char *topic, int32_t sec, int period_ms)
 {
   dds_entity_t tp = dds_create_topic(pp, &rosgraph_msgs_msg_dds__Clock__desc, topic, NULL, NULL);
@@ -660,6 +699,13 @@ int main(int argc, char **argv)
     dds_entity_t pp = dds_create_participant((dds_domainid_t)atoi(argv[1]), NULL, NULL);
     if (pp < 0) die("create participant", pp);
     int rc = pub_clock(pp, argv[3], (int32_t)atoi(argv[4]), atoi(argv[5]));
+    dds_delete(pp);
+    return rc;
+  }
+  if (argc >= 7 && !strcmp(argv[2], "odom")) {
+    dds_entity_t pp = dds_create_participant((dds_domainid_t)atoi(argv[1]), NULL, NULL);
+    if (pp < 0) die("create participant", pp);
+    int rc = pub_odom(pp, argv[3], (int32_t)atoi(argv[4]), atoi(argv[5]), atoi(argv[6]) / 1000.0);
     dds_delete(pp);
     return rc;
   }
