@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"math"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,12 +85,7 @@ func (d *scanDeskew) motion(v *ros2.LaserScanView) (m tf.Transform, ok bool) {
 // (digits aside) changes or a minute has passed.
 func (d *scanDeskew) skip(err error) {
 	n := d.skipped.Add(1)
-	reason := strings.Map(func(r rune) rune {
-		if r >= '0' && r <= '9' {
-			return -1
-		}
-		return r
-	}, err.Error())
+	reason := logReason(err)
 	now := time.Now()
 	d.logMu.Lock()
 	log := reason != d.lastReason || now.Sub(d.lastAt) >= dropRelogEvery

@@ -16,6 +16,9 @@ type deskewWorld struct {
 	omega, v float64
 	mount    tf.Transform
 	start    int64 // ns: the pose below
+	// clockwise scans from +π with a negative angle_increment;
+	// backwards lists the rays last taken first (time_increment < 0).
+	clockwise, backwards bool
 }
 
 // base returns base_link's pose in odom at t (ns).
@@ -52,9 +55,15 @@ func hit(o, d [3]float64) [3]float64 {
 // at its first ray's time (what a deskewed cloud must hold).
 func (w deskewWorld) scan(n int, lead int64) (*ros2.LaserScanView, [][3]float64) {
 	t0 := w.start + lead
-	ti := 0.1 / float64(n)
+	ti, a0, inc := 0.1/float64(n), -math.Pi, 2*math.Pi/float64(n)
+	if w.clockwise {
+		a0, inc = math.Pi, -inc
+	}
+	if w.backwards {
+		ti = -ti
+	}
 	v := &ros2.LaserScanView{Sec: int32(t0 / 1e9), Nanosec: uint32(t0 % 1e9), FrameID: []byte("laser"),
-		AngleMin: float32(-math.Pi), AngleIncrement: float32(2 * math.Pi / float64(n)), TimeIncrement: float32(ti),
+		AngleMin: float32(a0), AngleIncrement: float32(inc), TimeIncrement: float32(ti),
 		RangeMin: 0.1, RangeMax: 30, Ranges: make([]float32, n)}
 	want := make([][3]float64, n)
 	atFirst := w.laser(t0).Inverse()
@@ -112,17 +121,20 @@ func sq(x float64) float64 { return x * x }
 func TestScanDeskewPlacesEachRayWhereTheScannerWas(t *testing.T) {
 	const start = 1_700_000_000_000_000_000
 	for _, tc := range []struct {
-		name  string
-		mount tf.Transform
-		until int64 // newest /tf after start, ns
+		name                 string
+		mount                tf.Transform
+		until                int64 // newest /tf after start, ns
+		clockwise, backwards bool
 	}{
-		{"upright, ahead of the base", tf.Transform{Translation: [3]float64{0.1, 0.05, 0.2}, Rotation: tf.FromRPY(0, 0, 0)}, 500e6},
-		{"turned to face left", tf.Transform{Translation: [3]float64{-0.1, 0, 0.3}, Rotation: tf.FromRPY(0, 0, math.Pi/2)}, 500e6},
-		{"upside down", tf.Transform{Translation: [3]float64{0.2, 0, 0.15}, Rotation: tf.FromRPY(math.Pi, 0, 0)}, 500e6},
-		{"last ray 60 ms past the newest /tf", tf.Transform{Translation: [3]float64{0.1, 0, 0.2}, Rotation: tf.FromRPY(0, 0, 0)}, 340e6},
+		{"clockwise scan (angle_increment < 0)", tf.Transform{Translation: [3]float64{0.1, 0, 0.2}, Rotation: tf.FromRPY(0, 0, 0)}, 500e6, true, false},
+		{"rays listed last taken first (time_increment < 0)", tf.Transform{Translation: [3]float64{0.1, 0, 0.2}, Rotation: tf.FromRPY(0, 0, 0)}, 500e6, false, true},
+		{"upright, ahead of the base", tf.Transform{Translation: [3]float64{0.1, 0.05, 0.2}, Rotation: tf.FromRPY(0, 0, 0)}, 500e6, false, false},
+		{"turned to face left", tf.Transform{Translation: [3]float64{-0.1, 0, 0.3}, Rotation: tf.FromRPY(0, 0, math.Pi/2)}, 500e6, false, false},
+		{"upside down", tf.Transform{Translation: [3]float64{0.2, 0, 0.15}, Rotation: tf.FromRPY(math.Pi, 0, 0)}, 500e6, false, false},
+		{"last ray 60 ms past the newest /tf", tf.Transform{Translation: [3]float64{0.1, 0, 0.2}, Rotation: tf.FromRPY(0, 0, 0)}, 340e6, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := deskewWorld{omega: 2, v: 0.5, mount: tc.mount, start: start}
+			w := deskewWorld{omega: 2, v: 0.5, mount: tc.mount, start: start, clockwise: tc.clockwise, backwards: tc.backwards}
 			v, want := w.scan(720, 300e6)
 			r := newROS2RigWith(t, PoolSizes{Points: 1000, ImageBytes: 64}, 4,
 				ROS2SourceConfig{ScanFixedFrame: "odom", Transforms: w.transforms(t, tc.until)})

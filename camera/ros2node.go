@@ -214,8 +214,13 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 	}
 	scfg := ROS2SourceConfig{PointsTopic: rc.PointsTopic, ImageTopic: rc.ImageTopic, ScanTopic: rc.ScanTopic, QoS: rc.QoS,
 		StampOnReceipt: rc.StampOnReceipt, Intensity: rc.Intensity, Checksum: cfg.Checksum, Log: log}
+	var trs *ros2.Transforms
 	if rc.ScanFixedFrame != "" {
-		trs, err := p.ListenTransforms(tf.BufferConfig{Extrapolate: DeskewExtrapolation})
+		if rc.StampOnReceipt && !rc.SimTime {
+			log.Warn("camera: --ros2-scan-fixed-frame with --ros2-stamp receipt: deskewing looks /tf up at the scans' header stamps, so the scanner's clock and the base's must agree; with a scanner clock off by more than 0.1 s every scan is used as sent (counted, logged)")
+		}
+		var err error
+		trs, err = p.ListenTransforms(tf.BufferConfig{Extrapolate: DeskewExtrapolation})
 		if err != nil {
 			return errors.Join(fmt.Errorf("camera: --ros2-scan-fixed-frame %q: %w", rc.ScanFixedFrame, err), stopServing())
 		}
@@ -283,10 +288,14 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 	for i := range 2 {
 		if cam.Pool(i) != nil {
 			st := src.Stats(i)
-			log.Info("camera ros2 topic stopped", zap.String("topic", TopicName(i)), zap.Uint64("received", st.Received),
+			fields := []zap.Field{zap.String("topic", TopicName(i)), zap.Uint64("received", st.Received),
 				zap.Uint64("published", st.Published), zap.Uint64("exhausted", st.Exhausted), zap.Uint64("unsupported", st.Unsupported),
-				zap.Uint64("too_large", st.TooLarge), zap.Uint64("failed", st.Failed),
-				zap.Uint64("deskewed", st.Deskewed), zap.Uint64("not_deskewed", st.NotDeskewed))
+				zap.Uint64("too_large", st.TooLarge), zap.Uint64("failed", st.Failed)}
+			if i == TopicPoints && trs != nil {
+				fields = append(fields, zap.Uint64("deskewed", st.Deskewed), zap.Uint64("not_deskewed", st.NotDeskewed),
+					zap.Uint64("tf_refused", trs.Refused()), zap.Uint64("tf_time_jumps", trs.TimeJumps()))
+			}
+			log.Info("camera ros2 topic stopped", fields...)
 		}
 	}
 	return errors.Join(srcErr, serveErr)

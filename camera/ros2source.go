@@ -579,12 +579,7 @@ func (s *ROS2Source) publish(st *ros2Stream, topic int, slot pinned.Slot) {
 func (s *ROS2Source) countDrop(topic int, c *atomic.Uint64, err error) {
 	n := c.Add(1)
 	st := &s.streams[topic]
-	reason := strings.Map(func(r rune) rune {
-		if r >= '0' && r <= '9' {
-			return -1
-		}
-		return r
-	}, err.Error())
+	reason := logReason(err)
 	now := time.Now()
 	st.dropMu.Lock()
 	last, seen := st.dropLog[c]
@@ -600,6 +595,17 @@ func (s *ROS2Source) countDrop(topic int, c *atomic.Uint64, err error) {
 		s.log.Error("camera: ros2 message dropped (counted; logged again when the reason changes, else once a minute)",
 			zap.String("topic", TopicName(topic)), zap.String("ros_topic", s.rosTopic(topic)), zap.Uint64("dropped", n), zap.Error(err))
 	}
+}
+
+// logReason is err's text without its digits: a reason that only sizes,
+// counts or times change is not logged as a new one.
+func logReason(err error) string {
+	return strings.Map(func(r rune) rune {
+		if r >= '0' && r <= '9' {
+			return -1
+		}
+		return r
+	}, err.Error())
 }
 
 // rosTopic is the ROS topic feeding camera topic topic.

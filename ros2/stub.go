@@ -125,8 +125,9 @@ func (*Participant) ListenTransforms(tf.BufferConfig) (*Transforms, error) { ret
 func (*Transforms) LookupAt(string, string, int64) (tf.Transform, error) {
 	return tf.Transform{}, ErrNotBuilt
 }
-func (*Transforms) Refused() uint64 { return 0 }
-func (*Transforms) Close() error    { return nil }
+func (*Transforms) Refused() uint64   { return 0 }
+func (*Transforms) TimeJumps() uint64 { return 0 }
+func (*Transforms) Close() error      { return nil }
 
 // SimClock follows /clock (see the ros2-tagged build).
 type SimClock struct{}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -29,7 +30,15 @@ type Transforms struct {
 	topics       [2]string // /tf, /tf_static after remapping
 
 	refused atomic.Uint64 // transforms the buffer refused; the first is logged
+	jumps   atomic.Uint64 // histories restarted because time jumped back
+	// lastJumpLog (ns, this machine's clock) rate-limits the jump lines:
+	// two publishers of one edge on different clocks would jump at their
+	// rate.
+	lastJumpLog atomic.Int64
 }
+
+// jumpRelogEvery is how often a time jump is logged at most.
+const jumpRelogEvery = 10 * time.Second
 
 // ListenTransforms subscribes to /tf (TFQoS) and /tf_static
 // (TFStaticQoS), after the participant's remapping rules, into a buffer
@@ -71,8 +80,17 @@ func (t *Transforms) add(ts []tf.Stamped, total int, static bool) {
 		} else {
 			err = t.buf.Add(s)
 		}
-		if err != nil && t.refused.Add(1) == 1 {
-			t.log.Warn("ros2: transform on "+topic+" refused (later ones are counted, not logged)", zap.Error(err))
+		switch {
+		case err == nil:
+		case errors.Is(err, tf.ErrTimeJumpedBack):
+			n := t.jumps.Add(1)
+			now, last := time.Now().UnixNano(), t.lastJumpLog.Load()
+			if (last == 0 || now-last >= int64(jumpRelogEvery)) && t.lastJumpLog.CompareAndSwap(last, now) {
+				t.log.Warn("ros2: time jumped back on "+topic+"; that transform's history starts over (logged at most every 10 s)",
+					zap.Uint64("jumps", n), zap.Error(err))
+			}
+		case t.refused.Add(1) == 1:
+			t.log.Warn("ros2: transform on "+topic+" refused (later ones are counted in the node's stop line, not logged)", zap.Error(err))
 		}
 	}
 	if cut := uint64(total - len(ts)); cut > 0 && t.refused.Add(cut) == cut {
@@ -100,6 +118,10 @@ func (t *Transforms) LookupAt(target, source string, at int64) (tf.Transform, er
 
 // Refused returns how many transforms were refused or cut off.
 func (t *Transforms) Refused() uint64 { return t.refused.Load() }
+
+// TimeJumps returns how many times a moving transform's history started
+// over because its time jumped back (tf.ErrTimeJumpedBack).
+func (t *Transforms) TimeJumps() uint64 { return t.jumps.Load() }
 
 // Close stops both subscriptions. Idempotent.
 func (t *Transforms) Close() error {

@@ -27,6 +27,11 @@ const (
 	defaultKeep = 2 * time.Second
 )
 
+// ErrTimeJumpedBack: Add was given a moving transform older than Keep
+// behind its edge's newest; it is stored, and the edge's earlier history
+// dropped. Not a refusal: the error says what happened.
+var ErrTimeJumpedBack = errors.New("time jumped back")
+
 // BufferConfig sets how much a Buffer remembers and how far it guesses.
 type BufferConfig struct {
 	Keep        time.Duration // history kept per moving edge, measured back from its newest stamp; 0 = 2 s
@@ -148,7 +153,10 @@ func (b *Buffer) add(s Stamped, static bool) error {
 		// here.
 		e.static, e.tf, e.ring, e.start, e.n = false, Transform{}, new([ringCap]sample), 0, 0
 	}
-	e.insert(sample{stamp: s.Stamp, tf: tf}, b.keepNS())
+	if e.insert(sample{stamp: s.Stamp, tf: tf}, b.keepNS()) {
+		return errorf(ErrTimeJumpedBack, "%s: stamp %s s is more than %s s before the newest held; time jumped back (a bag played in a loop, a simulator reset?): its history was cleared and starts at this transform",
+			edgeName(parent, child), secs(s.Stamp), secs(b.keepNS()))
+	}
 	return nil
 }
 
@@ -251,11 +259,13 @@ func (e *bufEdge) search(t int64) int {
 }
 
 // insert puts s into the ring in stamp order, keeping its invariants.
-func (e *bufEdge) insert(s sample, keep int64) {
+// A sample older than keep behind the newest restarts the history; insert
+// then reports true.
+func (e *bufEdge) insert(s sample, keep int64) (restarted bool) {
 	if e.n == 0 {
 		e.start, e.n = 0, 1
 		e.ring[0] = s
-		return
+		return false
 	}
 	newest := e.at(e.n - 1).stamp
 	if s.stamp > newest {
@@ -268,19 +278,25 @@ func (e *bufEdge) insert(s sample, keep int64) {
 		for limit := s.stamp - keep; e.at(0).stamp < limit; {
 			e.dropOldest()
 		}
-		return
+		return false
 	}
 	if s.stamp < newest-keep {
-		return // already outside the history kept
+		// Time jumped back (a bag played in a loop, a simulator reset,
+		// a driver restarted on a fresh clock): the history is of
+		// another timeline. Start over, as tf2_ros's buffer clears
+		// itself, rather than drop every sample of the new one.
+		e.start, e.n = 0, 1
+		e.ring[0] = s
+		return true
 	}
 	k := e.search(s.stamp)
 	if e.at(k).stamp == s.stamp { // k < n: s.stamp ≤ newest
 		*e.at(k) = s
-		return
+		return false
 	}
 	if e.n == ringCap {
 		if k == 0 {
-			return // it would be the oldest, the one dropped to make room
+			return false // it would be the oldest, the one dropped to make room
 		}
 		e.dropOldest()
 		k--
@@ -290,6 +306,7 @@ func (e *bufEdge) insert(s sample, keep int64) {
 	}
 	*e.at(k) = s
 	e.n++
+	return false
 }
 
 // evalStatus says why a moving edge has no value at a time.
@@ -443,30 +460,10 @@ func (b *Buffer) unknownError(target, source string, tk, sk bool) error {
 	default:
 		what = fmt.Sprintf("frame %q is", source)
 	}
-	frames := b.frames()
-	if len(frames) == 0 {
-		return errorf(ErrUnknownFrame, "%s not on /tf or /tf_static (no transform received yet)", what)
-	}
-	list := strings.Join(frames[:min(len(frames), maxListed)], ", ")
-	if len(frames) > maxListed {
-		list += fmt.Sprintf(", and %d more", len(frames)-maxListed)
-	}
-	return errorf(ErrUnknownFrame, "%s not on /tf or /tf_static (it has: %s)", what, list)
+	return unknownFrameError(what, "/tf or /tf_static", b.frames())
 }
 
-func (b *Buffer) frames() []string {
-	fs := make([]string, 0, len(b.up)+len(b.children))
-	for f := range b.up {
-		fs = append(fs, f)
-	}
-	for f := range b.children {
-		if _, ok := b.up[f]; !ok {
-			fs = append(fs, f)
-		}
-	}
-	slices.Sort(fs)
-	return fs
-}
+func (b *Buffer) frames() []string { return sortedFrames(b.up, b.children) }
 
 // tooDeep reports a walk cut at maxDepth: a real tree that deep, or a
 // loop no Add made.

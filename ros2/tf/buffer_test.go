@@ -503,20 +503,41 @@ func TestOutOfOrder(t *testing.T) {
 	if got, _ := b.LookupAt("odom", "base_link", epoch0+60*ms); got.Translation[0] != -2 {
 		t.Errorf("after replacing the newest: x %g", got.Translation[0])
 	}
-	// Older than Keep behind the newest: ignored, no error.
-	before := held(t, b, "base_link")
-	if err := b.Add(moving("odom", "base_link", x(9), epoch0+60*ms-100*ms-1)); err != nil {
-		t.Errorf("a sample too old to keep: %v, want no error", err)
-	}
-	if s := held(t, b, "base_link"); !slices.Equal(s, before) {
-		t.Errorf("a sample too old to keep changed the history: %v, was %v", s, before)
-	}
 	// Exactly Keep behind: kept.
 	if err := b.Add(moving("odom", "base_link", x(9), epoch0+60*ms-100*ms)); err != nil {
 		t.Fatal(err)
 	}
 	if s := held(t, b, "base_link"); len(s) != 6 || s[0] != epoch0-40*ms {
 		t.Errorf("a sample Keep behind the newest: held %v", s)
+	}
+}
+
+// Time that jumps back by more than Keep (a bag played in a loop, a
+// simulator reset) starts the edge's history over, as tf2_ros clears its
+// buffer: the new timeline is looked up, not dropped sample by sample
+// until it passes the old one. Add says so, naming the edge.
+func TestTimeJumpedBackRestartsTheHistory(t *testing.T) {
+	ms := int64(time.Millisecond)
+	b := newBuffer(t, BufferConfig{Keep: 100 * time.Millisecond})
+	x := func(v float64) Transform { return tfAt(v, 0, 0, 0, 0, 0) }
+	for at := int64(0); at <= 60; at += 20 {
+		if err := b.Add(moving("odom", "base_link", x(float64(at)), epoch0+at*ms)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restart := epoch0 - 10_000*ms // 10 s earlier
+	err := b.Add(moving("odom", "base_link", x(-5), restart))
+	if !errors.Is(err, ErrTimeJumpedBack) || !strings.Contains(err.Error(), "odom→base_link") {
+		t.Fatalf("a sample 10 s back: %v, want ErrTimeJumpedBack naming odom→base_link", err)
+	}
+	if s := held(t, b, "base_link"); len(s) != 1 || s[0] != restart {
+		t.Errorf("held %v after the jump, want only %d", s, restart)
+	}
+	if err := b.Add(moving("odom", "base_link", x(-3), restart+20*ms)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.LookupAt("odom", "base_link", restart+10*ms); err != nil || math.Abs(got.Translation[0]+4) > 1e-12 {
+		t.Errorf("between the new timeline's samples: x %g, %v; want -4", got.Translation[0], err)
 	}
 }
 
@@ -527,7 +548,8 @@ func TestRingModel(t *testing.T) {
 	keep := int64(400)
 	b := newBuffer(t, BufferConfig{Keep: time.Duration(keep)})
 	var model []int64
-	newest := int64(1000)
+	newest := int64(1_000_000)
+	jumps := 0
 	for i := range 20000 {
 		var s int64
 		switch r := rng.IntN(10); {
@@ -535,7 +557,12 @@ func TestRingModel(t *testing.T) {
 			newest += 1 + rng.Int64N(3)
 			s = newest
 		case r < 9:
-			s = newest - rng.Int64N(keep+50)
+			// Now and then older than keep: time jumped back.
+			back := rng.Int64N(keep + 1)
+			if rng.IntN(50) == 0 {
+				back = keep + 1 + rng.Int64N(50)
+			}
+			s = max(1, newest-back)
 		default:
 			if len(model) > 0 {
 				s = model[rng.IntN(len(model))]
@@ -543,13 +570,20 @@ func TestRingModel(t *testing.T) {
 				s = newest
 			}
 		}
-		if err := b.Add(moving("odom", "base_link", tfAt(float64(s), 0, 0, 0, 0, 0), s)); err != nil {
+		err := b.Add(moving("odom", "base_link", tfAt(float64(s), 0, 0, 0, 0, 0), s))
+		if errors.Is(err, ErrTimeJumpedBack) {
+			jumps++
+		} else if err != nil {
 			t.Fatal(err)
 		}
 		model = modelInsert(model, s, keep)
+		newest = model[len(model)-1]
 		if got := held(t, b, "base_link"); !slices.Equal(got, model) {
 			t.Fatalf("step %d, stamp %d: held %v\nwant %v", i, s, got, model)
 		}
+	}
+	if jumps == 0 {
+		t.Error("no time jump in the random walk: the model test does not cover them")
 	}
 }
 
@@ -565,7 +599,7 @@ func modelInsert(m []int64, s, keep int64) []int64 {
 		}
 		return slices.Clip(m)
 	case s < m[len(m)-1]-keep:
-		return m
+		return []int64{s} // time jumped back: the history starts over
 	}
 	k, found := slices.BinarySearch(m, s)
 	if found {
@@ -682,10 +716,6 @@ func TestBufferLoop(t *testing.T) {
 func TestBufferInvalid(t *testing.T) {
 	nan, inf := math.NaN(), math.Inf(1)
 	ok := Identity()
-	withT := func(x, y, z float64) Transform {
-		return Transform{Translation: [3]float64{x, y, z}, Rotation: Quaternion{W: 1}}
-	}
-	withQ := func(x, y, z, w float64) Transform { return Transform{Rotation: Quaternion{x, y, z, w}} }
 	for _, c := range []struct {
 		name          string
 		parent, child string

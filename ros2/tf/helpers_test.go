@@ -46,3 +46,10 @@ func fmtTF(t Transform) string {
 func tfAt(x, y, z, roll, pitch, yaw float64) Transform {
 	return Transform{Translation: [3]float64{x, y, z}, Rotation: FromRPY(roll, pitch, yaw)}
 }
+
+// withT is a translation; withQ a rotation as given, unnormalised.
+func withT(x, y, z float64) Transform {
+	return Transform{Translation: [3]float64{x, y, z}, Rotation: Quaternion{W: 1}}
+}
+
+func withQ(x, y, z, w float64) Transform { return Transform{Rotation: Quaternion{x, y, z, w}} }

@@ -40,6 +40,34 @@ func errorf(kind error, format string, args ...any) error {
 	return &tfError{kind: kind, msg: fmt.Sprintf(format, args...)}
 }
 
+// unknownFrameError says that what ("frame "x" is") is not on where,
+// listing the frames held.
+func unknownFrameError(what, where string, frames []string) error {
+	if len(frames) == 0 {
+		return errorf(ErrUnknownFrame, "%s not on %s (no transform received yet)", what, where)
+	}
+	list := strings.Join(frames[:min(len(frames), maxListed)], ", ")
+	if len(frames) > maxListed {
+		list += fmt.Sprintf(", and %d more", len(frames)-maxListed)
+	}
+	return errorf(ErrUnknownFrame, "%s not on %s (it has: %s)", what, where, list)
+}
+
+// sortedFrames returns every frame that has a parent (up) or children.
+func sortedFrames[E any](up map[string]E, children map[string]int) []string {
+	fs := make([]string, 0, len(up)+len(children))
+	for f := range up {
+		fs = append(fs, f)
+	}
+	for f := range children {
+		if _, ok := up[f]; !ok {
+			fs = append(fs, f)
+		}
+	}
+	slices.Sort(fs)
+	return fs
+}
+
 // quaternionTolerance is tf2's QUATERNION_NORMALIZATION_TOLERANCE: a
 // rotation whose length² is this far or further from 1 is refused.
 const quaternionTolerance = 10e-3
@@ -90,31 +118,11 @@ func frameName(f string) string {
 // BufferCore::setTransform ignores, and a transform that would close a
 // loop. The rotation is stored normalised.
 func (t *Tree) Add(s Stamped) error {
-	parent, child := stripSlash(s.Parent), stripSlash(s.Child)
+	parent, child, valid, err := checkStamped(s)
+	if err != nil {
+		return err
+	}
 	name := edgeName(parent, child)
-	switch {
-	case parent == "":
-		return errorf(ErrInvalid, "%s: header.frame_id (the parent frame) is empty", name)
-	case child == "":
-		return errorf(ErrInvalid, "%s: child_frame_id is empty", name)
-	case parent == child:
-		return errorf(ErrInvalid, "%s: a frame cannot be its own parent", name)
-	}
-	tr, q := s.Transform.Translation, s.Transform.Rotation
-	if !finite(tr[0], tr[1], tr[2]) {
-		return errorf(ErrInvalid, "%s: translation (%g, %g, %g) is not finite", name, tr[0], tr[1], tr[2])
-	}
-	if !finite(q.X, q.Y, q.Z, q.W) {
-		return errorf(ErrInvalid, "%s: rotation (%g, %g, %g, %g) is not finite", name, q.X, q.Y, q.Z, q.W)
-	}
-	n2 := q.X*q.X + q.Y*q.Y + q.Z*q.Z + q.W*q.W
-	if !(math.Abs(n2-1) < quaternionTolerance) {
-		return errorf(ErrInvalid, "%s: invalid quaternion (x %g, y %g, z %g, w %g): its length² is %.6g, want 1 (tf2 ignores it too)",
-			name, q.X, q.Y, q.Z, q.W, n2)
-	}
-	n := math.Sqrt(n2)
-	q = Quaternion{q.X / n, q.Y / n, q.Z / n, q.W / n}
-
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	// The new edge closes a loop exactly when child is parent or one of
@@ -136,7 +144,7 @@ func (t *Tree) Add(s Stamped) error {
 	if old, ok := t.up[child]; ok {
 		t.unref(old.parent)
 	}
-	t.up[child] = edge{parent: parent, tf: Transform{Translation: tr, Rotation: q}}
+	t.up[child] = edge{parent: parent, tf: valid}
 	t.children[parent]++
 	return nil
 }
@@ -269,30 +277,10 @@ func (t *Tree) unknownError(unknown []string) error {
 	if len(unknown) == 2 {
 		what = fmt.Sprintf("frames %q and %q are", unknown[0], unknown[1])
 	}
-	frames := t.frames()
-	if len(frames) == 0 {
-		return errorf(ErrUnknownFrame, "%s not on /tf_static (no transform received yet)", what)
-	}
-	list := strings.Join(frames[:min(len(frames), maxListed)], ", ")
-	if len(frames) > maxListed {
-		list += fmt.Sprintf(", and %d more", len(frames)-maxListed)
-	}
-	return errorf(ErrUnknownFrame, "%s not on /tf_static (it has: %s)", what, list)
+	return unknownFrameError(what, "/tf_static", t.frames())
 }
 
-func (t *Tree) frames() []string {
-	fs := make([]string, 0, len(t.up)+len(t.children))
-	for f := range t.up {
-		fs = append(fs, f)
-	}
-	for f := range t.children {
-		if _, ok := t.up[f]; !ok {
-			fs = append(fs, f)
-		}
-	}
-	slices.Sort(fs)
-	return fs
-}
+func (t *Tree) frames() []string { return sortedFrames(t.up, t.children) }
 
 // Len returns the number of transforms held (one per child frame).
 func (t *Tree) Len() int {

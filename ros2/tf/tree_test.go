@@ -210,10 +210,6 @@ func TestLeadingSlash(t *testing.T) {
 func TestAddInvalid(t *testing.T) {
 	nan, inf := math.NaN(), math.Inf(1)
 	ok := Identity()
-	withT := func(x, y, z float64) Transform {
-		return Transform{Translation: [3]float64{x, y, z}, Rotation: Quaternion{W: 1}}
-	}
-	withQ := func(x, y, z, w float64) Transform { return Transform{Rotation: Quaternion{x, y, z, w}} }
 	for _, c := range []struct {
 		name          string
 		parent, child string

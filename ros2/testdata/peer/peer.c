@@ -595,19 +595,29 @@ static int pub(dds_entity_t pp, const char *type, const char *topic, const char 
   return 0;
 }
 
-static int pub_static(dds_entity_t pp, const char *topic, int ntf, char **tfs)
+// reliable_writer creates a RELIABLE, KEEP_LAST depth writer on topic
+// (XCDR1, as rmw_cyclonedds), TRANSIENT_LOCAL when latched (tf2's static
+// broadcaster) and VOLATILE otherwise.
+static dds_entity_t reliable_writer(dds_entity_t pp, const dds_topic_descriptor_t *desc, const char *topic, int32_t depth, bool latched)
 {
-  dds_entity_t tp = dds_create_topic(pp, &tf2_msgs_msg_dds__TFMessage__desc, topic, NULL, NULL);
+  dds_entity_t tp = dds_create_topic(pp, desc, topic, NULL, NULL);
   if (tp < 0) die("create topic", tp);
   dds_qos_t *q = dds_create_qos();
   dds_qset_reliability(q, DDS_RELIABILITY_RELIABLE, DDS_MSECS(100));
-  dds_qset_durability(q, DDS_DURABILITY_TRANSIENT_LOCAL);
-  dds_qset_history(q, DDS_HISTORY_KEEP_LAST, 1);
+  if (latched)
+    dds_qset_durability(q, DDS_DURABILITY_TRANSIENT_LOCAL);
+  dds_qset_history(q, DDS_HISTORY_KEEP_LAST, depth);
   dds_data_representation_id_t xcdr1 = DDS_DATA_REPRESENTATION_XCDR1;
   dds_qset_data_representation(q, 1, &xcdr1);
   dds_entity_t wr = dds_create_writer(pp, tp, q, NULL);
   dds_delete_qos(q);
   if (wr < 0) die("create writer", wr);
+  return wr;
+}
+
+static int pub_static(dds_entity_t pp, const char *topic, int ntf, char **tfs)
+{
+  dds_entity_t wr = reliable_writer(pp, &tf2_msgs_msg_dds__TFMessage__desc, topic, 1, true);
   printf("READY\n");
   geometry_msgs_msg_dds__TransformStamped_ *ts = calloc((size_t)ntf + 1, sizeof *ts);
   char (*names)[2][128] = calloc((size_t)ntf + 1, sizeof *names);
@@ -639,16 +649,7 @@ static int pub_static(dds_entity_t pp, const char *topic, int ntf, char **tfs)
 
 static int pub_odom(dds_entity_t pp, const char *topic, int32_t sec, int period_ms, double rate)
 {
-  dds_entity_t tp = dds_create_topic(pp, &tf2_msgs_msg_dds__TFMessage__desc, topic, NULL, NULL);
-  if (tp < 0) die("create topic", tp);
-  dds_qos_t *q = dds_create_qos();
-  dds_qset_reliability(q, DDS_RELIABILITY_RELIABLE, DDS_MSECS(100));
-  dds_qset_history(q, DDS_HISTORY_KEEP_LAST, 100);
-  dds_data_representation_id_t xcdr1 = DDS_DATA_REPRESENTATION_XCDR1;
-  dds_qset_data_representation(q, 1, &xcdr1);
-  dds_entity_t wr = dds_create_writer(pp, tp, q, NULL);
-  dds_delete_qos(q);
-  if (wr < 0) die("create writer", wr);
+  dds_entity_t wr = reliable_writer(pp, &tf2_msgs_msg_dds__TFMessage__desc, topic, 100, false);
   printf("READY\n");
   fflush(stdout);
   geometry_msgs_msg_dds__TransformStamped_ ts;
@@ -671,16 +672,7 @@ static int pub_odom(dds_entity_t pp, const char *topic, int32_t sec, int period_
 
 static int pub_clock(dds_entity_t pp, const char *topic, int32_t sec, int period_ms)
 {
-  dds_entity_t tp = dds_create_topic(pp, &rosgraph_msgs_msg_dds__Clock__desc, topic, NULL, NULL);
-  if (tp < 0) die("create topic", tp);
-  dds_qos_t *q = dds_create_qos();
-  dds_qset_reliability(q, DDS_RELIABILITY_RELIABLE, DDS_MSECS(100));
-  dds_qset_history(q, DDS_HISTORY_KEEP_LAST, 1);
-  dds_data_representation_id_t xcdr1 = DDS_DATA_REPRESENTATION_XCDR1;
-  dds_qset_data_representation(q, 1, &xcdr1);
-  dds_entity_t wr = dds_create_writer(pp, tp, q, NULL);
-  dds_delete_qos(q);
-  if (wr < 0) die("create writer", wr);
+  dds_entity_t wr = reliable_writer(pp, &rosgraph_msgs_msg_dds__Clock__desc, topic, 1, false);
   printf("READY\n");
   fflush(stdout);
   rosgraph_msgs_msg_dds__Clock_ c = {.clock = {.sec = sec, .nanosec = 500000000}};
