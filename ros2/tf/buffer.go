@@ -27,6 +27,10 @@ const (
 	defaultKeep = 2 * time.Second
 )
 
+// velocityBase is the shortest time over which LookupAt measures the
+// velocity it extrapolates with, when the history holds that much.
+const velocityBase = int64(20 * time.Millisecond)
+
 // ErrTimeJumpedBack: Add was given a moving transform older than Keep
 // behind its edge's newest; it is stored, and the edge's earlier history
 // dropped. Not a refusal: the error says what happened.
@@ -338,7 +342,11 @@ func (e *bufEdge) value(t, extra int64) (Transform, evalStatus) {
 		if e.n < 2 {
 			return Transform{}, evalNeedsTwo
 		}
-		a := e.at(e.n - 2)
+		// The velocity over at least velocityBase (or all that is
+		// held): from two samples a millisecond apart (two publishers of
+		// one edge) their noise would be multiplied a hundredfold.
+		k := max(0, min(e.n-2, e.search(newest.stamp-velocityBase+1)-1))
+		a := e.at(k)
 		return Interpolate(a.tf, newest.tf, float64(t-a.stamp)/float64(newest.stamp-a.stamp)), evalOK
 	}
 	k := e.search(t) // oldest.stamp ≤ t ≤ newest.stamp: k < n
