@@ -2,6 +2,7 @@ package camera
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"sync"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/zerohop/zerohop/sensor"
 
 	"github.com/zerohop/zerohop/ros2"
 	"github.com/zerohop/zerohop/ros2/tf"
@@ -32,8 +35,11 @@ type TransformLookup interface {
 // expressed in the scan frame at the first ray's time: the header stamp,
 // which the handle keeps.
 //
-// Only the subscription's goroutine calls motion; the counters are read
-// by Stats.
+// Clouds (a spinning 3D LiDAR's sweep) are deskewed the same way by
+// their per-point time field (cloud).
+//
+// Only the subscription's goroutine calls motion and cloud; the counters
+// are read by Stats.
 type scanDeskew struct {
 	fixed string
 	look  TransformLookup
@@ -47,8 +53,15 @@ type scanDeskew struct {
 
 	deskewed, skipped atomic.Uint64
 
+	// noTimeField is the reason for a cloud without a time field, made
+	// once; poses are a cloud's, reused.
+	noTimeField error
+	poses       cloudPoses
+	times       []float32 // a cloud's point times, reused
+
 	logMu      sync.Mutex
 	lastReason string // digits removed
+	lastErr    error
 	lastAt     time.Time
 }
 
@@ -62,11 +75,7 @@ func (d *scanDeskew) motion(v *ros2.LaserScanView) (m tf.Transform, ok bool) {
 	if n < 2 || ti == 0 || math.IsNaN(ti) || math.IsInf(ti, 0) {
 		return tf.Transform{}, false
 	}
-	frame := trimNUL(v.FrameID)
-	if !bytes.Equal(frame, d.frameID) {
-		d.frameID = append(d.frameID[:0], frame...)
-		d.frameStr = string(frame)
-	}
+	d.setFrame(v.FrameID)
 	t0 := int64(v.Sec)*1e9 + int64(v.Nanosec)
 	t1 := t0 + int64(math.Round(float64(n-1)*ti*1e9))
 	first, err := d.look.LookupAt(d.fixed, d.frameStr, t0)
@@ -81,22 +90,201 @@ func (d *scanDeskew) motion(v *ros2.LaserScanView) (m tf.Transform, ok bool) {
 	return tf.Transform{}, false
 }
 
-// skip counts a scan used as sent and logs why, again when the reason
-// (digits aside) changes or a minute has passed.
+// setFrame makes frameStr the message's frame id, allocating only when it
+// changes.
+func (d *scanDeskew) setFrame(id []byte) {
+	if frame := trimNUL(id); !bytes.Equal(frame, d.frameID) {
+		d.frameID = append(d.frameID[:0], frame...)
+		d.frameStr = string(frame)
+	}
+}
+
+// skip counts a scan or cloud used as sent and logs why, again when the
+// reason (digits aside) changes or a minute has passed.
 func (d *scanDeskew) skip(err error) {
 	n := d.skipped.Add(1)
-	reason := logReason(err)
 	now := time.Now()
 	d.logMu.Lock()
-	log := reason != d.lastReason || now.Sub(d.lastAt) >= dropRelogEvery
+	var log bool
+	if err == d.lastErr { // the same error value (noTimeField): no text to build
+		log = now.Sub(d.lastAt) >= dropRelogEvery
+	} else {
+		reason := logReason(err)
+		log = reason != d.lastReason || now.Sub(d.lastAt) >= dropRelogEvery
+		d.lastReason, d.lastErr = reason, err
+	}
 	if log {
-		d.lastReason, d.lastAt = reason, now
+		d.lastAt = now
 	}
 	d.logMu.Unlock()
 	if log {
-		d.log.Warn("camera: ros2 scan not deskewed, used as the driver sent it (counted; logged again when the reason changes, else once a minute)",
-			zap.String("ros_topic", d.topic), zap.String("fixed_frame", d.fixed), zap.String("scan_frame", d.frameStr),
+		d.log.Warn("camera: ros2 LiDAR data not deskewed, used as the driver sent it (counted; logged again when the reason changes, else once a minute)",
+			zap.String("ros_topic", d.topic), zap.String("fixed_frame", d.fixed), zap.String("frame", d.frameStr),
 			zap.Uint64("not_deskewed", n), zap.Error(err))
+	}
+}
+
+// deskewBins is how many poses a cloud's motion is cut into: each point
+// takes the pose at the middle of its bin. At 2 rad/s over a 0.1 s sweep
+// a bin is 0.4 ms, 0.8 mrad: under 4 mm of error at 10 m.
+const deskewBins = 256
+
+// defaultTimeFields are the per-point time fields a cloud is deskewed by
+// when ROS2SourceConfig.TimeField names none, first found first:
+// velodyne_pointcloud's and Hesai's "time"/"timestamp" (float seconds),
+// Ouster's "t" (uint32 ns).
+func defaultTimeFields() []string { return []string{"time", "t", "timestamp"} }
+
+// absoluteTime is the magnitude from which a point's time (in seconds) is
+// taken as time since the epoch rather than an offset from the header
+// stamp: no sweep lasts 11 days, and no ROS clock reads less.
+const absoluteTime = 1e6
+
+// cloudPoses are a cloud's motion in deskewBins poses, each a rotation
+// matrix (row major) and a translation from the pose at the point's
+// time into the cloud frame at the header stamp.
+type cloudPoses struct {
+	rot [deskewBins][9]float64
+	tr  [deskewBins][3]float64
+}
+
+// cloud moves the points of dst (packed XYZI float32, converted from v by
+// lay) to where they lie in the cloud's frame at its header stamp, by the
+// sensor's motion between each point's time (lay.tm, in units of unit
+// seconds; 0: seconds for a float field, nanoseconds for an integer one)
+// and the stamp. A cloud that cannot be placed (no time field, the
+// transforms missing) is left as sent, counted and logged.
+func (d *scanDeskew) cloud(dst []byte, v *ros2.PointCloud2View, lay *cloudLayout, unit float64) {
+	if lay.tm.kind == 0 {
+		d.skip(d.noTimeField)
+		return
+	}
+	if unit == 0 {
+		unit = 1e-9
+		if lay.tm.kind == pfFloat32 || lay.tm.kind == pfFloat64 {
+			unit = 1
+		}
+	}
+	n := int(v.Width) * int(v.Height)
+	base, ok := firstTime(v, lay.tm)
+	if !ok {
+		d.skip(fmt.Errorf("time field %q holds no finite time", lay.tmName))
+		return
+	}
+	if cap(d.times) < n {
+		d.times = make([]float32, n) // once per larger cloud than any before
+	}
+	rel := d.times[:n]
+	relTimes(rel, v, lay.tm, base, unit)
+	lo, hi := float32(math.Inf(1)), float32(math.Inf(-1))
+	for _, t := range rel {
+		// NaN fails both tests.
+		if t < lo {
+			lo = t
+		}
+		if t > hi {
+			hi = t
+		}
+	}
+	tmin, tmax := base*unit+float64(lo), base*unit+float64(hi)
+	d.setFrame(v.FrameID)
+	stamp := int64(v.Sec)*1e9 + int64(v.Nanosec)
+	abs := math.Abs(tmin) >= absoluteTime || math.Abs(tmax) >= absoluteTime
+	if abs && (math.Abs(tmin) >= 1e11 || math.Abs(tmax) >= 1e11) {
+		d.skip(fmt.Errorf("time field %q reads %.6g to %.6g s: not seconds since the epoch; give its unit with --ros2-time-unit (ns, us, ms or s)", lay.tmName, tmin, tmax))
+		return
+	}
+	ns := func(t float64) int64 {
+		if abs {
+			return int64(math.Round(t * 1e9))
+		}
+		return stamp + int64(math.Round(t*1e9))
+	}
+	at, err := d.look.LookupAt(d.fixed, d.frameStr, stamp)
+	var first, last tf.Transform
+	if err == nil {
+		first, err = d.look.LookupAt(d.fixed, d.frameStr, ns(tmin))
+	}
+	if err == nil {
+		last, err = d.look.LookupAt(d.fixed, d.frameStr, ns(tmax))
+	}
+	if err != nil {
+		d.skip(err)
+		return
+	}
+	back := at.Inverse()
+	a, b := back.Mul(first), back.Mul(last)
+	p := &d.poses
+	for k := range deskewBins {
+		m := tf.Interpolate(a, b, (float64(k)+0.5)/deskewBins)
+		p.rot[k], p.tr[k] = m.Rotation.Matrix(), m.Translation
+	}
+	scale := float32(0)
+	if hi > lo {
+		scale = deskewBins / (hi - lo)
+	}
+	le := binary.LittleEndian
+	for k, t := range rel {
+		bin := 0
+		// NaN fails the test: such a point takes the first pose.
+		if f := (t - lo) * scale; f >= 1 {
+			bin = min(int(f), deskewBins-1)
+		}
+		q := dst[k*sensor.PointStep : k*sensor.PointStep+12]
+		x := float64(math.Float32frombits(le.Uint32(q[0:])))
+		y := float64(math.Float32frombits(le.Uint32(q[4:])))
+		z := float64(math.Float32frombits(le.Uint32(q[8:])))
+		m, tr := &p.rot[bin], &p.tr[bin]
+		le.PutUint32(q[0:], math.Float32bits(float32(m[0]*x+m[1]*y+m[2]*z+tr[0])))
+		le.PutUint32(q[4:], math.Float32bits(float32(m[3]*x+m[4]*y+m[5]*z+tr[1])))
+		le.PutUint32(q[8:], math.Float32bits(float32(m[6]*x+m[7]*y+m[8]*z+tr[2])))
+	}
+	d.deskewed.Add(1)
+}
+
+// firstTime returns the first finite value of field f among v's points.
+func firstTime(v *ros2.PointCloud2View, f cloudField) (float64, bool) {
+	w, step := int(v.Width), int(v.PointStep)
+	for r := range int(v.Height) {
+		row := v.Data[r*int(v.RowStep):]
+		for c := range w {
+			if t := f.float(row[c*step:]); !math.IsNaN(t) && !math.IsInf(t, 0) {
+				return t, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// relTimes writes each point's time in seconds after base (in the
+// field's units) into rel: float32 is exact enough for offsets within a
+// sweep even when the times are since the epoch. The common field types
+// have loops of their own, without a type switch per point.
+func relTimes(rel []float32, v *ros2.PointCloud2View, f cloudField, base, unit float64) {
+	le := binary.LittleEndian
+	w, step, off := int(v.Width), int(v.PointStep), int(f.off)
+	k := 0
+	for r := range int(v.Height) {
+		row := v.Data[r*int(v.RowStep):]
+		switch f.kind {
+		case pfFloat32:
+			for c := range w {
+				rel[k+c] = float32((float64(math.Float32frombits(le.Uint32(row[c*step+off:]))) - base) * unit)
+			}
+		case pfUint32:
+			for c := range w {
+				rel[k+c] = float32((float64(le.Uint32(row[c*step+off:])) - base) * unit)
+			}
+		case pfFloat64:
+			for c := range w {
+				rel[k+c] = float32((math.Float64frombits(le.Uint64(row[c*step+off:])) - base) * unit)
+			}
+		default:
+			for c := range w {
+				rel[k+c] = float32((f.float(row[c*step:]) - base) * unit)
+			}
+		}
+		k += w
 	}
 }
 
@@ -145,8 +333,8 @@ func (r *rayMotion) at(f float64, p [3]float64) [3]float64 {
 // checkDeskew validates the deskew part of cfg (the flags check that a
 // fixed frame comes with a scan topic).
 func checkDeskew(cfg ROS2SourceConfig) error {
-	if cfg.ScanFixedFrame != "" && cfg.Transforms == nil {
-		return fmt.Errorf("camera: ros2 scan fixed frame %q without transforms to look it up in", cfg.ScanFixedFrame)
+	if cfg.FixedFrame != "" && cfg.Transforms == nil {
+		return fmt.Errorf("camera: ros2 scan fixed frame %q without transforms to look it up in", cfg.FixedFrame)
 	}
 	return nil
 }

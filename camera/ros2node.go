@@ -27,10 +27,14 @@ type ROS2NodeConfig struct {
 	// into the points stream instead of PointsTopic (which must then be
 	// ""), its clouds marked planar; "" = none.
 	ScanTopic string
-	// ScanFixedFrame, if not "", deskews each scan by the scanner's motion
-	// in this frame (odom), from /tf and /tf_static: see
-	// ROS2SourceConfig.ScanFixedFrame (--ros2-scan-fixed-frame).
-	ScanFixedFrame string
+	// FixedFrame, if not "", deskews each scan, and each cloud with a
+	// per-point time field, by the sensor's motion in this frame (odom),
+	// from /tf and /tf_static: see ROS2SourceConfig.FixedFrame
+	// (--ros2-fixed-frame), TimeField and TimeUnit (--ros2-time-field,
+	// --ros2-time-unit).
+	FixedFrame string
+	TimeField  string
+	TimeUnit   float64
 	// MaxPoints and MaxImageBytes size the slots; larger messages are
 	// dropped and counted (TooLarge).
 	MaxPoints, MaxImageBytes int
@@ -101,8 +105,8 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 		}
 		lidar = topicFlag{"--ros2-scan-topic", rc.ScanTopic, ""}
 	}
-	if rc.ScanFixedFrame != "" && rc.ScanTopic == "" {
-		return fmt.Errorf("--ros2-scan-fixed-frame %q: deskews the scans of --ros2-scan-topic, which is not given", rc.ScanFixedFrame)
+	if rc.FixedFrame != "" && lidar.topic == "" {
+		return fmt.Errorf("--ros2-fixed-frame %q: deskews the LiDAR's clouds or scans, and neither --ros2-points-topic nor --ros2-scan-topic is given", rc.FixedFrame)
 	}
 	if cfg.PlanarLidar && lidar.topic == "" {
 		return errors.New(`--planar-lidar with --source ros2: give the planar LiDAR's topic, --ros2-scan-topic (sensor_msgs/LaserScan) or --ros2-points-topic (sensor_msgs/PointCloud2 of its scans)`)
@@ -215,17 +219,17 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 	scfg := ROS2SourceConfig{PointsTopic: rc.PointsTopic, ImageTopic: rc.ImageTopic, ScanTopic: rc.ScanTopic, QoS: rc.QoS,
 		StampOnReceipt: rc.StampOnReceipt, Intensity: rc.Intensity, Checksum: cfg.Checksum, Log: log}
 	var trs *ros2.Transforms
-	if rc.ScanFixedFrame != "" {
+	if rc.FixedFrame != "" {
 		if rc.StampOnReceipt && !rc.SimTime {
-			log.Warn("camera: --ros2-scan-fixed-frame with --ros2-stamp receipt: deskewing looks /tf up at the scans' header stamps, so the scanner's clock and the base's must agree; with a scanner clock off by more than 0.1 s every scan is used as sent (counted, logged)")
+			log.Warn("camera: --ros2-fixed-frame with --ros2-stamp receipt: deskewing looks /tf up at the scans' header stamps, so the scanner's clock and the base's must agree; with a scanner clock off by more than 0.1 s every scan is used as sent (counted, logged)")
 		}
 		var err error
 		trs, err = p.ListenTransforms(tf.BufferConfig{Extrapolate: DeskewExtrapolation})
 		if err != nil {
-			return errors.Join(fmt.Errorf("camera: --ros2-scan-fixed-frame %q: %w", rc.ScanFixedFrame, err), stopServing())
+			return errors.Join(fmt.Errorf("camera: --ros2-fixed-frame %q: %w", rc.FixedFrame, err), stopServing())
 		}
 		defer trs.Close() // after the source: its callback looks up in it
-		scfg.ScanFixedFrame, scfg.Transforms = rc.ScanFixedFrame, trs
+		scfg.FixedFrame, scfg.Transforms, scfg.TimeField, scfg.TimeUnit = rc.FixedFrame, trs, rc.TimeField, rc.TimeUnit
 	}
 	// Absolute names for the logs (a subscription resolves the same way).
 	for _, t := range []*string{&scfg.PointsTopic, &scfg.ImageTopic, &scfg.ScanTopic} {
@@ -279,7 +283,7 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 		defer func() { cancel(); <-loopDone }()
 	}
 	log.Info("camera serving ROS 2 topics", zap.String("socket", srv.Path()),
-		zap.String("points_topic", inputs[0].resolved), zap.Bool("planar_lidar", planar), zap.String("scan_fixed_frame", rc.ScanFixedFrame),
+		zap.String("points_topic", inputs[0].resolved), zap.Bool("planar_lidar", planar), zap.String("fixed_frame", rc.FixedFrame),
 		zap.String("image_topic", inputs[1].resolved))
 	<-ctx.Done()
 	// Callbacks first: no publish after the server stops.

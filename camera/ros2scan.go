@@ -25,7 +25,7 @@ import (
 // error), +Inf (no echo) and ranges outside [range_min, range_max]. A
 // -Inf ray (REP 117: something closer than the scanner measures) becomes
 // a point at range_min: an obstacle at the bumper is not open space.
-// Points keep the scan's ray order. With --ros2-scan-fixed-frame each
+// Points keep the scan's ray order. With --ros2-fixed-frame each
 // ray is placed where the scanner was at its own time (scanDeskew);
 // otherwise the cloud is the scan as sent.
 func (s *ROS2Source) OnLaserScan(v *ros2.LaserScanView) {
@@ -63,7 +63,7 @@ func (s *ROS2Source) OnLaserScan(v *ros2.LaserScanView) {
 		}
 	} else if !s.skewLogged && v.TimeIncrement != 0 && len(v.Ranges) > 1 {
 		s.skewLogged = true
-		s.log.Info("camera: ros2 scan rays are taken over time and are not deskewed: a scan taken while the robot turns is as skewed as the driver sent it; give --ros2-scan-fixed-frame odom (the frame /tf places the robot in) to place each ray where the scanner was (logged once)",
+		s.log.Info("camera: ros2 scan rays are taken over time and are not deskewed: a scan taken while the robot turns is as skewed as the driver sent it; give --ros2-fixed-frame odom (the frame /tf places the robot in) to place each ray where the scanner was (logged once)",
 			zap.String("ros_topic", s.cfg.ScanTopic), zap.Duration("rays_span", time.Duration(math.Abs(float64(len(v.Ranges)-1)*float64(v.TimeIncrement)*1e9))))
 	}
 	count := scanToPoints(slot.Bytes(), v, intensities, s.iScale, motion)

@@ -93,12 +93,12 @@ func TestRunROS2NodeMarksPointCloud2PlanarWhenTold(t *testing.T) {
 	}
 }
 
-// With --ros2-scan-fixed-frame the node listens to /tf and /tf_static;
+// With --ros2-fixed-frame the node listens to /tf and /tf_static;
 // with no transform there (no base driver in this test) each scan is
 // served as sent, and the log says why, naming the frames and /tf.
 func TestRunROS2NodeServesScansAsSentWithoutTF(t *testing.T) {
 	core, logs := observer.New(zapcore.WarnLevel)
-	f := firstCloud(t, NodeConfig{Log: zap.New(core)}, ROS2NodeConfig{DDS: ros2Config(t), ScanTopic: "/scan", ScanFixedFrame: "odom", MaxPoints: 2000},
+	f := firstCloud(t, NodeConfig{Log: zap.New(core)}, ROS2NodeConfig{DDS: ros2Config(t), ScanTopic: "/scan", FixedFrame: "odom", MaxPoints: 2000},
 		"scan", "rt/scan", "20", "720")
 	if f.h.Points.Flags != handles.PointsPlanar || f.h.Points.Count != 716 || f.pts[0][2] != 0 {
 		t.Fatalf("handle %+v, first point %v: want the 716 valid rays as sent", f.h, f.pts[0])
@@ -106,7 +106,7 @@ func TestRunROS2NodeServesScansAsSentWithoutTF(t *testing.T) {
 	waitForLog(t, logs, "not deskewed")
 	w := logs.FilterMessageSnippet("not deskewed").All()[0]
 	fields := w.ContextMap()
-	if fields["fixed_frame"] != "odom" || fields["scan_frame"] != "laser" || !strings.Contains(fmt.Sprint(fields["error"]), "/tf: 0 publisher(s)") {
+	if fields["fixed_frame"] != "odom" || fields["frame"] != "laser" || !strings.Contains(fmt.Sprint(fields["error"]), "/tf: 0 publisher(s)") {
 		t.Errorf("warning %q %v: want the fixed frame odom, the scan frame laser and what /tf saw", w.Message, fields)
 	}
 }

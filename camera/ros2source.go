@@ -60,12 +60,20 @@ type ROS2SourceConfig struct {
 	// into the points stream instead of PointsTopic (which must then be
 	// ""), its clouds marked planar (OnLaserScan); "" = none.
 	ScanTopic string
-	// ScanFixedFrame, if not "", deskews each scan (scanDeskew): a frame
-	// that does not move with the robot (odom), looked up in Transforms.
-	// A scan whose transforms cannot be had is used as sent, counted
+	// FixedFrame, if not "", deskews each scan, and each cloud with a
+	// per-point time field (scanDeskew): a frame that does not move with
+	// the robot (odom), looked up in Transforms. Data whose transforms or
+	// times cannot be had is used as sent, counted
 	// (ROS2Stats.NotDeskewed) and logged.
-	ScanFixedFrame string
-	Transforms     TransformLookup
+	FixedFrame string
+	Transforms TransformLookup
+	// TimeField names the per-point time field a PointCloud2 is
+	// deskewed by ("" = the first of time, t, timestamp it has), and
+	// TimeUnit its unit in seconds (0 = seconds for a float field,
+	// nanoseconds for an integer one). Times of 10^6 s and more are
+	// since the epoch; smaller ones are offsets from the header stamp.
+	TimeField string
+	TimeUnit  float64
 	// QoS of both subscriptions; the zero value is sensor data QoS
 	// (BEST_EFFORT, KEEP_LAST 5), which matches any publisher.
 	QoS ros2.QoS
@@ -184,8 +192,8 @@ type ROS2Stats struct {
 	Failed      uint64 // the publisher failed
 	FrameIDs    uint64 // header.frame_id truncated to 16 bytes or replaced (not printable)
 	Mirrored    uint64 // frames republished in full on the mirror topic
-	// Scans placed ray by ray by the scanner's motion (ScanFixedFrame),
-	// and scans that needed it but were used as sent (no transform).
+	// Scans and clouds placed point by point by the LiDAR's motion
+	// (FixedFrame), and those that needed it but were used as sent.
 	Deskewed, NotDeskewed uint64
 }
 
@@ -210,10 +218,11 @@ type ROS2Source struct {
 	// that the callback builds no string.
 	iField, iMissing string
 	iScale           float64
-	// deskew is nil without ScanFixedFrame; skewLogged says the scans are
+	// deskew is nil without FixedFrame; skewLogged says the scans are
 	// not deskewed, once.
 	deskew     *scanDeskew
 	skewLogged bool
+	tFields    []string // the time fields looked for; nil without deskew
 }
 
 // mirrorWorker publishes one topic's mirror on a goroutine of its own: a
@@ -332,8 +341,17 @@ func NewROS2Source(p *ros2.Participant, cam *Camera, pub Publisher, cfg ROS2Sour
 	if err := checkDeskew(cfg); err != nil {
 		return nil, err
 	}
-	if cfg.ScanFixedFrame != "" {
-		s.deskew = &scanDeskew{fixed: cfg.ScanFixedFrame, look: cfg.Transforms, log: cfg.Log, topic: cfg.ScanTopic}
+	if cfg.FixedFrame != "" {
+		topic := cfg.ScanTopic
+		if topic == "" {
+			topic = cfg.PointsTopic
+		}
+		s.deskew = &scanDeskew{fixed: cfg.FixedFrame, look: cfg.Transforms, log: cfg.Log, topic: topic}
+		s.tFields = defaultTimeFields()
+		if cfg.TimeField != "" {
+			s.tFields = []string{cfg.TimeField}
+		}
+		s.deskew.noTimeField = fmt.Errorf("the cloud has no per-point time field (looked for %s; name it with --ros2-time-field)", strings.Join(s.tFields, ", "))
 	}
 	if cfg.ImageTopic != "" && cam.Pool(TopicImage) == nil {
 		return nil, fmt.Errorf("camera: ros2 image topic %q: no image pool (max image bytes is 0)", cfg.ImageTopic)
@@ -469,7 +487,7 @@ func (s *ROS2Source) OnImage(v *ros2.ImageView) {
 func (s *ROS2Source) OnPointCloud2(v *ros2.PointCloud2View) {
 	st := &s.streams[TopicPoints]
 	st.received.Add(1)
-	lay, err := parseCloudLayout(v, s.iField, s.iScale)
+	lay, err := parseCloudLayout(v, s.iField, s.iScale, s.tFields...)
 	if err != nil {
 		s.countDrop(TopicPoints, &st.unsupported, err)
 		return
@@ -492,6 +510,9 @@ func (s *ROS2Source) OnPointCloud2(v *ros2.PointCloud2View) {
 		return
 	}
 	lay.convert(slot.Bytes(), v)
+	if s.deskew != nil && n > 0 {
+		s.deskew.cloud(slot.Bytes()[:n*sensor.PointStep], v, &lay, s.cfg.TimeUnit)
+	}
 	h := &st.h
 	s.stamp(st, TopicPoints, v.Sec, v.Nanosec, v.FrameID)
 	h.Kind = handles.KindPoints
@@ -728,8 +749,12 @@ type cloudField struct {
 // cloudLayout is a validated source layout.
 type cloudLayout struct {
 	x, y, z, i cloudField
-	iScale     float64 // intensity multiplier; 1 = as is
-	fast       bool    // already packed XYZI float32, step 16, rows contiguous, intensity not scaled: one memmove
+	// tm is the per-point time field (deskewing clouds), the first of
+	// the names looked for that the cloud has; absent when none.
+	tm     cloudField
+	tmName string
+	iScale float64 // intensity multiplier; 1 = as is
+	fast   bool    // already packed XYZI float32, step 16, rows contiguous, intensity not scaled: one memmove
 }
 
 // parseCloudLayout finds x, y, z (FLOAT32 or FLOAT64) and the field
@@ -737,11 +762,12 @@ type cloudLayout struct {
 // float32 and multiplied by iScale), refuses a name given twice, and checks
 // that every point of v lies inside v.Data. intensity is never x, y or z
 // (ROS2Intensity.check).
-func parseCloudLayout(v *ros2.PointCloud2View, intensity string, iScale float64) (cloudLayout, error) {
+func parseCloudLayout(v *ros2.PointCloud2View, intensity string, iScale float64, timeFields ...string) (cloudLayout, error) {
 	l := cloudLayout{iScale: iScale}
 	if v.IsBigEndian {
 		return l, errors.New("big-endian PointCloud2 not supported")
 	}
+	timeRank := len(timeFields)
 	for _, f := range v.Fields {
 		var dst *cloudField
 		switch string(f.Name) {
@@ -752,10 +778,21 @@ func parseCloudLayout(v *ros2.PointCloud2View, intensity string, iScale float64)
 		case "z":
 			dst = &l.z
 		default:
-			if intensity == "" || string(f.Name) != intensity {
-				continue
+			if intensity != "" && string(f.Name) == intensity {
+				dst = &l.i
+				break
 			}
-			dst = &l.i
+			// The time field is taken as found, not checked for
+			// duplicates: deskewing is best effort (a cloud it cannot
+			// place is used as sent).
+			for k, name := range timeFields[:timeRank] {
+				if string(f.Name) == name && f.Count == 1 && f.Datatype >= pfInt8 && f.Datatype <= pfFloat64 &&
+					uint64(f.Offset)+fieldSize(f.Datatype) <= uint64(v.PointStep) {
+					l.tm, l.tmName, timeRank = cloudField{off: f.Offset, kind: f.Datatype}, name, k
+					break
+				}
+			}
+			continue
 		}
 		want := "FLOAT32 (7) or FLOAT64 (8)"
 		ok := f.Datatype == pfFloat32 || f.Datatype == pfFloat64
@@ -911,6 +948,22 @@ func finiteIntensity(b uint32) uint32 {
 		return 0
 	}
 	return b
+}
+
+// float returns the field of point p as a float64, exactly for every
+// type (a float64 time in seconds since the epoch keeps its
+// microseconds); 0 when absent.
+func (f cloudField) float(p []byte) float64 {
+	le := binary.LittleEndian
+	switch f.kind {
+	case pfFloat64:
+		return math.Float64frombits(le.Uint64(p[f.off:]))
+	case pfUint32:
+		return float64(le.Uint32(p[f.off:]))
+	case pfInt32:
+		return float64(int32(le.Uint32(p[f.off:])))
+	}
+	return float64(math.Float32frombits(f.bits(p)))
 }
 
 // bits returns the field of point p as float32 bits (0 when absent).

@@ -72,7 +72,9 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 	var (
 		points     = fs.String("ros2-points-topic", "points", `--source ros2: sensor_msgs/PointCloud2 topic ("" = none); a relative name resolves against --ros2-namespace (points in /robot1 is /robot1/points), an absolute one (/points) does not; x, y, z (FLOAT32/FLOAT64) and optional intensity (the field --ros2-intensity-field names, any numeric type; without it intensity is 0, with one warning) at any offsets`)
 		scan       = fs.String("ros2-scan-topic", "", `--source ros2: sensor_msgs/LaserScan topic of a planar (2D) LiDAR, e.g. scan ("" = none), read instead of --ros2-points-topic (left at its default, or ""): each scan becomes a cloud in its frame (rays without a valid return left out), marked planar for bin/agent --planar-lidar; --ros2-max-points bounds its rays, --ros2-intensity-scale scales its intensities`)
-		fixed      = fs.String("ros2-scan-fixed-frame", "", `--source ros2 with --ros2-scan-topic: deskew each scan, as laser_geometry's high-fidelity projection does: a frame that does not move with the robot, e.g. odom ("" = off). A scanner takes its rays one after the other (time_increment apart); while the robot turns each comes from another pose, and the scan as sent is skewed (at 1 rad/s and 10 scans a second, up to 0.1 rad: 0.4 m at 4 m). The scan frame's pose in this frame is read from /tf and /tf_static (odom → base_link from the base's driver, base_link → the scanner from robot_state_publisher) at the first and the last ray's time, and each ray placed by the pose at its own time, in the scan frame at the first ray's time (the header stamp). A scan whose transforms are missing is used as sent, counted (zerohop_camera_ros2_scans_deskew_total{result="not_deskewed"}) and logged with the reason: no /tf, another clock than the scanner's, or a driver that stamps the scan's last ray (sensor_msgs/LaserScan stamps the first) so that the scan seems to end after the newest /tf. A namespaced robot remaps /tf (--ros-args -r /tf:=tf -r /tf_static:=tf_static)`)
+		fixed      = fs.String("ros2-fixed-frame", "", `--source ros2: deskew the LiDAR's data, as laser_geometry's high-fidelity projection and LiDAR odometry do: a frame that does not move with the robot, e.g. odom ("" = off). A LiDAR takes its points one after the other over a sweep (a scan's time_increment, a cloud's per-point time field, --ros2-time-field); while the robot turns each comes from another pose, and the data as sent is skewed (at 1 rad/s and 10 sweeps a second, up to 0.1 rad: 0.4 m at 4 m). The LiDAR frame's pose in this frame is read from /tf and /tf_static (odom → base_link from the base's driver, base_link → the sensor from robot_state_publisher) at the header stamp and at the first and last point's time, and each point placed by the pose at its own time, in the LiDAR frame at the header stamp. Data whose transforms or times are missing is used as sent, counted (zerohop_camera_ros2_deskew_total{result="not_deskewed"}) and logged with the reason: no /tf, another clock than the LiDAR's, no time field, or a scan driver that stamps the last ray (sensor_msgs/LaserScan stamps the first) so that the scan seems to end after the newest /tf. A namespaced robot remaps /tf (--ros-args -r /tf:=tf -r /tf_static:=tf_static)`)
+		timeField  = fs.String("ros2-time-field", "", `--source ros2 with --ros2-fixed-frame: the PointCloud2 field holding each point's time, any numeric type ("" = the first of time, t, timestamp the cloud has: velodyne_pointcloud's and Hesai's float seconds, Ouster's uint32 ns). Times of 10^6 s and more are since the epoch, smaller ones offsets from the header stamp`)
+		timeUnit   = fs.String("ros2-time-unit", "auto", `--source ros2 with --ros2-fixed-frame: unit of --ros2-time-field: s, ms, us, ns, or auto (s for a float field, ns for an integer one; Livox's float64 "timestamp" is ns: give ns)`)
 		image      = fs.String("ros2-image-topic", "image_raw", `--source ros2: sensor_msgs/Image topic ("" = none); a relative name resolves against --ros2-namespace, as for --ros2-points-topic; rgb8, bgr8, mono8, rgba8 or bgra8 (cv_bridge's 8UC1, 8UC3 and 8UC4 too)`)
 		maxPoints  = fs.Int("ros2-max-points", 131072, "--source ros2: most points per cloud (slot size = 16 bytes × this); larger clouds are dropped and counted")
 		maxImage   = fs.Int("ros2-max-image-bytes", 1920*1080*3, "--source ros2: largest image in bytes (width × height × bytes per pixel); larger images are dropped and counted")
@@ -148,8 +150,15 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 		if _, err := dds.ResolveTopic(*diagTop); err != nil {
 			return camera.ROS2NodeConfig{}, fmt.Errorf("--ros2-diagnostics-topic: %w", err)
 		}
-		if *fixed != "" && *scan == "" {
-			return camera.ROS2NodeConfig{}, fmt.Errorf("--ros2-scan-fixed-frame %q: deskews the scans of --ros2-scan-topic, which is not given", *fixed)
+		if *fixed != "" && lidarTopic == "" {
+			return camera.ROS2NodeConfig{}, fmt.Errorf("--ros2-fixed-frame %q: deskews the LiDAR's clouds or scans, and neither --ros2-points-topic nor --ros2-scan-topic is given", *fixed)
+		}
+		unit, ok := map[string]float64{"auto": 0, "s": 1, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}[*timeUnit]
+		if !ok {
+			return camera.ROS2NodeConfig{}, fmt.Errorf("--ros2-time-unit %q: want s, ms, us, ns or auto", *timeUnit)
+		}
+		if (*timeField != "" || *timeUnit != "auto") && *fixed == "" {
+			return camera.ROS2NodeConfig{}, errors.New("--ros2-time-field and --ros2-time-unit say how to deskew clouds: give --ros2-fixed-frame (e.g. odom) too")
 		}
 		receipt := *stamp == "receipt"
 		if *simTime {
@@ -169,7 +178,7 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 			return camera.ROS2NodeConfig{}, err
 		}
 		return camera.ROS2NodeConfig{
-			DDS: dds, PointsTopic: pointsTopic, ScanTopic: *scan, ScanFixedFrame: *fixed, ImageTopic: *image,
+			DDS: dds, PointsTopic: pointsTopic, ScanTopic: *scan, FixedFrame: *fixed, TimeField: *timeField, TimeUnit: unit, ImageTopic: *image,
 			MaxPoints: *maxPoints, MaxImageBytes: *maxImage, HandlesTopic: *handlesTop,
 			ImageMirrorTopic: *imgMirror, PointsMirrorTopic: *ptsMirror, MirrorReliability: rel,
 			StampOnReceipt: receipt, Intensity: intensity,
