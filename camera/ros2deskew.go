@@ -55,9 +55,11 @@ type scanDeskew struct {
 
 	// noTimeField is the reason for a cloud without a time field, made
 	// once; poses are a cloud's, reused.
-	noTimeField error
-	poses       cloudPoses
-	times       []float32 // a cloud's point times, reused
+	noTimeField  error
+	badTimeName  string
+	badTimeField error
+	poses        cloudPoses
+	times        []float32 // a cloud's point times, reused
 
 	logMu      sync.Mutex
 	lastReason string // digits removed
@@ -140,6 +142,14 @@ func defaultTimeFields() []string { return []string{"time", "t", "timestamp"} }
 // stamp: no sweep lasts 11 days, and no ROS clock reads less.
 const absoluteTime = 1e6
 
+// maxEpochSeconds bounds times since the epoch (year 2255; and below
+// 2⁶³ ns): a larger one is in another unit.
+const maxEpochSeconds = 9e9
+
+// maxSweep bounds a point's time from the cloud's first point's, in
+// seconds: LiDARs sweep at 5 Hz and faster.
+const maxSweep = 1
+
 // cloudPoses are a cloud's motion in deskewBins poses, each a rotation
 // matrix (row major) and a translation from the pose at the point's
 // time into the cloud frame at the header stamp.
@@ -156,7 +166,15 @@ type cloudPoses struct {
 // transforms missing) is left as sent, counted and logged.
 func (d *scanDeskew) cloud(dst []byte, v *ros2.PointCloud2View, lay *cloudLayout, unit float64) {
 	if lay.tm.kind == 0 {
-		d.skip(d.noTimeField)
+		err := d.noTimeField
+		if lay.tmName != "" {
+			if d.badTimeName != lay.tmName { // made once per field name, not per cloud
+				d.badTimeName = lay.tmName
+				d.badTimeField = fmt.Errorf("the cloud's time field %q is not one number inside each point (count 1, a numeric datatype, within point_step)", lay.tmName)
+			}
+			err = d.badTimeField
+		}
+		d.skip(err)
 		return
 	}
 	if unit == 0 {
@@ -176,22 +194,23 @@ func (d *scanDeskew) cloud(dst []byte, v *ros2.PointCloud2View, lay *cloudLayout
 	}
 	rel := d.times[:n]
 	relTimes(rel, v, lay.tm, base, unit)
-	lo, hi := float32(math.Inf(1)), float32(math.Inf(-1))
+	// A sweep lasts under maxSweep: a time further from the first is
+	// garbage (NaN and ±Inf too), and its point is not moved.
+	lo, hi := float32(0), float32(0)
 	for _, t := range rel {
-		// NaN fails both tests.
-		if t < lo {
-			lo = t
-		}
-		if t > hi {
-			hi = t
+		if t >= -maxSweep && t <= maxSweep {
+			lo, hi = min(lo, t), max(hi, t)
 		}
 	}
 	tmin, tmax := base*unit+float64(lo), base*unit+float64(hi)
 	d.setFrame(v.FrameID)
 	stamp := int64(v.Sec)*1e9 + int64(v.Nanosec)
-	abs := math.Abs(tmin) >= absoluteTime || math.Abs(tmax) >= absoluteTime
-	if abs && (math.Abs(tmin) >= 1e11 || math.Abs(tmax) >= 1e11) {
-		d.skip(fmt.Errorf("time field %q reads %.6g to %.6g s: not seconds since the epoch; give its unit with --ros2-time-unit (ns, us, ms or s)", lay.tmName, tmin, tmax))
+	// Decided by the first finite time, not by the extremes: one point
+	// with a garbage time must not turn a cloud's epoch times into
+	// offsets or back.
+	abs := math.Abs(base*unit) >= absoluteTime
+	if abs && math.Abs(base*unit) >= maxEpochSeconds {
+		d.skip(fmt.Errorf("time field %q reads %.6g s: not seconds since the epoch; give its unit with --ros2-time-unit (ns, us, ms or s)", lay.tmName, base*unit))
 		return
 	}
 	ns := func(t float64) int64 {
@@ -220,15 +239,17 @@ func (d *scanDeskew) cloud(dst []byte, v *ros2.PointCloud2View, lay *cloudLayout
 		p.rot[k], p.tr[k] = m.Rotation.Matrix(), m.Translation
 	}
 	scale := float32(0)
-	if hi > lo {
+	if hi-lo >= 1e-9 { // one time (to the nanosecond): every point takes the first pose
 		scale = deskewBins / (hi - lo)
 	}
 	le := binary.LittleEndian
 	for k, t := range rel {
+		if !(t >= -maxSweep && t <= maxSweep) {
+			continue // garbage time: not moved
+		}
 		bin := 0
-		// NaN fails the test: such a point takes the first pose.
 		if f := (t - lo) * scale; f >= 1 {
-			bin = min(int(f), deskewBins-1)
+			bin = int(min(f, deskewBins-1)) // clamped before converting: a float beyond int's range converts to nonsense
 		}
 		q := dst[k*sensor.PointStep : k*sensor.PointStep+12]
 		x := float64(math.Float32frombits(le.Uint32(q[0:])))
@@ -334,7 +355,7 @@ func (r *rayMotion) at(f float64, p [3]float64) [3]float64 {
 // fixed frame comes with a scan topic).
 func checkDeskew(cfg ROS2SourceConfig) error {
 	if cfg.FixedFrame != "" && cfg.Transforms == nil {
-		return fmt.Errorf("camera: ros2 scan fixed frame %q without transforms to look it up in", cfg.FixedFrame)
+		return fmt.Errorf("camera: ros2 fixed frame %q without transforms to look it up in", cfg.FixedFrame)
 	}
 	return nil
 }

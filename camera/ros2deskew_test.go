@@ -315,6 +315,7 @@ type testField struct {
 	name  string
 	off   uint32
 	kind  uint8
+	count uint32 // 0: 1
 	value func(k int) float64
 }
 
@@ -353,7 +354,9 @@ func (w deskewWorld) sweep(beams, az int, lead, stamp int64) (pts [][3]float64, 
 func buildCloud(pts [][3]float64, step uint32, stamp int64, extra ...testField) *ros2.PointCloud2View {
 	fields := []ros2.PointField{pf("x", 0, 7), pf("y", 4, 7), pf("z", 8, 7)}
 	for _, f := range extra {
-		fields = append(fields, pf(f.name, f.off, f.kind))
+		field := pf(f.name, f.off, f.kind)
+		field.Count = max(f.count, 1)
+		fields = append(fields, field)
 	}
 	data := make([]byte, len(pts)*int(step))
 	le := binary.LittleEndian
@@ -460,6 +463,8 @@ func TestCloudDeskewWithoutTimesUsesTheCloudAsSent(t *testing.T) {
 	}{
 		{"no time field", []testField{{name: "ring", off: 12, kind: 4, value: func(int) float64 { return 1 }}},
 			[]string{"no per-point time field", "time, t, timestamp", "--ros2-time-field"}},
+		{"a time field of two values", []testField{{name: "time", off: 12, kind: 7, count: 2, value: func(int) float64 { return 0 }}},
+			[]string{`time field "time" is not one number`}},
 		{"ns since the epoch read as seconds", []testField{{name: "timestamp", off: 16, kind: 8, value: func(k int) float64 { return float64(times[k]) }}},
 			[]string{`"timestamp"`, "--ros2-time-unit"}},
 	} {
@@ -510,6 +515,9 @@ func TestCloudDeskewAllocatesNothing(t *testing.T) {
 		if allocs := testing.AllocsPerRun(20, func() { r.src.OnPointCloud2(v) }); allocs != 0 {
 			t.Errorf("%v allocations per cloud, want 0", allocs)
 		}
+		if st := r.src.Stats(TopicPoints); st.Deskewed+st.NotDeskewed != 21 || (len(v.Fields) == 4) != (st.Deskewed == 21) {
+			t.Errorf("deskewed %d, not deskewed %d of 21 clouds with fields %d", st.Deskewed, st.NotDeskewed, len(v.Fields))
+		}
 	}
 }
 
@@ -557,6 +565,88 @@ func BenchmarkROS2CloudDeskew(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				src.OnPointCloud2(tc.cloud)
+			}
+		})
+	}
+}
+
+// organize reshapes a one-row cloud into rows rows, each padded by pad
+// bytes (an Ouster's organized cloud, row_step > width × point_step).
+func organize(v *ros2.PointCloud2View, rows int, pad uint32) *ros2.PointCloud2View {
+	o := *v
+	o.Height, o.Width = uint32(rows), v.Width/uint32(rows)
+	rowBytes := o.Width * v.PointStep
+	o.RowStep = rowBytes + pad
+	o.Data = make([]byte, int(o.RowStep)*rows)
+	for r := range rows {
+		copy(o.Data[r*int(o.RowStep):], v.Data[r*int(rowBytes):(r+1)*int(rowBytes)])
+	}
+	return &o
+}
+
+// Clouds with odd times still deskew what can be: an organized cloud
+// with padded rows; points whose time is garbage (0 in an epoch cloud,
+// NaN) left as sent while the rest are placed; a time field that spans
+// less than a nanosecond (which made the bin index overflow); the first
+// time field found in the looked-for order.
+func TestCloudDeskewOddTimes(t *testing.T) {
+	const start = 1_700_000_000_000_000_000
+	w := deskewWorld{omega: 2, v: 0.5, mount: tf.Identity(), start: start}
+	first := int64(start + 300e6)
+	pts, times, want := w.sweep(8, 120, 300e6, first)
+	epoch := func(k int) float64 { return float64(times[k]) / 1e9 }
+	offset := func(k int) float64 { return float64(times[k]-first) / 1e9 }
+	garbage := map[int]float64{5: 0, 6: math.NaN(), 7: math.Inf(1)}
+	for _, tc := range []struct {
+		name    string
+		cloud   *ros2.PointCloud2View
+		exact   map[int]bool // points left as sent
+		placed  bool         // the others within 5 mm
+		asSent  bool         // every point as sent (one time)
+		deskews uint64
+	}{
+		{"organized, 4 rows padded by 6 bytes", organize(buildCloud(pts, 24, first,
+			testField{name: "t", off: 16, kind: 6, value: func(k int) float64 { return float64(times[k] - first) }}), 4, 6), nil, true, false, 1},
+		{"garbage times in an epoch cloud", buildCloud(pts, 24, first, testField{name: "timestamp", off: 16, kind: 8, value: func(k int) float64 {
+			if g, ok := garbage[k]; ok {
+				return g
+			}
+			return epoch(k)
+		}}), map[int]bool{5: true, 6: true, 7: true}, true, false, 1},
+		{"a span under a nanosecond", buildCloud(pts, 24, first, testField{name: "time", off: 16, kind: 7, value: func(k int) float64 {
+			if k == len(pts)-1 {
+				return float64(math.Float32frombits(1))
+			}
+			return 0
+		}}), nil, false, true, 1},
+		{"time before t", buildCloud(pts, 24, first,
+			testField{name: "t", off: 12, kind: 6, value: func(int) float64 { return 123456 }},
+			testField{name: "time", off: 16, kind: 7, value: offset}), nil, true, false, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newROS2RigWith(t, PoolSizes{Points: len(pts), ImageBytes: 64}, 4,
+				ROS2SourceConfig{FixedFrame: "odom", Transforms: w.transforms(t, 500e6)})
+			r.src.OnPointCloud2(tc.cloud)
+			_, b := r.take(t, TopicPoints)
+			got := scanPoints(b)
+			sent := newROS2RigWith(t, PoolSizes{Points: len(pts), ImageBytes: 64}, 4, ROS2SourceConfig{})
+			sent.src.OnPointCloud2(tc.cloud)
+			_, sb := sent.take(t, TopicPoints)
+			asSent := scanPoints(sb)
+			for k := range got {
+				switch {
+				case tc.exact[k] || tc.asSent:
+					if d := worstError(got[k:k+1], [][3]float64{{float64(asSent[k][0]), float64(asSent[k][1]), float64(asSent[k][2])}}); d > 1e-6 && (tc.exact[k] || d > 1e-3) {
+						t.Errorf("point %d moved by %.4f m, want it as sent", k, d)
+					}
+				case tc.placed:
+					if d := worstError(got[k:k+1], want[k:k+1]); d > 0.005 {
+						t.Errorf("point %d off by %.4f m, want ≤ 5 mm", k, d)
+					}
+				}
+			}
+			if st := r.src.Stats(TopicPoints); st.Deskewed != tc.deskews {
+				t.Errorf("deskewed %d, want %d; logs:\n%s", st.Deskewed, tc.deskews, allLogText(r))
 			}
 		})
 	}

@@ -31,7 +31,7 @@ func (s *ROS2Source) Collector() prometheus.Collector {
 	}
 	if s.deskew != nil {
 		c.deskew = prometheus.NewDesc("zerohop_camera_ros2_deskew_total",
-			"Planar LiDAR scans by deskew result (--ros2-fixed-frame): deskewed, placed ray by ray by the scanner's motion from /tf; not_deskewed, used as the driver sent them because the transforms were missing (the log says why).",
+			"LiDAR scans and clouds by deskew result (--ros2-fixed-frame): deskewed, placed point by point by the LiDAR's motion from /tf; not_deskewed, used as the driver sent them because the transforms or the per-point times were missing (the log says why).",
 			[]string{"result"}, nil)
 	}
 	for topic := range s.streams {

@@ -221,7 +221,7 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 	var trs *ros2.Transforms
 	if rc.FixedFrame != "" {
 		if rc.StampOnReceipt && !rc.SimTime {
-			log.Warn("camera: --ros2-fixed-frame with --ros2-stamp receipt: deskewing looks /tf up at the scans' header stamps, so the scanner's clock and the base's must agree; with a scanner clock off by more than 0.1 s every scan is used as sent (counted, logged)")
+			log.Warn("camera: --ros2-fixed-frame with --ros2-stamp receipt: deskewing looks /tf up at the LiDAR's own stamps (header and per-point times), so the LiDAR's clock and the base's must agree; with a LiDAR clock off by more than 0.1 s its scans and clouds are used as sent (counted, logged)")
 		}
 		var err error
 		trs, err = p.ListenTransforms(tf.BufferConfig{Extrapolate: DeskewExtrapolation})

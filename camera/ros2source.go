@@ -786,11 +786,15 @@ func parseCloudLayout(v *ros2.PointCloud2View, intensity string, iScale float64,
 			// duplicates: deskewing is best effort (a cloud it cannot
 			// place is used as sent).
 			for k, name := range timeFields[:timeRank] {
-				if string(f.Name) == name && f.Count == 1 && f.Datatype >= pfInt8 && f.Datatype <= pfFloat64 &&
-					uint64(f.Offset)+fieldSize(f.Datatype) <= uint64(v.PointStep) {
-					l.tm, l.tmName, timeRank = cloudField{off: f.Offset, kind: f.Datatype}, name, k
-					break
+				if string(f.Name) != name {
+					continue
 				}
+				if f.Count == 1 && f.Datatype >= pfInt8 && f.Datatype <= pfFloat64 && uint64(f.Offset)+fieldSize(f.Datatype) <= uint64(v.PointStep) {
+					l.tm, l.tmName, timeRank = cloudField{off: f.Offset, kind: f.Datatype}, name, k
+				} else if l.tm.kind == 0 {
+					l.tmName = name // found, but not one number inside the point: said so, not "no time field"
+				}
+				break
 			}
 			continue
 		}

@@ -157,8 +157,14 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 		if !ok {
 			return camera.ROS2NodeConfig{}, fmt.Errorf("--ros2-time-unit %q: want s, ms, us, ns or auto", *timeUnit)
 		}
-		if (*timeField != "" || *timeUnit != "auto") && *fixed == "" {
-			return camera.ROS2NodeConfig{}, errors.New("--ros2-time-field and --ros2-time-unit say how to deskew clouds: give --ros2-fixed-frame (e.g. odom) too")
+		if (*timeField != "" || *timeUnit != "auto") && (*fixed == "" || *scan != "") {
+			return camera.ROS2NodeConfig{}, errors.New("--ros2-time-field and --ros2-time-unit say how to deskew PointCloud2 clouds: give --ros2-fixed-frame (e.g. odom) with --ros2-points-topic (a scan's rays are timed by its time_increment)")
+		}
+		switch *timeField {
+		case "x", "y", "z", *iField:
+			if *timeField != "" {
+				return camera.ROS2NodeConfig{}, fmt.Errorf("--ros2-time-field %q: that field is the point's position or intensity; name the field that holds its time", *timeField)
+			}
 		}
 		receipt := *stamp == "receipt"
 		if *simTime {
