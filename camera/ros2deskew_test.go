@@ -84,7 +84,7 @@ func (w deskewWorld) scan(n int, lead int64) (*ros2.LaserScanView, [][3]float64)
 
 // transforms fills a buffer as /tf and /tf_static would: odom → base_link
 // every 20 ms from start to start+until, base_link → laser once.
-func (w deskewWorld) transforms(t *testing.T, until int64) *tf.Buffer {
+func (w deskewWorld) transforms(t testing.TB, until int64) *tf.Buffer {
 	t.Helper()
 	b, err := tf.NewBuffer(tf.BufferConfig{Extrapolate: DeskewExtrapolation})
 	if err != nil {
@@ -250,18 +250,7 @@ func BenchmarkROS2ScanDeskew(b *testing.B) {
 	const start = 1_700_000_000_000_000_000
 	w := deskewWorld{omega: 2, v: 0.5, mount: tf.Transform{Translation: [3]float64{0.1, 0, 0.2}, Rotation: tf.FromRPY(0, 0, 0.1)}, start: start}
 	v, _ := w.scan(1081, 300e6)
-	buf, err := tf.NewBuffer(tf.BufferConfig{Extrapolate: DeskewExtrapolation})
-	if err != nil {
-		b.Fatal(err)
-	}
-	for at := w.start; at <= w.start+500e6; at += 20e6 {
-		if err := buf.Add(tf.Stamped{Parent: "odom", Child: "base_link", Transform: w.base(at), Stamp: at}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := buf.AddStatic(tf.Stamped{Parent: "base_link", Child: "laser", Transform: w.mount}); err != nil {
-		b.Fatal(err)
-	}
+	buf := w.transforms(b, 500e6)
 	for _, tc := range []struct {
 		name string
 		cfg  ROS2SourceConfig
@@ -531,18 +520,7 @@ func BenchmarkROS2CloudDeskew(b *testing.B) {
 	v := buildCloud(pts, 16, first, testField{name: "intensity", off: 12, kind: 7, value: func(int) float64 { return 0.5 }})
 	vt := buildCloud(pts, 24, first, testField{name: "intensity", off: 12, kind: 7, value: func(int) float64 { return 0.5 }},
 		testField{name: "t", off: 16, kind: 6, value: func(k int) float64 { return float64(times[k] - first) }})
-	buf, err := tf.NewBuffer(tf.BufferConfig{Extrapolate: DeskewExtrapolation})
-	if err != nil {
-		b.Fatal(err)
-	}
-	for at := w.start; at <= w.start+500e6; at += 20e6 {
-		if err := buf.Add(tf.Stamped{Parent: "odom", Child: "base_link", Transform: w.base(at), Stamp: at}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := buf.AddStatic(tf.Stamped{Parent: "base_link", Child: "laser", Transform: w.mount}); err != nil {
-		b.Fatal(err)
-	}
+	buf := w.transforms(b, 500e6)
 	for _, tc := range []struct {
 		name  string
 		cloud *ros2.PointCloud2View
