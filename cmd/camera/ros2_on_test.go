@@ -359,7 +359,7 @@ func TestLaunchExampleParses(t *testing.T) {
 		t.Fatal(err)
 	}
 	if *source != "ros2" || *rate != 10 || rc.PointsTopic != "/velodyne_points" || rc.ImageTopic != "/camera/color/image_raw" ||
-		rc.Intensity.Scale != 0.00392157 || rc.StampOnReceipt {
+		rc.Intensity.Scale != 0.00392157 || rc.StampOnReceipt || rc.FixedFrame != "odom" {
 		t.Errorf("source %q, rate %v, %+v", *source, *rate, rc)
 	}
 }
