@@ -317,7 +317,7 @@ func topicStatusLoop(rc ROS2NodeConfig, clock func() time.Time, src *ROS2Source,
 		topic int
 		st    topicState
 	}{
-		{TopicPoints, topicState{part: "points", topic: pointsTopic, maxFlag: "--ros2-max-points"}},
+		{TopicPoints, topicState{part: "points", topic: pointsTopic, maxFlag: "--ros2-max-points", deskew: rc.FixedFrame != ""}},
 		{TopicImage, topicState{part: "image", topic: imageTopic, maxFlag: "--ros2-max-image-bytes"}},
 	} {
 		if cam.Pool(t.topic) != nil {

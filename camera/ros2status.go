@@ -15,6 +15,7 @@ import (
 // period ago (zero at the first).
 type topicState struct {
 	part, topic, maxFlag string // "points", "/velodyne_points", "--ros2-max-points"
+	deskew               bool   // --ros2-fixed-frame: the points are deskewed
 	publishers           int
 	now, prev            ROS2Stats
 	elapsed              time.Duration
@@ -28,6 +29,8 @@ type topicState struct {
 //   - WARN when no message came in the period;
 //   - WARN when more than 5 % of the period's messages were dropped,
 //     saying why and what to change;
+//   - with deskew, WARN when more than 5 % of them were used as sent, not
+//     deskewed (no /tf, no time field);
 //   - else OK with the rate.
 func topicStatus(fullName string, st topicState) status.Status {
 	kv := func(k string, v uint64) status.KeyValue {
@@ -48,6 +51,9 @@ func topicStatus(fullName string, st topicState) status.Status {
 			kv("exhausted", st.now.Exhausted), kv("unsupported", st.now.Unsupported), kv("too large", st.now.TooLarge),
 			kv("failed", st.now.Failed), kv("mirrored", st.now.Mirrored),
 		}}
+	if st.deskew {
+		out.Values = append(out.Values, kv("deskewed", st.now.Deskewed), kv("not deskewed", st.now.NotDeskewed))
+	}
 	period := st.elapsed.Round(time.Millisecond)
 	type reason struct {
 		n    uint64
@@ -74,6 +80,9 @@ func topicStatus(fullName string, st topicState) status.Status {
 		out.Level, out.Message = status.Warn, fmt.Sprintf("no message on %s in the last %v (%d publishers matched)", st.topic, period, st.publishers)
 	case float64(dropped) > status.DropWarnRatio*float64(received):
 		out.Level, out.Message = status.Warn, fmt.Sprintf("%d of %d messages on %s dropped in the last %v: %s", dropped, received, st.topic, period, strings.Join(why, ", "))
+	case st.deskew && float64(st.now.NotDeskewed-st.prev.NotDeskewed) > status.DropWarnRatio*float64(received):
+		out.Level, out.Message = status.Warn, fmt.Sprintf("%d of %d messages on %s used as sent, not deskewed, in the last %v: no /tf for their times or no per-point time field (see the log)",
+			st.now.NotDeskewed-st.prev.NotDeskewed, received, st.topic, period)
 	}
 	return out
 }

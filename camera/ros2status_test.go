@@ -28,6 +28,11 @@ func TestTopicStatus(t *testing.T) {
 		// One drop in 40 is under 5 %: no flapping.
 		{"a drop now and then", func(s *topicState) { s.now.Received, s.now.Exhausted = 140, 1 }, status.OK, "40.0 Hz"},
 		{"drops before the period", func(s *topicState) { s.prev.TooLarge, s.now.TooLarge = 7, 7 }, status.OK, "10.0 Hz"},
+		{"deskewed", func(s *topicState) { s.deskew, s.now.Deskewed = true, 10 }, status.OK, "10.0 Hz"},
+		{"not deskewed", func(s *topicState) { s.deskew, s.now.Deskewed, s.now.NotDeskewed = true, 7, 3 }, status.Warn,
+			"3 of 10 messages on /velodyne_points used as sent, not deskewed, in the last 1s: no /tf"},
+		// Without deskew asked for, the counter says nothing.
+		{"not deskewed, not asked", func(s *topicState) { s.now.NotDeskewed = 3 }, status.OK, "10.0 Hz"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := topicState{part: "points", topic: "/velodyne_points", maxFlag: "--ros2-max-points", publishers: 1,
@@ -46,6 +51,9 @@ func TestTopicStatus(t *testing.T) {
 			}
 			if values["topic"] != "/velodyne_points" || values["publishers"] != "1" && tc.name != "no publisher" {
 				t.Errorf("values %v", values)
+			}
+			if _, ok := values["not deskewed"]; ok != st.deskew {
+				t.Errorf("values %v: deskew counts shown %v, want %v", values, ok, st.deskew)
 			}
 		})
 	}
