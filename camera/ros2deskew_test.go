@@ -202,16 +202,7 @@ func TestScanDeskewWithoutTransformsUsesTheScanAsSent(t *testing.T) {
 			if string(got[:len(want)]) != string(want) {
 				t.Error("the scan was changed, want it as sent")
 			}
-			if st := r.src.Stats(TopicPoints); st.Deskewed != 0 || st.NotDeskewed != 4 {
-				t.Errorf("deskewed %d, not deskewed %d; want 0, 4", st.Deskewed, st.NotDeskewed)
-			}
-			logged := r.logs.FilterMessageSnippet("not deskewed").All()
-			if len(logged) != 1 {
-				t.Fatalf("%d warnings for 4 scans, want 1; logs:\n%s", len(logged), allLogText(r))
-			}
-			if text := allLogText(r); !strings.Contains(text, tc.want) {
-				t.Errorf("warning does not say %s:\n%s", tc.want, text)
-			}
+			checkNotDeskewed(t, r, 4, tc.want)
 		})
 	}
 	t.Run("no time between rays", func(t *testing.T) {
@@ -471,18 +462,7 @@ func TestCloudDeskewWithoutTimesUsesTheCloudAsSent(t *testing.T) {
 					t.Fatal("the cloud was changed, want it as sent")
 				}
 			}
-			if st := r.src.Stats(TopicPoints); st.Deskewed != 0 || st.NotDeskewed != 3 {
-				t.Errorf("deskewed %d, not deskewed %d; want 0, 3", st.Deskewed, st.NotDeskewed)
-			}
-			logged := r.logs.FilterMessageSnippet("not deskewed").All()
-			if len(logged) != 1 {
-				t.Fatalf("%d warnings for 3 clouds, want 1; logs:\n%s", len(logged), allLogText(r))
-			}
-			for _, s := range tc.want {
-				if text := allLogText(r); !strings.Contains(text, s) {
-					t.Errorf("warning does not say %s:\n%s", s, text)
-				}
-			}
+			checkNotDeskewed(t, r, 3, tc.want...)
 		})
 	}
 }
@@ -627,5 +607,22 @@ func TestCloudDeskewOddTimes(t *testing.T) {
 				t.Errorf("deskewed %d, want %d; logs:\n%s", st.Deskewed, tc.deskews, allLogText(r))
 			}
 		})
+	}
+}
+
+// checkNotDeskewed checks that r's n messages were all used as sent,
+// counted, and logged once, the line saying each of want.
+func checkNotDeskewed(t *testing.T, r *ros2Rig, n uint64, want ...string) {
+	t.Helper()
+	if st := r.src.Stats(TopicPoints); st.Deskewed != 0 || st.NotDeskewed != n {
+		t.Errorf("deskewed %d, not deskewed %d; want 0, %d", st.Deskewed, st.NotDeskewed, n)
+	}
+	if logged := r.logs.FilterMessageSnippet("not deskewed").All(); len(logged) != 1 {
+		t.Fatalf("%d warnings for %d messages, want 1; logs:\n%s", len(logged), n, allLogText(r))
+	}
+	for _, s := range want {
+		if text := allLogText(r); !strings.Contains(text, s) {
+			t.Errorf("warning does not say %s:\n%s", s, text)
+		}
 	}
 }
