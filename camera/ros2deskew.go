@@ -24,7 +24,7 @@ type TransformLookup interface {
 	LookupAt(target, source string, at int64) (tf.Transform, error)
 }
 
-// scanDeskew undoes a planar LiDAR's own motion during a scan. A scanner
+// lidarDeskew undoes a LiDAR's own motion during a scan or sweep. A scanner
 // measures its rays one after the other (time_increment apart); while the
 // robot turns, each ray is taken from another pose, and the scan as sent
 // is skewed: at 1 rad/s and 10 scans a second the last ray's bearing is
@@ -40,7 +40,7 @@ type TransformLookup interface {
 //
 // Only the subscription's goroutine calls motion and cloud; the counters
 // are read by Stats.
-type scanDeskew struct {
+type lidarDeskew struct {
 	fixed string
 	look  TransformLookup
 	log   *zap.Logger
@@ -71,7 +71,7 @@ type scanDeskew struct {
 // first ray, or ok false when v needs no deskew (one ray, no time between
 // rays). An error says why the transforms could not be had; the scan is
 // then used as sent, counted and logged (motion does both).
-func (d *scanDeskew) motion(v *ros2.LaserScanView) (m tf.Transform, ok bool) {
+func (d *lidarDeskew) motion(v *ros2.LaserScanView) (m tf.Transform, ok bool) {
 	n := len(v.Ranges)
 	ti := float64(v.TimeIncrement)
 	if n < 2 || ti == 0 || math.IsNaN(ti) || math.IsInf(ti, 0) {
@@ -94,7 +94,7 @@ func (d *scanDeskew) motion(v *ros2.LaserScanView) (m tf.Transform, ok bool) {
 
 // setFrame makes frameStr the message's frame id, allocating only when it
 // changes.
-func (d *scanDeskew) setFrame(id []byte) {
+func (d *lidarDeskew) setFrame(id []byte) {
 	if frame := trimNUL(id); !bytes.Equal(frame, d.frameID) {
 		d.frameID = append(d.frameID[:0], frame...)
 		d.frameStr = string(frame)
@@ -103,7 +103,7 @@ func (d *scanDeskew) setFrame(id []byte) {
 
 // skip counts a scan or cloud used as sent and logs why, again when the
 // reason (digits aside) changes or a minute has passed.
-func (d *scanDeskew) skip(err error) {
+func (d *lidarDeskew) skip(err error) {
 	n := d.skipped.Add(1)
 	now := time.Now()
 	d.logMu.Lock()
@@ -164,7 +164,7 @@ type cloudPoses struct {
 // seconds; 0: seconds for a float field, nanoseconds for an integer one)
 // and the stamp. A cloud that cannot be placed (no time field, the
 // transforms missing) is left as sent, counted and logged.
-func (d *scanDeskew) cloud(dst []byte, v *ros2.PointCloud2View, lay *cloudLayout, unit float64) {
+func (d *lidarDeskew) cloud(dst []byte, v *ros2.PointCloud2View, lay *cloudLayout, unit float64) {
 	if lay.tm.kind == 0 {
 		err := d.noTimeField
 		if lay.tmName != "" {
@@ -315,7 +315,7 @@ func relTimes(rel []float32, v *ros2.PointCloud2View, f cloudField, base, unit f
 // scan's last ray is often newer than the newest transform received.
 const DeskewExtrapolation = 100 * time.Millisecond
 
-// rayMotion is a scan's motion (scanDeskew.motion) as an axis, an angle
+// rayMotion is a scan's motion (lidarDeskew.motion) as an axis, an angle
 // and a translation, so that a ray's share of it costs one Sincos:
 // at(f, p) is tf.Interpolate(tf.Identity(), m, f).Apply(p), the turn by
 // f × angle about axis (Rodrigues) plus f × translation.

@@ -26,7 +26,7 @@ import (
 // -Inf ray (REP 117: something closer than the scanner measures) becomes
 // a point at range_min: an obstacle at the bumper is not open space.
 // Points keep the scan's ray order. With --ros2-fixed-frame each
-// ray is placed where the scanner was at its own time (scanDeskew);
+// ray is placed where the scanner was at its own time (lidarDeskew);
 // otherwise the cloud is the scan as sent.
 func (s *ROS2Source) OnLaserScan(v *ros2.LaserScanView) {
 	st := &s.streams[TopicPoints]
@@ -97,7 +97,7 @@ func checkScan(v *ros2.LaserScanView) error {
 // scanToPoints writes v's valid returns into dst as packed XYZI float32
 // and returns how many; dst holds len(v.Ranges) × PointStep bytes, and
 // intensities is nil or as long as v.Ranges. With motion (the scan
-// frame's pose at the last ray in its pose at the first, scanDeskew) ray
+// frame's pose at the last ray in its pose at the first, lidarDeskew) ray
 // i is moved by the pose interpolated at i / (rays − 1) of it. It
 // allocates nothing.
 func scanToPoints(dst []byte, v *ros2.LaserScanView, intensities []float32, iScale float64, motion *tf.Transform) int {

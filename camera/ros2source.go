@@ -61,7 +61,7 @@ type ROS2SourceConfig struct {
 	// ""), its clouds marked planar (OnLaserScan); "" = none.
 	ScanTopic string
 	// FixedFrame, if not "", deskews each scan, and each cloud with a
-	// per-point time field (scanDeskew): a frame that does not move with
+	// per-point time field (lidarDeskew): a frame that does not move with
 	// the robot (odom), looked up in Transforms. Data whose transforms or
 	// times cannot be had is used as sent, counted
 	// (ROS2Stats.NotDeskewed) and logged.
@@ -220,7 +220,7 @@ type ROS2Source struct {
 	iScale           float64
 	// deskew is nil without FixedFrame; skewLogged says the scans are
 	// not deskewed, once.
-	deskew     *scanDeskew
+	deskew     *lidarDeskew
 	skewLogged bool
 	tFields    []string // the time fields looked for; nil without deskew
 }
@@ -346,7 +346,7 @@ func NewROS2Source(p *ros2.Participant, cam *Camera, pub Publisher, cfg ROS2Sour
 		if topic == "" {
 			topic = cfg.PointsTopic
 		}
-		s.deskew = &scanDeskew{fixed: cfg.FixedFrame, look: cfg.Transforms, log: cfg.Log, topic: topic}
+		s.deskew = &lidarDeskew{fixed: cfg.FixedFrame, look: cfg.Transforms, log: cfg.Log, topic: topic}
 		s.tFields = defaultTimeFields()
 		if cfg.TimeField != "" {
 			s.tFields = []string{cfg.TimeField}
@@ -761,7 +761,8 @@ type cloudLayout struct {
 // named intensity (optional, "" = none; any numeric type, converted to
 // float32 and multiplied by iScale), refuses a name given twice, and checks
 // that every point of v lies inside v.Data. intensity is never x, y or z
-// (ROS2Intensity.check).
+// (ROS2Intensity.check). With timeFields it also finds the first of them
+// the cloud has as the per-point time (tm), for deskewing.
 func parseCloudLayout(v *ros2.PointCloud2View, intensity string, iScale float64, timeFields ...string) (cloudLayout, error) {
 	l := cloudLayout{iScale: iScale}
 	if v.IsBigEndian {
