@@ -53,6 +53,10 @@ type lidarDeskew struct {
 
 	deskewed, skipped atomic.Uint64
 
+	// last is the last scan's motion, returned by pointer without a heap
+	// allocation per scan.
+	last tf.Transform
+
 	// noTimeField is the reason for a cloud without a time field, made
 	// once; poses are a cloud's, reused.
 	noTimeField  error

@@ -4,12 +4,14 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // ros2Collector exports a ROS2Source's counters. Every received message
 // ends in exactly one result, so the results of a topic sum to what it
-// received.
+// received; with a merge frame the points topic's results count merged
+// clouds, and each scanner's scans are counted apart.
 type ros2Collector struct {
 	src                         *ROS2Source
 	topics                      []int // those with a pool
 	messages, frameIDs, mirrors *prometheus.Desc
 	mirrorErrors, deskew        *prometheus.Desc
+	scans                       *prometheus.Desc // nil without a merge frame
 }
 
 // Collector returns the source's counters for a Prometheus registry.
@@ -34,6 +36,11 @@ func (s *ROS2Source) Collector() prometheus.Collector {
 			"LiDAR scans and clouds by deskew result (--ros2-fixed-frame): deskewed, placed point by point by the LiDAR's motion from /tf; not_deskewed, used as the driver sent them because the transforms or the per-point times were missing (the log says why).",
 			[]string{"result"}, nil)
 	}
+	if s.merge != nil {
+		c.scans = prometheus.NewDesc("zerohop_camera_ros2_merged_scans_total",
+			"Scans of each merged planar scanner (--ros2-merge-frame) by what became of them: received; merged, into a merged cloud; superseded, replaced by the scanner's next scan before every other scanner sent one, or more than 0.5 s older than the newest. The points topic's messages_total counts the merged clouds; its result no_transform, clouds not made because a scanner's frame had no transform to the merge frame.",
+			[]string{"ros_topic", "result"}, nil)
+	}
 	for topic := range s.streams {
 		if s.cam.Pool(topic) != nil {
 			c.topics = append(c.topics, topic)
@@ -50,6 +57,9 @@ func (c *ros2Collector) Describe(ch chan<- *prometheus.Desc) {
 	if c.deskew != nil {
 		ch <- c.deskew
 	}
+	if c.scans != nil {
+		ch <- c.scans
+	}
 }
 
 func (c *ros2Collector) Collect(ch chan<- prometheus.Metric) {
@@ -64,6 +74,17 @@ func (c *ros2Collector) Collect(ch chan<- prometheus.Metric) {
 			{"too_large", st.TooLarge}, {"failed", st.Failed},
 		} {
 			ch <- prometheus.MustNewConstMetric(c.messages, prometheus.CounterValue, float64(r.n), name, r.result)
+		}
+		if c.scans != nil && topic == TopicPoints {
+			ch <- prometheus.MustNewConstMetric(c.messages, prometheus.CounterValue, float64(st.NoTransform), name, "no_transform")
+			for _, sc := range c.src.ScanInputs() {
+				for _, r := range []struct {
+					result string
+					n      uint64
+				}{{"received", sc.Received}, {"merged", sc.Merged}, {"superseded", sc.Superseded}} {
+					ch <- prometheus.MustNewConstMetric(c.scans, prometheus.CounterValue, float64(r.n), sc.Topic, r.result)
+				}
+			}
 		}
 		ch <- prometheus.MustNewConstMetric(c.frameIDs, prometheus.CounterValue, float64(st.FrameIDs), name)
 		ch <- prometheus.MustNewConstMetric(c.mirrors, prometheus.CounterValue, float64(st.Mirrored), name)

@@ -23,10 +23,13 @@ import (
 type ROS2NodeConfig struct {
 	DDS                     ros2.Config // domain and discovery (ros2.ConfigFromEnv)
 	PointsTopic, ImageTopic string      // "" = not subscribed
-	// ScanTopic is a planar LiDAR's sensor_msgs/LaserScan topic, read
+	// ScanTopics are planar LiDARs' sensor_msgs/LaserScan topics, read
 	// into the points stream instead of PointsTopic (which must then be
-	// ""), its clouds marked planar; "" = none.
-	ScanTopic string
+	// ""), their clouds marked planar; none = nil. Several are merged
+	// into one cloud in MergeFrame (ROS2SourceConfig.MergeFrame), which
+	// they need.
+	ScanTopics []string
+	MergeFrame string
 	// FixedFrame, if not "", deskews each scan, and each cloud with a
 	// per-point time field, by the sensor's motion in this frame (odom),
 	// from /tf and /tf_static: see ROS2SourceConfig.FixedFrame
@@ -77,6 +80,27 @@ type ROS2NodeConfig struct {
 	LogLevel zapcore.LevelEnabler
 }
 
+// CheckScanTopics checks --ros2-scan-topic's list: no empty name, each
+// topic once as resolved against the node (scan and /scan are one topic
+// in the root namespace).
+func CheckScanTopics(dds ros2.Config, topics []string) error {
+	seen := make(map[string]string, len(topics))
+	for _, t := range topics {
+		if t == "" {
+			return fmt.Errorf("--ros2-scan-topic %q: an empty topic name in the list", strings.Join(topics, ","))
+		}
+		name, err := dds.ResolveTopic(t)
+		if err != nil {
+			return fmt.Errorf("--ros2-scan-topic: %w", err)
+		}
+		if first, ok := seen[name]; ok {
+			return fmt.Errorf("--ros2-scan-topic: %q and %q are one topic (%s): give each scanner once", first, t, name)
+		}
+		seen[name] = t
+	}
+	return nil
+}
+
 // RunROS2Node runs a camera process whose frames come from ROS 2 topics:
 // shared pools sized by rc, the unix socket server and metrics as in
 // RunNode, until ctx is done. cfg.Rate only sizes the slot count (the
@@ -94,16 +118,29 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 		return errors.New("--frames: not supported with the ros2 source (the drivers set the pace)")
 	}
 	type topicFlag struct{ flag, topic, resolved string }
-	if rc.PointsTopic == "" && rc.ImageTopic == "" && rc.ScanTopic == "" {
+	if rc.PointsTopic == "" && rc.ImageTopic == "" && len(rc.ScanTopics) == 0 {
 		return errors.New("ros2 source: neither a points, a scan nor an image topic")
 	}
-	// One LiDAR stream: the points topic or the scan topic feeds it.
-	lidar := topicFlag{"--ros2-points-topic", rc.PointsTopic, ""}
-	if rc.ScanTopic != "" {
+	// One LiDAR stream: the points topic or the scan topics feed it.
+	lidars := []topicFlag{{"--ros2-points-topic", rc.PointsTopic, ""}}
+	if len(rc.ScanTopics) > 0 {
 		if rc.PointsTopic != "" {
-			return fmt.Errorf(`--ros2-scan-topic %q and --ros2-points-topic %q: the camera has one LiDAR stream, fed by one of them: give --ros2-points-topic "" (or leave it at its default) with a scan topic`, rc.ScanTopic, rc.PointsTopic)
+			return fmt.Errorf(`--ros2-scan-topic %q and --ros2-points-topic %q: the camera has one LiDAR stream, fed by one of them: give --ros2-points-topic "" (or leave it at its default) with a scan topic`, strings.Join(rc.ScanTopics, ","), rc.PointsTopic)
 		}
-		lidar = topicFlag{"--ros2-scan-topic", rc.ScanTopic, ""}
+		if err := CheckScanTopics(rc.DDS, rc.ScanTopics); err != nil {
+			return err
+		}
+		lidars = lidars[:0]
+		for _, t := range rc.ScanTopics {
+			lidars = append(lidars, topicFlag{"--ros2-scan-topic", t, ""})
+		}
+	}
+	lidar := lidars[0]
+	if len(rc.ScanTopics) > 1 && rc.MergeFrame == "" {
+		return fmt.Errorf("--ros2-scan-topic %q: %d scanners are merged into one cloud in a frame on the robot: give --ros2-merge-frame (e.g. base_link; bin/agent then needs no LiDAR mount)", strings.Join(rc.ScanTopics, ","), len(rc.ScanTopics))
+	}
+	if rc.MergeFrame != "" && len(rc.ScanTopics) == 0 {
+		return fmt.Errorf("--ros2-merge-frame %q: merges planar scanners' scans, and no --ros2-scan-topic is given", rc.MergeFrame)
 	}
 	if rc.FixedFrame != "" && lidar.topic == "" {
 		return fmt.Errorf("--ros2-fixed-frame %q: deskews the LiDAR's clouds or scans, and neither --ros2-points-topic nor --ros2-scan-topic is given", rc.FixedFrame)
@@ -120,16 +157,24 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 	if err := rc.DDS.Validate(); err != nil {
 		return err
 	}
-	inputs := []topicFlag{lidar, {"--ros2-image-topic", rc.ImageTopic, ""}}
+	inputs := append(lidars, topicFlag{"--ros2-image-topic", rc.ImageTopic, ""})
 	mirrors := []topicFlag{{"--ros2-points-mirror-topic", rc.PointsMirrorTopic, ""}, {"--ros2-image-mirror-topic", rc.ImageMirrorTopic, ""}}
-	for _, f := range []*topicFlag{&inputs[0], &inputs[1], &mirrors[0], &mirrors[1]} {
-		if f.topic == "" {
-			continue
+	for _, fs := range [][]topicFlag{inputs, mirrors} {
+		for i := range fs {
+			f := &fs[i]
+			if f.topic == "" {
+				continue
+			}
+			var err error
+			if f.resolved, err = rc.DDS.ResolveTopic(f.topic); err != nil {
+				return fmt.Errorf("%s: %w", f.flag, err)
+			}
 		}
-		var err error
-		if f.resolved, err = rc.DDS.ResolveTopic(f.topic); err != nil {
-			return fmt.Errorf("%s: %w", f.flag, err)
-		}
+	}
+	lidars = inputs[:len(lidars)] // resolved
+	lidarNames := make([]string, len(lidars))
+	for i, l := range lidars {
+		lidarNames[i] = l.resolved
 	}
 	// A mirror on a topic the camera reads would feed it its own frames
 	// (its reader counts as the mirror's subscriber), without end.
@@ -143,7 +188,8 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 	}
 	sizes := PoolSizes{}
 	if lidar.topic != "" {
-		sizes.Points = rc.MaxPoints
+		// --ros2-max-points is per scan: merged scans share a slot.
+		sizes.Points = rc.MaxPoints * len(lidars)
 	}
 	if rc.ImageTopic != "" {
 		sizes.ImageBytes = rc.MaxImageBytes
@@ -151,7 +197,7 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 	// A scan topic's clouds are planar; so are a PointCloud2 topic's with
 	// --planar-lidar (a 2D scanner whose driver publishes PointCloud2, or
 	// laser_geometry's projection of a LaserScan).
-	planar := cfg.PlanarLidar || rc.ScanTopic != ""
+	planar := cfg.PlanarLidar || len(rc.ScanTopics) > 0
 	cam, err := New(Config{Source: sizes, PlanarLidar: planar, Rate: cfg.Rate, Slots: cfg.Slots, Subscribers: cfg.Subscribers, Shared: true, Lock: cfg.Lock,
 		Checksum: cfg.Checksum, Log: log})
 	if err != nil {
@@ -216,23 +262,27 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 		}
 		defer ps.Close()
 	}
-	scfg := ROS2SourceConfig{PointsTopic: rc.PointsTopic, ImageTopic: rc.ImageTopic, ScanTopic: rc.ScanTopic, QoS: rc.QoS,
+	scfg := ROS2SourceConfig{PointsTopic: rc.PointsTopic, ImageTopic: rc.ImageTopic, QoS: rc.QoS,
 		StampOnReceipt: rc.StampOnReceipt, Intensity: rc.Intensity, Checksum: cfg.Checksum, Log: log}
+	if len(rc.ScanTopics) > 0 {
+		scfg.ScanTopics = lidarNames // absolute names for the logs (a subscription resolves the same way)
+	}
 	var trs *ros2.Transforms
-	if rc.FixedFrame != "" {
+	if rc.FixedFrame != "" || rc.MergeFrame != "" {
 		if rc.StampOnReceipt && !rc.SimTime {
 			log.Warn("camera: --ros2-fixed-frame with --ros2-stamp receipt: deskewing looks /tf up at the LiDAR's own stamps (header and per-point times), so the LiDAR's clock and the base's must agree; with a LiDAR clock off by more than 0.1 s its scans and clouds are used as sent (counted, logged)")
 		}
 		var err error
 		trs, err = p.ListenTransforms(tf.BufferConfig{Extrapolate: DeskewExtrapolation})
 		if err != nil {
-			return errors.Join(fmt.Errorf("camera: --ros2-fixed-frame %q: %w", rc.FixedFrame, err), stopServing())
+			return errors.Join(fmt.Errorf("camera: /tf: %w", err), stopServing())
 		}
 		defer trs.Close() // after the source: its callback looks up in it
 		scfg.FixedFrame, scfg.Transforms, scfg.TimeField, scfg.TimeUnit = rc.FixedFrame, trs, rc.TimeField, rc.TimeUnit
+		scfg.MergeFrame = rc.MergeFrame
 	}
 	// Absolute names for the logs (a subscription resolves the same way).
-	for _, t := range []*string{&scfg.PointsTopic, &scfg.ImageTopic, &scfg.ScanTopic} {
+	for _, t := range []*string{&scfg.PointsTopic, &scfg.ImageTopic} {
 		if name, err := rc.DDS.ResolveTopic(*t); *t != "" && err == nil {
 			*t = name
 		}
@@ -273,7 +323,7 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 			return errors.Join(fmt.Errorf("camera: diagnostics: %w", err), src.Close(), stopServing())
 		}
 		defer diag.Close() // after the loop's last publish, before the participant
-		loop := topicStatusLoop(rc, clock, src, cam, srv, inputs[0].resolved, inputs[1].resolved)
+		loop := topicStatusLoop(rc, clock, src, cam, srv, strings.Join(lidarNames, ", "), inputs[len(inputs)-1].resolved)
 		loop.Sink, loop.Log = diag, log
 		loopDone := make(chan struct{})
 		go func() {
@@ -283,8 +333,8 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 		defer func() { cancel(); <-loopDone }()
 	}
 	log.Info("camera serving ROS 2 topics", zap.String("socket", srv.Path()),
-		zap.String("points_topic", inputs[0].resolved), zap.Bool("planar_lidar", planar), zap.String("fixed_frame", rc.FixedFrame),
-		zap.String("image_topic", inputs[1].resolved))
+		zap.Strings("points_topics", lidarNames), zap.Bool("planar_lidar", planar), zap.String("fixed_frame", rc.FixedFrame),
+		zap.String("merge_frame", rc.MergeFrame), zap.String("image_topic", inputs[len(inputs)-1].resolved))
 	<-ctx.Done()
 	// Callbacks first: no publish after the server stops.
 	srcErr := src.Close()
@@ -296,8 +346,13 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 				zap.Uint64("published", st.Published), zap.Uint64("exhausted", st.Exhausted), zap.Uint64("unsupported", st.Unsupported),
 				zap.Uint64("too_large", st.TooLarge), zap.Uint64("failed", st.Failed)}
 			if i == TopicPoints && trs != nil {
-				fields = append(fields, zap.Uint64("deskewed", st.Deskewed), zap.Uint64("not_deskewed", st.NotDeskewed),
-					zap.Uint64("tf_refused", trs.Refused()), zap.Uint64("tf_time_jumps", trs.TimeJumps()))
+				if rc.FixedFrame != "" {
+					fields = append(fields, zap.Uint64("deskewed", st.Deskewed), zap.Uint64("not_deskewed", st.NotDeskewed))
+				}
+				if rc.MergeFrame != "" {
+					fields = append(fields, zap.Uint64("no_transform", st.NoTransform))
+				}
+				fields = append(fields, zap.Uint64("tf_refused", trs.Refused()), zap.Uint64("tf_time_jumps", trs.TimeJumps()))
 			}
 			log.Info("camera ros2 topic stopped", fields...)
 		}
@@ -338,9 +393,12 @@ func topicStatusLoop(rc ROS2NodeConfig, clock func() time.Time, src *ROS2Source,
 			for i := range states {
 				st := &states[i]
 				st.now, st.publishers, st.elapsed = src.Stats(topics[i]), src.Publishers(topics[i]), elapsed
+				if topics[i] == TopicPoints && rc.MergeFrame != "" {
+					st.scans = src.ScanInputs()
+				}
 				out[i] = topicStatus(fullName, *st)
 				subs.delivered += st.now.Delivered - st.prev.Delivered
-				st.prev = st.now
+				st.prev, st.scansPrev = st.now, st.scans
 			}
 			subs.now, subs.elapsed = srv.Stats(), elapsed
 			out = append(out, subscribersStatus(fullName, subs))

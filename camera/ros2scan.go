@@ -16,7 +16,7 @@ import (
 
 // OnLaserScan ingests one planar LiDAR scan as a cloud in the scan's
 // frame, packed XYZI float32 (sensor.PointStep), its handle marked
-// handles.PointsPlanar; it is the scan subscription's callback. Ray i
+// handles.PointsPlanar; it is the first scan subscription's callback. Ray i
 // lies at angle_min + i × angle_increment (counter-clockwise from the
 // frame's x axis, ROS REP 103); its point is (r cos θ, r sin θ, 0) with
 // intensity intensities[i] × --ros2-intensity-scale, or 0 when the
@@ -27,28 +27,50 @@ import (
 // a point at range_min: an obstacle at the bumper is not open space.
 // Points keep the scan's ray order. With --ros2-fixed-frame each
 // ray is placed where the scanner was at its own time (lidarDeskew);
-// otherwise the cloud is the scan as sent.
-func (s *ROS2Source) OnLaserScan(v *ros2.LaserScanView) {
+// otherwise the cloud is the scan as sent. With a merge frame the scan
+// waits for the other scanners' and goes out in their merged cloud
+// (scanMerger).
+func (s *ROS2Source) OnLaserScan(v *ros2.LaserScanView) { s.onScan(0, v) }
+
+// onScan is scan topic k's callback (OnLaserScan).
+func (s *ROS2Source) onScan(k int, v *ros2.LaserScanView) {
+	in := s.scans[k]
 	st := &s.streams[TopicPoints]
 	st.received.Add(1)
+	in.received.Add(1)
+	in.lastAt.Store(time.Now().UnixNano())
 	if err := checkScan(v); err != nil {
-		s.countDrop(TopicPoints, &st.unsupported, err)
+		s.countDrop(TopicPoints, &st.unsupported, fmt.Errorf("%s: %w", in.topic, err))
 		return
 	}
 	pool := s.cam.Pool(TopicPoints)
 	n := uint64(len(v.Ranges))
-	if size := n * sensor.PointStep; size > pool.Geometry().SlotSize {
-		s.countDrop(TopicPoints, &st.tooLarge, fmt.Errorf("scan of %d rays needs %d bytes, slot holds %d (raise --ros2-max-points to at least %d)",
-			n, size, pool.Geometry().SlotSize, n))
+	if size := n * sensor.PointStep; size > s.scanBytes {
+		s.countDrop(TopicPoints, &st.tooLarge, fmt.Errorf("%s: scan of %d rays needs %d bytes, slot holds %d (raise --ros2-max-points to at least %d)",
+			in.topic, n, size, s.scanBytes, n))
 		return
 	}
 	intensities := v.Intensities
 	if len(intensities) != len(v.Ranges) {
-		if len(intensities) != 0 && st.noIntensity.Add(1) == 1 {
+		if len(intensities) != 0 && in.noIntensity.Add(1) == 1 {
 			s.log.Warn("camera: ros2 LaserScan has a different number of intensities than ranges; intensity is 0 for every point (logged once)",
-				zap.String("ros_topic", s.cfg.ScanTopic), zap.Int("ranges", len(v.Ranges)), zap.Int("intensities", len(intensities)))
+				zap.String("ros_topic", in.topic), zap.Int("ranges", len(v.Ranges)), zap.Int("intensities", len(intensities)))
 		}
 		intensities = nil
+	}
+	if m := s.merge; m != nil {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		p := &m.parts[k]
+		if p.fresh {
+			in.superseded.Add(1) // the others have not sent since
+		}
+		p.n = scanToPoints(p.buf, v, intensities, s.iScale, s.scanMotion(in, v))
+		p.stamp = int64(v.Sec)*1e9 + int64(v.Nanosec)
+		p.setFrame(v.FrameID)
+		p.fresh = true
+		s.mergeOut(st)
+		return
 	}
 	slot, err := pool.Acquire()
 	if err != nil {
@@ -56,25 +78,66 @@ func (s *ROS2Source) OnLaserScan(v *ros2.LaserScanView) {
 		s.countDrop(TopicPoints, &st.exhausted, err)
 		return
 	}
-	var motion *tf.Transform
-	if s.deskew != nil {
-		if m, ok := s.deskew.motion(v); ok {
-			motion = &m
-		}
-	} else if !s.skewLogged && v.TimeIncrement != 0 && len(v.Ranges) > 1 {
-		s.skewLogged = true
-		s.log.Info("camera: ros2 scan rays are taken over time and are not deskewed: a scan taken while the robot turns is as skewed as the driver sent it; give --ros2-fixed-frame odom (the frame /tf places the robot in) to place each ray where the scanner was (logged once)",
-			zap.String("ros_topic", s.cfg.ScanTopic), zap.Duration("rays_span", time.Duration(math.Abs(float64(len(v.Ranges)-1)*float64(v.TimeIncrement)*1e9))))
-	}
-	count := scanToPoints(slot.Bytes(), v, intensities, s.iScale, motion)
+	count := scanToPoints(slot.Bytes(), v, intensities, s.iScale, s.scanMotion(in, v))
 	h := &st.h
 	s.stamp(st, TopicPoints, v.Sec, v.Nanosec, v.FrameID)
+	s.fillScanHandle(h, count)
+	s.publish(st, TopicPoints, slot)
+}
+
+// scanMotion is the scan's motion to deskew it by, or nil: no fixed
+// frame (logged once for a scan whose rays are timed), or no transforms
+// for it (counted and logged by the deskew).
+func (s *ROS2Source) scanMotion(in *scanInput, v *ros2.LaserScanView) *tf.Transform {
+	if in.deskew != nil {
+		if m, ok := in.deskew.motion(v); ok {
+			in.deskew.last = m
+			return &in.deskew.last
+		}
+	} else if !in.skewLogged && v.TimeIncrement != 0 && len(v.Ranges) > 1 {
+		in.skewLogged = true
+		s.log.Info("camera: ros2 scan rays are taken over time and are not deskewed: a scan taken while the robot turns is as skewed as the driver sent it; give --ros2-fixed-frame odom (the frame /tf places the robot in) to place each ray where the scanner was (logged once)",
+			zap.String("ros_topic", in.topic), zap.Duration("rays_span", time.Duration(math.Abs(float64(len(v.Ranges)-1)*float64(v.TimeIncrement)*1e9))))
+	}
+	return nil
+}
+
+// fillScanHandle sets the handle's points part for a planar cloud of
+// count points.
+func (s *ROS2Source) fillScanHandle(h *handles.Handle, count int) {
 	h.Kind = handles.KindPoints
 	h.Image = handles.ImageFormat{}
 	h.Points = s.cam.points
 	h.Points.Flags = handles.PointsPlanar
 	h.Points.Count = uint32(count)
 	h.Length = uint64(count) * sensor.PointStep
+}
+
+// mergeOut publishes the merged cloud once every scanner has a scan since
+// the last one (scanMerger). The caller holds s.merge.mu.
+func (s *ROS2Source) mergeOut(st *ros2Stream) {
+	m := s.merge
+	now := time.Now()
+	if !m.ready() {
+		m.warnSilent(now)
+		return
+	}
+	at, err := m.place()
+	if err != nil {
+		m.logNoTransform(now, st.noTransform.Add(1), err)
+		return // the parts stay: the next scan makes the cloud again
+	}
+	pool := s.cam.Pool(TopicPoints)
+	slot, err := pool.Acquire()
+	if err != nil {
+		s.cam.exhausted[TopicPoints].Add(1)
+		s.countDrop(TopicPoints, &st.exhausted, err)
+		return
+	}
+	count := m.write(slot.Bytes())
+	s.stamp(st, TopicPoints, int32(at/1e9), uint32(at%1e9), m.frameID)
+	s.fillScanHandle(&st.h, count)
+	m.done()
 	s.publish(st, TopicPoints, slot)
 }
 

@@ -5,6 +5,8 @@ package camera
 import (
 	"fmt"
 	"math"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/zerohop/zerohop/handles"
 	"github.com/zerohop/zerohop/handles/transport"
+	"github.com/zerohop/zerohop/ros2"
 )
 
 // pointsFrame is a cloud taken over the socket: its handle and points.
@@ -59,7 +62,7 @@ func firstCloud(t *testing.T, cfg NodeConfig, rc ROS2NodeConfig, driver ...strin
 // NaN, +Inf, below range_min and above range_max), in the scan's frame.
 func TestRunROS2NodeServesALaserScanAsAPlanarCloud(t *testing.T) {
 	const n = 720
-	f := firstCloud(t, NodeConfig{}, ROS2NodeConfig{DDS: ros2Config(t), ScanTopic: "/scan", MaxPoints: 2000}, "scan", "rt/scan", "20", "720")
+	f := firstCloud(t, NodeConfig{}, ROS2NodeConfig{DDS: ros2Config(t), ScanTopics: []string{"/scan"}, MaxPoints: 2000}, "scan", "rt/scan", "20", "720")
 	if f.h.Kind != handles.KindPoints || f.h.Points.Flags != handles.PointsPlanar || f.h.Points.Count != n-4 ||
 		f.h.FrameID.String() != "laser" || f.h.CaptureNs != 1700000001_987654321 {
 		t.Fatalf("handle %+v: want %d planar points in frame laser, stamped as pub.c", f.h, n-4)
@@ -98,7 +101,7 @@ func TestRunROS2NodeMarksPointCloud2PlanarWhenTold(t *testing.T) {
 // served as sent, and the log says why, naming the frames and /tf.
 func TestRunROS2NodeServesScansAsSentWithoutTF(t *testing.T) {
 	core, logs := observer.New(zapcore.WarnLevel)
-	f := firstCloud(t, NodeConfig{Log: zap.New(core)}, ROS2NodeConfig{DDS: ros2Config(t), ScanTopic: "/scan", FixedFrame: "odom", MaxPoints: 2000},
+	f := firstCloud(t, NodeConfig{Log: zap.New(core)}, ROS2NodeConfig{DDS: ros2Config(t), ScanTopics: []string{"/scan"}, FixedFrame: "odom", MaxPoints: 2000},
 		"scan", "rt/scan", "20", "720")
 	if f.h.Points.Flags != handles.PointsPlanar || f.h.Points.Count != 716 || f.pts[0][2] != 0 {
 		t.Fatalf("handle %+v, first point %v: want the 716 valid rays as sent", f.h, f.pts[0])
@@ -120,5 +123,74 @@ func waitForLog(t *testing.T, logs *observer.ObservedLogs, snippet string) {
 			t.Fatalf("no log line with %q within 10 s", snippet)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// startStaticTF builds the ros2 package's test peer and publishes tfs
+// (PARENT,CHILD,X,Y,Z,QX,QY,QZ,QW each) on /tf_static as tf2_ros's
+// static broadcaster does, until the test ends.
+func startStaticTF(t *testing.T, cfg ros2.Config, tfs ...string) {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "peer")
+	flags, err := exec.Command("pkg-config", "--cflags", "--libs", "CycloneDDS").Output()
+	if err != nil {
+		t.Fatalf("pkg-config CycloneDDS: %v", err)
+	}
+	args := []string{"-O1", "-Wall", "-I../ros2", "-o", bin, "../ros2/testdata/peer/peer.c"}
+	for _, c := range []string{"builtin_interfaces", "std_msgs", "geometry_msgs", "tf2_msgs", "rosgraph_msgs", "sensor_msgs", "zerohop_msgs", "diagnostic_msgs", "rcl_interfaces"} {
+		args = append(args, "../ros2/"+c+".c")
+	}
+	gcc := exec.Command("gcc", append(append(args, strings.Fields(string(flags))...), "-lm")...)
+	if out, err := gcc.CombinedOutput(); err != nil {
+		t.Fatalf("build peer: %v\n%s", err, out)
+	}
+	out := runProgram(t, cfg, bin, append([]string{"static", "rt/tf_static"}, tfs...)...)
+	if line, err := out.ReadString('\n'); err != nil || strings.TrimSpace(line) != "WRITTEN" {
+		t.Fatalf("peer static: %q, %v", line, err)
+	}
+}
+
+// Two scanners' drivers, their mounts on /tf_static: the camera node
+// serves one planar cloud in base_link holding both scans, each moved by
+// its mount (the front one 0.3 m ahead, the rear one 0.3 m behind and
+// turned to face backwards); /metrics counts each scanner's scans.
+func TestRunROS2NodeMergesTwoScanners(t *testing.T) {
+	const n = 720
+	dds := ros2Config(t)
+	cfg := NodeConfig{Socket: socketPath(t), Rate: 30, AllowGID: -1, Log: zaptest.NewLogger(t), MetricsAddr: freeAddr(t)}
+	rc := ROS2NodeConfig{DDS: dds, ScanTopics: []string{"/front/scan", "/rear/scan"}, MergeFrame: "base_link", MaxPoints: 1000}
+	startStaticTF(t, dds, "base_link,front_laser,0.3,0,0.2,0,0,0,1", "base_link,rear_laser,-0.3,0,0.25,0,0,1,0")
+	ctx := startROS2Node(t, cfg, rc)
+	got := make(chan pointsFrame, 1)
+	subscribeTo(t, ctx, cfg.Socket, []string{PointsTopicName}, func(l transport.Lease) {
+		select {
+		case got <- pointsFrame{l.Handle, scanPoints(l.Bytes())}:
+		default:
+		}
+		l.Release()
+	})
+	startDriver(t, dds, "scan", "rt/front/scan", "20", "720", "front_laser")
+	startDriver(t, dds, "scan", "rt/rear/scan", "20", "720", "rear_laser")
+	var f pointsFrame
+	select {
+	case f = <-got:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no merged cloud over the socket within 20 s")
+	}
+	if f.h.Points.Flags != handles.PointsPlanar || f.h.Points.Count != 2*(n-4) || f.h.FrameID.String() != "base_link" || f.h.CaptureNs != 1700000001_987654321 {
+		t.Fatalf("handle %+v: want %d planar points in base_link, stamped as pub.c", f.h, 2*(n-4))
+	}
+	// Ray 0 of each: range 1 at -π, (-1, 0) in its scanner's frame.
+	for k, want := range map[int][3]float64{0: {-1 + 0.3, 0, 0.2}, n - 4: {1 - 0.3, 0, 0.25}} {
+		p := f.pts[k]
+		if math.Abs(float64(p[0])-want[0]) > 1e-5 || math.Abs(float64(p[1])-want[1]) > 1e-5 || math.Abs(float64(p[2])-want[2]) > 1e-5 {
+			t.Errorf("point %d %v, want %v", k, p, want)
+		}
+	}
+	cam := &cameraProc{metrics: cfg.MetricsAddr}
+	for _, name := range []string{`zerohop_camera_ros2_merged_scans_total{result="merged",ros_topic="/front/scan"}`, `zerohop_camera_ros2_merged_scans_total{result="merged",ros_topic="/rear/scan"}`} {
+		if v, err := cam.metric(name); err != nil || v < 1 {
+			t.Errorf("%s = %v, %v; want ≥ 1", name, v, err)
+		}
 	}
 }

@@ -56,10 +56,15 @@ type ROS2SourceConfig struct {
 	// ImageTopic and PointsTopic are the ROS topics to subscribe to ("" =
 	// not subscribed). Each needs the camera's pool of that kind.
 	ImageTopic, PointsTopic string
-	// ScanTopic is a planar LiDAR's sensor_msgs/LaserScan topic, read
+	// ScanTopics are planar LiDARs' sensor_msgs/LaserScan topics, read
 	// into the points stream instead of PointsTopic (which must then be
-	// ""), its clouds marked planar (OnLaserScan); "" = none.
-	ScanTopic string
+	// ""), their clouds marked planar (OnLaserScan); none = nil. Several
+	// need MergeFrame.
+	ScanTopics []string
+	// MergeFrame, if not "", puts every scan into this frame on the
+	// robot (base_link), through Transforms, and merges one scan of each
+	// of ScanTopics into one cloud (scanMerger).
+	MergeFrame string
 	// FixedFrame, if not "", deskews each scan, and each cloud with a
 	// per-point time field (lidarDeskew): a frame that does not move with
 	// the robot (odom), looked up in Transforms. Data whose transforms or
@@ -182,6 +187,9 @@ func (in ROS2Intensity) scale() float64 {
 
 // ROS2Stats counts one topic's messages. Every received message ends in
 // exactly one of Published, Exhausted, Unsupported, TooLarge, Failed.
+// With a merge frame, Received, Unsupported and TooLarge count scans, and
+// Published, Exhausted, Failed and NoTransform merged clouds
+// (ScanInputStats says what became of each scanner's scans).
 type ROS2Stats struct {
 	Received    uint64
 	Published   uint64 // written into a slot and published
@@ -195,6 +203,9 @@ type ROS2Stats struct {
 	// Scans and clouds placed point by point by the LiDAR's motion
 	// (FixedFrame), and those that needed it but were used as sent.
 	Deskewed, NotDeskewed uint64
+	// NoTransform counts merged clouds not made because a scanner's frame
+	// had no transform to the merge frame (MergeFrame).
+	NoTransform uint64
 }
 
 // ROS2Source feeds the camera's pools from ROS 2 subscriptions. The image
@@ -206,8 +217,9 @@ type ROS2Source struct {
 	cfg     ROS2SourceConfig
 	log     *zap.Logger
 	subs    []*ros2.Subscription
-	points  *ros2.Subscription // also in subs; nil if not subscribed
-	image   *ros2.Subscription // also in subs; nil if not subscribed
+	points  *ros2.Subscription   // also in subs; nil if not subscribed
+	scanSub []*ros2.Subscription // also in subs; one per scans, nil in tests without a participant
+	image   *ros2.Subscription   // also in subs; nil if not subscribed
 	streams [2]ros2Stream
 	mirrors [2]*mirrorWorker // nil where cfg.Mirrors has none
 	// closeMirrors stops the workers once.
@@ -218,11 +230,16 @@ type ROS2Source struct {
 	// that the callback builds no string.
 	iField, iMissing string
 	iScale           float64
-	// deskew is nil without FixedFrame; skewLogged says the scans are
-	// not deskewed, once.
-	deskew     *lidarDeskew
-	skewLogged bool
-	tFields    []string // the time fields looked for; nil without deskew
+	// deskew is the clouds' (PointsTopic), each scan topic has its own;
+	// nil without FixedFrame.
+	deskew  *lidarDeskew
+	tFields []string // the time fields looked for; nil without deskew
+	// scans are ScanTopics', in order; merge is nil without MergeFrame.
+	// scanBytes is the most a scan may fill: a slot, or its share of one
+	// when merged.
+	scans     []*scanInput
+	merge     *scanMerger
+	scanBytes uint64
 }
 
 // mirrorWorker publishes one topic's mirror on a goroutine of its own: a
@@ -284,6 +301,7 @@ type ros2Stream struct {
 
 	received, published, delivered, exhausted atomic.Uint64
 	unsupported, tooLarge, failed, frameIDs   atomic.Uint64
+	noTransform                               atomic.Uint64 // merged clouds not made: a scanner's frame has no transform
 	mirrored, mirrorErrors                    atomic.Uint64
 	zeroStamps                                atomic.Uint64 // header.stamp {0, 0}, without StampOnReceipt
 	farStamps                                 atomic.Uint64 // header.stamp over farStamp from this clock, without StampOnReceipt
@@ -312,8 +330,8 @@ const dropRelogEvery = time.Minute
 
 // NewROS2Source subscribes to the configured topics on p and publishes
 // what arrives through pub (a transport.Server or Inproc whose topic i is
-// camera topic i). p may be nil only when no topic is configured (tests
-// drive OnImage and OnPointCloud2 directly). Close it before the
+// camera topic i). With p nil it subscribes to nothing: tests drive
+// OnImage, OnPointCloud2 and OnLaserScan directly. Close it before the
 // publisher and the camera.
 func NewROS2Source(p *ros2.Participant, cam *Camera, pub Publisher, cfg ROS2SourceConfig) (*ROS2Source, error) {
 	if cfg.Log == nil {
@@ -332,26 +350,43 @@ func NewROS2Source(p *ros2.Participant, cam *Camera, pub Publisher, cfg ROS2Sour
 	if cfg.PointsTopic != "" && cam.Pool(TopicPoints) == nil {
 		return nil, fmt.Errorf("camera: ros2 points topic %q: no points pool (max points is 0)", cfg.PointsTopic)
 	}
-	if cfg.ScanTopic != "" && cfg.PointsTopic != "" {
-		return nil, fmt.Errorf("camera: ros2 scan topic %q and points topic %q: one LiDAR stream takes one of them", cfg.ScanTopic, cfg.PointsTopic)
+	if len(cfg.ScanTopics) > 0 && cfg.PointsTopic != "" {
+		return nil, fmt.Errorf("camera: ros2 scan topics %q and points topic %q: one LiDAR stream takes one of them", cfg.ScanTopics, cfg.PointsTopic)
 	}
-	if cfg.ScanTopic != "" && cam.Pool(TopicPoints) == nil {
-		return nil, fmt.Errorf("camera: ros2 scan topic %q: no points pool (max points is 0)", cfg.ScanTopic)
+	if len(cfg.ScanTopics) > 0 && cam.Pool(TopicPoints) == nil {
+		return nil, fmt.Errorf("camera: ros2 scan topics %q: no points pool (max points is 0)", cfg.ScanTopics)
+	}
+	if len(cfg.ScanTopics) > 1 && cfg.MergeFrame == "" {
+		return nil, fmt.Errorf("camera: ros2 scan topics %q: several scanners need a merge frame (base_link) to put their scans in", cfg.ScanTopics)
+	}
+	if cfg.MergeFrame != "" && (len(cfg.ScanTopics) == 0 || cfg.Transforms == nil) {
+		return nil, fmt.Errorf("camera: ros2 merge frame %q: needs scan topics and transforms to look their frames up in", cfg.MergeFrame)
 	}
 	if err := checkDeskew(cfg); err != nil {
 		return nil, err
 	}
 	if cfg.FixedFrame != "" {
-		topic := cfg.ScanTopic
-		if topic == "" {
-			topic = cfg.PointsTopic
-		}
-		s.deskew = &lidarDeskew{fixed: cfg.FixedFrame, look: cfg.Transforms, log: cfg.Log, topic: topic}
+		s.deskew = &lidarDeskew{fixed: cfg.FixedFrame, look: cfg.Transforms, log: cfg.Log, topic: cfg.PointsTopic}
 		s.tFields = defaultTimeFields()
 		if cfg.TimeField != "" {
 			s.tFields = []string{cfg.TimeField}
 		}
 		s.deskew.noTimeField = fmt.Errorf("the cloud has no per-point time field (looked for %s; name it with --ros2-time-field)", strings.Join(s.tFields, ", "))
+	}
+	for _, topic := range cfg.ScanTopics {
+		in := &scanInput{topic: topic}
+		if cfg.FixedFrame != "" {
+			in.deskew = &lidarDeskew{fixed: cfg.FixedFrame, look: cfg.Transforms, log: cfg.Log, topic: topic}
+		}
+		s.scans = append(s.scans, in)
+	}
+	if len(s.scans) > 0 {
+		s.scanBytes = cam.Pool(TopicPoints).Geometry().SlotSize
+		if cfg.MergeFrame != "" {
+			// Whole points: each scanner's share of a slot.
+			s.scanBytes = s.scanBytes / uint64(len(s.scans)) / sensor.PointStep * sensor.PointStep
+			s.merge = newScanMerger(cfg, s.scans, s.scanBytes)
+		}
 	}
 	if cfg.ImageTopic != "" && cam.Pool(TopicImage) == nil {
 		return nil, fmt.Errorf("camera: ros2 image topic %q: no image pool (max image bytes is 0)", cfg.ImageTopic)
@@ -366,6 +401,9 @@ func NewROS2Source(p *ros2.Participant, cam *Camera, pub Publisher, cfg ROS2Sour
 		s.mirrors[topic] = w
 		go w.run()
 	}
+	if p == nil {
+		return s, nil // tests: they call the callbacks
+	}
 	opts := ros2.SubscriptionOptions{QoS: cfg.QoS}
 	if cfg.PointsTopic != "" {
 		sub, err := p.SubscribePointCloud2(cfg.PointsTopic, opts, s.OnPointCloud2)
@@ -375,13 +413,13 @@ func NewROS2Source(p *ros2.Participant, cam *Camera, pub Publisher, cfg ROS2Sour
 		}
 		s.subs, s.points = append(s.subs, sub), sub
 	}
-	if cfg.ScanTopic != "" {
-		sub, err := p.SubscribeLaserScan(cfg.ScanTopic, opts, s.OnLaserScan)
+	for k, topic := range cfg.ScanTopics {
+		sub, err := p.SubscribeLaserScan(topic, opts, func(v *ros2.LaserScanView) { s.onScan(k, v) })
 		if err != nil {
 			s.Close()
-			return nil, fmt.Errorf("camera: ros2 scan topic %q: %w", cfg.ScanTopic, err)
+			return nil, fmt.Errorf("camera: ros2 scan topic %q: %w", topic, err)
 		}
-		s.subs, s.points = append(s.subs, sub), sub
+		s.subs, s.scanSub = append(s.subs, sub), append(s.scanSub, sub)
 	}
 	if cfg.ImageTopic != "" {
 		sub, err := p.SubscribeImage(cfg.ImageTopic, opts, s.OnImage)
@@ -421,15 +459,55 @@ func (s *ROS2Source) Stats(topic int) ROS2Stats {
 	if topic == TopicPoints && s.points != nil {
 		skipped = s.points.Skipped()
 	}
+	if topic == TopicPoints {
+		for _, sub := range s.scanSub {
+			skipped += sub.Skipped()
+		}
+	}
 	stats := ROS2Stats{
 		Received: st.received.Load() + skipped, Published: st.published.Load(), Delivered: st.delivered.Load(),
 		Exhausted: st.exhausted.Load(), Unsupported: st.unsupported.Load() + skipped, TooLarge: st.tooLarge.Load(),
 		Failed: st.failed.Load(), FrameIDs: st.frameIDs.Load(), Mirrored: st.mirrored.Load(),
 	}
-	if d := s.deskew; d != nil && topic == TopicPoints {
-		stats.Deskewed, stats.NotDeskewed = d.deskewed.Load(), d.skipped.Load()
+	if topic == TopicPoints {
+		stats.NoTransform = st.noTransform.Load()
+		for _, d := range s.deskews() {
+			stats.Deskewed += d.deskewed.Load()
+			stats.NotDeskewed += d.skipped.Load()
+		}
 	}
 	return stats
+}
+
+// deskews are the points stream's deskews: the clouds' or each scan
+// topic's; none without FixedFrame.
+func (s *ROS2Source) deskews() []*lidarDeskew {
+	var out []*lidarDeskew
+	if s.deskew != nil {
+		out = append(out, s.deskew)
+	}
+	for _, in := range s.scans {
+		if in.deskew != nil {
+			out = append(out, in.deskew)
+		}
+	}
+	return out
+}
+
+// ScanInputs returns each scan topic's counters, in ScanTopics' order.
+func (s *ROS2Source) ScanInputs() []ScanInputStats {
+	out := make([]ScanInputStats, len(s.scans))
+	now := time.Now()
+	for i, in := range s.scans {
+		out[i] = ScanInputStats{Topic: in.topic, Received: in.received.Load(), Merged: in.merged.Load(), Superseded: in.superseded.Load(), Silent: -1}
+		if i < len(s.scanSub) {
+			out[i].Publishers = s.scanSub[i].Matched()
+		}
+		if at := in.lastAt.Load(); at != 0 {
+			out[i].Silent = now.Sub(time.Unix(0, at))
+		}
+	}
+	return out
 }
 
 // Publishers returns how many ROS publishers (drivers) the topic's
@@ -438,6 +516,13 @@ func (s *ROS2Source) Publishers(topic int) int {
 	sub := s.points
 	if topic == TopicImage {
 		sub = s.image
+	} else if len(s.scanSub) > 0 {
+		// Every scanner is needed: as many as the least matched has.
+		n := s.scanSub[0].Matched()
+		for _, sc := range s.scanSub[1:] {
+			n = min(n, sc.Matched())
+		}
+		return n
 	}
 	if sub == nil {
 		return 0
@@ -631,8 +716,8 @@ func logReason(err error) string {
 
 // rosTopic is the ROS topic feeding camera topic topic.
 func (s *ROS2Source) rosTopic(topic int) string {
-	if topic == TopicPoints && s.cfg.ScanTopic != "" {
-		return s.cfg.ScanTopic
+	if topic == TopicPoints && len(s.cfg.ScanTopics) > 0 {
+		return strings.Join(s.cfg.ScanTopics, ", ")
 	}
 	if topic == TopicPoints {
 		return s.cfg.PointsTopic

@@ -63,6 +63,13 @@ func startDriver(t *testing.T, cfg ros2.Config, args ...string) *bufio.Reader {
 	if out, err := gcc.CombinedOutput(); err != nil {
 		t.Fatalf("build ros2pub: %v\n%s", err, out)
 	}
+	return runProgram(t, cfg, bin, args...)
+}
+
+// runProgram runs bin DOMAIN args... as startDriver does, until the test
+// ends, and returns its output after its READY line.
+func runProgram(t *testing.T, cfg ros2.Config, bin string, args ...string) *bufio.Reader {
+	t.Helper()
 	cmd := exec.Command(bin, append([]string{strconv.Itoa(int(cfg.Domain))}, args...)...)
 	cmd.Env = append(os.Environ(), "CYCLONEDDS_URI="+cfg.CycloneConfig())
 	cmd.Stderr = os.Stderr
@@ -91,7 +98,7 @@ func startDriver(t *testing.T, cfg ros2.Config, args ...string) *bufio.Reader {
 	out := bufio.NewReaderSize(stdout, 1<<20)
 	line, err := out.ReadString('\n')
 	if err != nil || strings.TrimSpace(line) != "READY" {
-		t.Fatalf("ros2pub: %q, %v", line, err)
+		t.Fatalf("%s: %q, %v", filepath.Base(bin), line, err)
 	}
 	return out
 }

@@ -18,7 +18,10 @@ type topicState struct {
 	deskew               bool   // --ros2-fixed-frame: the points are deskewed
 	publishers           int
 	now, prev            ROS2Stats
-	elapsed              time.Duration
+	// scans, scansPrev: with --ros2-merge-frame, each merged scanner's
+	// counters now and a period ago (nil at the first).
+	scans, scansPrev []ScanInputStats
+	elapsed          time.Duration
 }
 
 // topicStatus is one driver topic's status, named "NODE: part" after the
@@ -73,6 +76,17 @@ func topicStatus(fullName string, st topicState) status.Status {
 			why = append(why, fmt.Sprintf("%d %s", r.n, r.what))
 		}
 	}
+	if len(st.scans) > 0 {
+		out.Values = append(out.Values, kv("no transform", st.now.NoTransform))
+		for _, sc := range st.scans {
+			out.Values = append(out.Values, status.KeyValue{Key: "scanner " + sc.Topic,
+				Value: fmt.Sprintf("%d publishers, %d received, %d merged, %d superseded", sc.Publishers, sc.Received, sc.Merged, sc.Superseded)})
+		}
+		if msg := mergeWarning(st, period); msg != "" {
+			out.Level, out.Message = status.Warn, msg
+			return out
+		}
+	}
 	switch {
 	case st.publishers == 0:
 		out.Level, out.Message = status.Warn, fmt.Sprintf("no publisher on %s: check the topic name, ROS_DOMAIN_ID and that the driver runs", st.topic)
@@ -85,6 +99,29 @@ func topicStatus(fullName string, st topicState) status.Status {
 			st.now.NotDeskewed-st.prev.NotDeskewed, received, st.topic, period)
 	}
 	return out
+}
+
+// mergeWarning is why merged scans are held back or not made, "" when
+// they are not: a scanner without a publisher or silent for the period
+// (no merged cloud goes out without it), or a frame without a transform
+// to the merge frame.
+func mergeWarning(st topicState, period time.Duration) string {
+	for i, sc := range st.scans {
+		var prev uint64
+		if i < len(st.scansPrev) {
+			prev = st.scansPrev[i].Received
+		}
+		switch {
+		case sc.Publishers == 0:
+			return fmt.Sprintf("no publisher on %s: no merged scan goes out without it (the agent stops the robot); check the topic name, ROS_DOMAIN_ID and that its driver runs", sc.Topic)
+		case sc.Received == prev:
+			return fmt.Sprintf("no scan on %s in the last %v (%d publishers matched): no merged scan goes out without it (the agent stops the robot)", sc.Topic, period, sc.Publishers)
+		}
+	}
+	if n := st.now.NoTransform - st.prev.NoTransform; n > 0 {
+		return fmt.Sprintf("%d merged scans not made in the last %v: a scanner's frame has no transform to the merge frame (see the log: is its mount on /tf_static?)", n, period)
+	}
+	return ""
 }
 
 // subscribersState is what subscribersStatus reads: the socket, the

@@ -69,10 +69,11 @@ func TestScanTopicReplacesTheDefaultPointsTopic(t *testing.T) {
 		{nil, "points", ""},
 		{[]string{"--ros2-scan-topic", "scan"}, "", "scan"},
 		{[]string{"--ros2-scan-topic", "/robot/scan", "--ros2-points-topic", ""}, "", "/robot/scan"},
+		{[]string{"--ros2-scan-topic", "front/scan, rear/scan", "--ros2-merge-frame", "base_link"}, "", "front/scan,rear/scan"},
 	} {
 		rc := parseROS2Flags(t, c.args)
-		if rc.PointsTopic != c.points || rc.ScanTopic != c.scan {
-			t.Errorf("%q: points %q, scan %q; want %q, %q", c.args, rc.PointsTopic, rc.ScanTopic, c.points, c.scan)
+		if rc.PointsTopic != c.points || strings.Join(rc.ScanTopics, ",") != c.scan {
+			t.Errorf("%q: points %q, scan %q; want %q, %q", c.args, rc.PointsTopic, rc.ScanTopics, c.points, c.scan)
 		}
 	}
 }
@@ -148,6 +149,14 @@ func TestRunRefusesBadMirrorReliability(t *testing.T) {
 			[]string{`--ros2-time-field "x"`, "position or intensity"}},
 		{"an unknown time unit", []string{"--source", "ros2", "--ros2-fixed-frame", "odom", "--ros2-time-unit", "fortnights", "--metrics", ""},
 			[]string{`--ros2-time-unit "fortnights"`}},
+		{"two scan topics without a merge frame", []string{"--source", "ros2", "--ros2-scan-topic", "front/scan,rear/scan", "--metrics", ""},
+			[]string{`--ros2-scan-topic "front/scan,rear/scan"`, "--ros2-merge-frame", "base_link"}},
+		{"a merge frame without a scan topic", []string{"--source", "ros2", "--ros2-merge-frame", "base_link", "--metrics", ""},
+			[]string{`--ros2-merge-frame "base_link"`, "--ros2-scan-topic"}},
+		{"one scanner twice", []string{"--source", "ros2", "--ros2-scan-topic", "scan,/scan", "--ros2-merge-frame", "base_link", "--metrics", ""},
+			[]string{`"scan" and "/scan" are one topic (/scan)`}},
+		{"an empty name in the scan list", []string{"--source", "ros2", "--ros2-scan-topic", "front/scan,", "--ros2-merge-frame", "base_link", "--metrics", ""},
+			[]string{"--ros2-scan-topic", "an empty topic name"}},
 		{"a remapping rule rcl refuses", []string{"--source", "ros2", "--metrics", "", "--ros-args", "-r", "points:=/lidar points", "--"},
 			[]string{`-r "points:=/lidar points": name "/lidar points"`}},
 	}

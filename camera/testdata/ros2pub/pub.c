@@ -4,7 +4,7 @@
 // process so that samples cross the wire. Cyclone reads its configuration
 // from CYCLONEDDS_URI.
 //
-//   ros2pub DOMAIN KIND TOPIC PERIOD_MS [N]
+//   ros2pub DOMAIN KIND TOPIC PERIOD_MS [N [FRAME]]
 //     KIND cloud: N points (default 1000), fields y@0 z@4 x@8 (FLOAT32),
 //       ring@12 (UINT16), intensity@16 (FLOAT64), point_step 32; point k is
 //       x = k*0.5 + 1, y = -k/3.0, z = k/1024.0 - 2, intensity = k/7.0
@@ -16,7 +16,7 @@
 //     KIND image: bgr8, width N (default 13), height 7, step 3N + 5; byte c
 //       of row r is (r*131 + c*7 + 3) & 0xff, row padding 0xEE.
 //     KIND scan: a sensor_msgs/LaserScan of N rays (default 360, at least
-//       5), stamp 1700000001.987654321, frame_id "laser",
+//       5), stamp 1700000001.987654321, frame_id FRAME (default "laser"),
 //       angle_min = (float)-M_PI, angle_increment = (float)(2*M_PI / N),
 //       angle_max = (float)(M_PI - 2*M_PI / N) (the last ray's angle),
 //       time_increment = (float)(0.1 / N), scan_time = (float)0.1,
@@ -116,7 +116,7 @@ int main(int argc, char **argv)
     return rc;
   }
   if (argc < 5) {
-    fprintf(stderr, "usage: ros2pub DOMAIN cloud|cloud_int16|cloud_wide|image|scan TOPIC PERIOD_MS [N]\n");
+    fprintf(stderr, "usage: ros2pub DOMAIN cloud|cloud_int16|cloud_wide|image|scan TOPIC PERIOD_MS [N [FRAME]]\n");
     return 1;
   }
   const char *kind = argv[2];
@@ -187,7 +187,7 @@ int main(int argc, char **argv)
     memset(&ls, 0, sizeof ls);
     ls.header.stamp.sec = 1700000001;
     ls.header.stamp.nanosec = 987654321;
-    ls.header.frame_id = "laser";
+    ls.header.frame_id = argc > 6 ? argv[6] : "laser";
     ls.angle_min = (float)-M_PI;
     ls.angle_increment = (float)(2 * M_PI / n);
     ls.angle_max = (float)(M_PI - 2 * M_PI / n);

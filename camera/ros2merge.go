@@ -1,0 +1,277 @@
+package camera
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/zerohop/zerohop/ros2/tf"
+	"github.com/zerohop/zerohop/sensor"
+)
+
+// scanInput is one planar scanner's topic. Its deskew (nil without
+// FixedFrame) and skewLogged are touched only by its subscription's
+// goroutine, or under the merger's lock.
+type scanInput struct {
+	topic      string
+	deskew     *lidarDeskew
+	skewLogged bool
+	// noIntensity counts scans whose intensities do not match their
+	// ranges (logged once).
+	noIntensity atomic.Uint64
+	// received counts the topic's scans; merged those that went into a
+	// merged cloud, superseded those replaced by the same
+	// scanner's next scan (or refused as too old) before the others came.
+	received, merged, superseded atomic.Uint64
+	lastAt                       atomic.Int64 // arrival of the last scan, UnixNano; 0: none yet
+}
+
+// ScanInputStats is one merged scanner's topic: its scans, what became of
+// them, and the publishers matched now. Every received scan is merged,
+// superseded, dropped (the points topic's drop counters), or pending: the
+// latest, waiting for the other scanners.
+type ScanInputStats struct {
+	Topic                        string
+	Publishers                   int
+	Received, Merged, Superseded uint64
+	// Silent is how long ago its last scan arrived; -1 when none has.
+	Silent time.Duration
+}
+
+// MergeMaxSpread is how far apart in time the scans of one merged cloud
+// may be: an older one is not used (counted as superseded) and the
+// merger waits for that scanner's next scan. A scanner that stalled does
+// not bring a stale view of its side into a fresh cloud.
+const MergeMaxSpread = 500 * time.Millisecond
+
+// mergeSilentWarn is how long a scanner may send nothing, while the
+// others send, before the camera says that no merged cloud goes out.
+const mergeSilentWarn = time.Second
+
+// scanMerger merges the scans of several planar scanners (a robot's front
+// and rear laser, each seeing 270°) into one cloud in a frame on the
+// robot (base_link), as ira_laser_tools' laserscan_multi_merger does for
+// Nav2. It keeps each scanner's latest scan, in the scanner's frame at
+// its header stamp (deskewed with FixedFrame), and makes a cloud once
+// every scanner has sent a scan since the last one: the merged rate is
+// the slowest scanner's. A scanner that stops sending stops the merged
+// clouds, so the agent's watchdog stops the robot rather than let it
+// drive on a view with one side missing; the log and /diagnostics name
+// the scanner.
+//
+// Each scan is moved into the merge frame by its frame's transform at its
+// stamp (/tf_static's mount, or /tf for a moving joint). With FixedFrame,
+// each is also moved by the robot's motion from its stamp to the newest
+// scan's, which stamps the cloud; without it the cloud is stamped with
+// the oldest scan's time, so that the agent's staleness check is not
+// flattered by the newest.
+//
+// Every field is guarded by mu, which the scan callbacks (one goroutine
+// per scanner) hold from their scan's conversion to its cloud's publish.
+type scanMerger struct {
+	frame   string
+	frameID []byte // frame, as a handle's frame id bytes
+	fixed   string // "" = no motion between the scans' times
+	look    TransformLookup
+	log     *zap.Logger
+
+	mu    sync.Mutex
+	parts []mergePart
+	// noTransform holds the last reason a cloud could not be made, to log
+	// it only when it changes or a minute has passed.
+	lastReason string
+	lastAt     time.Time
+	silentAt   time.Time // when a silent scanner was last logged
+	started    time.Time // a scanner that never sent is silent since
+}
+
+// mergePart is one scanner's latest scan: its points (packed XYZI
+// float32, in frame at stamp), and whether it came since the last cloud.
+type mergePart struct {
+	in       *scanInput
+	buf      []byte
+	n        int
+	stamp    int64 // ns, the header's
+	frameID  []byte
+	frame    string
+	fresh    bool
+	toMerge  tf.Transform
+	rotation [9]float64
+}
+
+func newScanMerger(cfg ROS2SourceConfig, inputs []*scanInput, partBytes uint64) *scanMerger {
+	m := &scanMerger{frame: cfg.MergeFrame, frameID: []byte(cfg.MergeFrame), fixed: cfg.FixedFrame, look: cfg.Transforms, log: cfg.Log,
+		started: time.Now()}
+	for _, in := range inputs {
+		m.parts = append(m.parts, mergePart{in: in, buf: make([]byte, partBytes)})
+	}
+	return m
+}
+
+// setFrame makes the part's frame string id, allocating only when it
+// changes.
+func (p *mergePart) setFrame(id []byte) {
+	if f := trimNUL(id); string(f) != p.frame {
+		p.frameID = append(p.frameID[:0], f...)
+		p.frame = string(f)
+	}
+}
+
+// ready says whether every scanner has a scan since the last cloud. Scans
+// more than MergeMaxSpread older than the newest are superseded: the
+// merger waits for their scanners' next.
+func (m *scanMerger) ready() bool {
+	var newest int64 = math.MinInt64
+	for i := range m.parts {
+		if !m.parts[i].fresh {
+			return false
+		}
+		newest = max(newest, m.parts[i].stamp)
+	}
+	ok := true
+	for i := range m.parts {
+		if p := &m.parts[i]; newest-p.stamp > int64(MergeMaxSpread) {
+			p.fresh, ok = false, false
+			p.in.superseded.Add(1)
+		}
+	}
+	return ok
+}
+
+// place sets each part's transform into the merge frame at the cloud's
+// stamp and returns that stamp. With a fixed frame the scans are moved to
+// the newest one's time by the robot's motion; when /tf cannot say where
+// a scanner was, the cloud is made without it (the oldest stamp, each
+// scan by its mount), and the first scan's deskew counts and logs why.
+func (m *scanMerger) place() (int64, error) {
+	oldest, newest := m.parts[0].stamp, m.parts[0].stamp
+	for i := range m.parts {
+		oldest, newest = min(oldest, m.parts[i].stamp), max(newest, m.parts[i].stamp)
+	}
+	if m.fixed != "" {
+		err := m.placeMoving(newest)
+		if err == nil {
+			return newest, nil
+		}
+		if d := m.parts[0].in.deskew; d != nil {
+			d.skip(fmt.Errorf("merging the scans at one time: %w", err))
+		}
+	}
+	for i := range m.parts {
+		p := &m.parts[i]
+		t, err := m.look.LookupAt(m.frame, p.frame, p.stamp)
+		if err != nil {
+			return 0, fmt.Errorf("scan from %s in frame %q: no transform to the merge frame %q (is robot_state_publisher, or a static_transform_publisher, publishing the scanner's mount on /tf_static?): %w",
+				p.in.topic, p.frame, m.frame, err)
+		}
+		p.setTransform(t)
+	}
+	return oldest, nil
+}
+
+// placeMoving sets each part's transform to take its points to the merge
+// frame at time at: through the fixed frame, where the scanner was at its
+// scan's stamp and the merge frame at at.
+func (m *scanMerger) placeMoving(at int64) error {
+	out, err := m.look.LookupAt(m.fixed, m.frame, at)
+	if err != nil {
+		return err
+	}
+	inv := out.Inverse()
+	for i := range m.parts {
+		p := &m.parts[i]
+		t, err := m.look.LookupAt(m.fixed, p.frame, p.stamp)
+		if err != nil {
+			return err
+		}
+		p.setTransform(inv.Mul(t))
+	}
+	return nil
+}
+
+func (p *mergePart) setTransform(t tf.Transform) {
+	p.toMerge = t
+	q := t.Rotation
+	x, y, z, w := q.X, q.Y, q.Z, q.W
+	p.rotation = [9]float64{
+		1 - 2*(y*y+z*z), 2 * (x*y - z*w), 2 * (x*z + y*w),
+		2 * (x*y + z*w), 1 - 2*(x*x+z*z), 2 * (y*z - x*w),
+		2 * (x*z - y*w), 2 * (y*z + x*w), 1 - 2*(x*x+y*y),
+	}
+}
+
+// write copies the parts' points into dst, each moved into the merge
+// frame, and returns how many; dst holds them all.
+func (m *scanMerger) write(dst []byte) int {
+	le := binary.LittleEndian
+	n := 0
+	for i := range m.parts {
+		p := &m.parts[i]
+		r, t := &p.rotation, p.toMerge.Translation
+		for k := range p.n {
+			src := p.buf[k*sensor.PointStep : (k+1)*sensor.PointStep]
+			x := float64(math.Float32frombits(le.Uint32(src[sensor.PointOffsetX:])))
+			y := float64(math.Float32frombits(le.Uint32(src[sensor.PointOffsetY:])))
+			z := float64(math.Float32frombits(le.Uint32(src[sensor.PointOffsetZ:])))
+			d := dst[n*sensor.PointStep : (n+1)*sensor.PointStep]
+			le.PutUint32(d[sensor.PointOffsetX:], math.Float32bits(float32(r[0]*x+r[1]*y+r[2]*z+t[0])))
+			le.PutUint32(d[sensor.PointOffsetY:], math.Float32bits(float32(r[3]*x+r[4]*y+r[5]*z+t[1])))
+			le.PutUint32(d[sensor.PointOffsetZ:], math.Float32bits(float32(r[6]*x+r[7]*y+r[8]*z+t[2])))
+			copy(d[sensor.PointOffsetIntensity:sensor.PointOffsetIntensity+4], src[sensor.PointOffsetIntensity:])
+			n++
+		}
+	}
+	return n
+}
+
+// done marks the parts merged into a published cloud.
+func (m *scanMerger) done() {
+	for i := range m.parts {
+		m.parts[i].fresh = false
+		m.parts[i].in.merged.Add(1)
+	}
+}
+
+// warnSilent logs, at most once a minute, the scanners that have sent
+// nothing for mergeSilentWarn while another sends: no merged cloud goes
+// out without them.
+func (m *scanMerger) warnSilent(now time.Time) {
+	if now.Sub(m.silentAt) < dropRelogEvery {
+		return
+	}
+	var silent []string
+	for i := range m.parts {
+		in := m.parts[i].in
+		since := m.started
+		if at := in.lastAt.Load(); at != 0 {
+			since = time.Unix(0, at)
+		}
+		if now.Sub(since) >= mergeSilentWarn {
+			silent = append(silent, in.topic)
+		}
+	}
+	if len(silent) == 0 {
+		return
+	}
+	m.silentAt = now
+	m.log.Warn("camera: ros2 scan merge waits for scanners that send nothing: no merged cloud goes out without every scanner's scan, so the agent stops the robot; is their driver running, on this ROS_DOMAIN_ID? (logged again after a minute)",
+		zap.String("silent", strings.Join(silent, ", ")), zap.Duration("for_at_least", mergeSilentWarn), zap.String("merge_frame", m.frame))
+}
+
+// logNoTransform logs a cloud that could not be made, again when the
+// reason (digits aside) changes or a minute has passed.
+func (m *scanMerger) logNoTransform(now time.Time, n uint64, err error) {
+	reason := logReason(err)
+	if reason == m.lastReason && now.Sub(m.lastAt) < dropRelogEvery {
+		return
+	}
+	m.lastReason, m.lastAt = reason, now
+	m.log.Error("camera: ros2 merged scan cloud not made (counted; logged again when the reason changes, else once a minute)",
+		zap.Uint64("not_made", n), zap.Error(err))
+}
