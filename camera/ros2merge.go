@@ -44,11 +44,14 @@ type ScanInputStats struct {
 	Silent time.Duration
 }
 
-// MergeMaxSpread is how far apart in time the scans of one merged cloud
-// may be: an older one is not used (counted as superseded) and the
+// MergeMaxAge is how long before a merged cloud is made its scans may
+// have arrived: an older one is not used (counted as superseded) and the
 // merger waits for that scanner's next scan. A scanner that stalled does
-// not bring a stale view of its side into a fresh cloud.
-const MergeMaxSpread = 500 * time.Millisecond
+// not bring a stale view of its side into a fresh cloud. It is measured
+// by arrival, on this machine's clock, so scanners whose clocks disagree
+// still merge. 200 ms: the agent's default watchdog, and longer than a
+// 5.5 Hz scanner's period.
+const MergeMaxAge = 200 * time.Millisecond
 
 // mergeSilentWarn is how long a scanner may send nothing, while the
 // others send, before the camera says that no merged cloud goes out.
@@ -70,7 +73,8 @@ const mergeSilentWarn = time.Second
 // each is also moved by the robot's motion from its stamp to the newest
 // scan's, which stamps the cloud; without it the cloud is stamped with
 // the oldest scan's time, so that the agent's staleness check is not
-// flattered by the newest.
+// flattered by the newest. With StampOnReceipt the cloud is stamped with
+// the oldest scan's arrival.
 //
 // Every field is guarded by mu, which the scan callbacks (one goroutine
 // per scanner) hold from their scan's conversion to its cloud's publish.
@@ -81,14 +85,33 @@ type scanMerger struct {
 	look    TransformLookup
 	log     *zap.Logger
 
+	// notMoved counts clouds made by the mounts alone because /tf could
+	// not say how the robot moved between the scans (FixedFrame).
+	notMoved atomic.Uint64
+
 	mu    sync.Mutex
 	parts []mergePart
-	// noTransform holds the last reason a cloud could not be made, to log
-	// it only when it changes or a minute has passed.
-	lastReason string
-	lastAt     time.Time
-	silentAt   time.Time // when a silent scanner was last logged
-	started    time.Time // a scanner that never sent is silent since
+	// noTransformLog and notMovedLog are the reasons last logged.
+	noTransformLog, notMovedLog reasonLog
+	silentAt                    time.Time // when a silent scanner was last logged
+	started                     time.Time // a scanner that never sent is silent since
+}
+
+// reasonLog is the last reason logged for one kind of failure.
+type reasonLog struct {
+	reason string
+	at     time.Time
+}
+
+// due says whether err is to be logged now: its reason (digits aside)
+// differs from the last one logged, or a minute has passed.
+func (r *reasonLog) due(now time.Time, err error) bool {
+	reason := logReason(err)
+	if reason == r.reason && now.Sub(r.at) < dropRelogEvery {
+		return false
+	}
+	r.reason, r.at = reason, now
+	return true
 }
 
 // mergePart is one scanner's latest scan: its points (packed XYZI
@@ -98,6 +121,7 @@ type mergePart struct {
 	buf      []byte
 	n        int
 	stamp    int64 // ns, the header's
+	arrived  int64 // ns, this machine's clock
 	frameID  []byte
 	frame    string
 	fresh    bool
@@ -124,32 +148,36 @@ func (p *mergePart) setFrame(id []byte) {
 }
 
 // ready says whether every scanner has a scan since the last cloud. Scans
-// more than MergeMaxSpread older than the newest are superseded: the
+// that arrived more than MergeMaxAge before now are superseded: the
 // merger waits for their scanners' next.
-func (m *scanMerger) ready() bool {
-	var newest int64 = math.MinInt64
-	for i := range m.parts {
-		if !m.parts[i].fresh {
-			return false
-		}
-		newest = max(newest, m.parts[i].stamp)
-	}
+func (m *scanMerger) ready(now int64) bool {
 	ok := true
 	for i := range m.parts {
-		if p := &m.parts[i]; newest-p.stamp > int64(MergeMaxSpread) {
-			p.fresh, ok = false, false
+		p := &m.parts[i]
+		if p.fresh && now-p.arrived > int64(MergeMaxAge) {
+			p.fresh = false
 			p.in.superseded.Add(1)
 		}
+		ok = ok && p.fresh
 	}
 	return ok
+}
+
+// oldestArrival is when the oldest of the parts arrived.
+func (m *scanMerger) oldestArrival() int64 {
+	at := m.parts[0].arrived
+	for i := range m.parts {
+		at = min(at, m.parts[i].arrived)
+	}
+	return at
 }
 
 // place sets each part's transform into the merge frame at the cloud's
 // stamp and returns that stamp. With a fixed frame the scans are moved to
 // the newest one's time by the robot's motion; when /tf cannot say where
 // a scanner was, the cloud is made without it (the oldest stamp, each
-// scan by its mount), and the first scan's deskew counts and logs why.
-func (m *scanMerger) place() (int64, error) {
+// scan by its mount), counted (notMoved) and logged.
+func (m *scanMerger) place(now time.Time) (int64, error) {
 	oldest, newest := m.parts[0].stamp, m.parts[0].stamp
 	for i := range m.parts {
 		oldest, newest = min(oldest, m.parts[i].stamp), max(newest, m.parts[i].stamp)
@@ -159,8 +187,10 @@ func (m *scanMerger) place() (int64, error) {
 		if err == nil {
 			return newest, nil
 		}
-		if d := m.parts[0].in.deskew; d != nil {
-			d.skip(fmt.Errorf("merging the scans at one time: %w", err))
+		n := m.notMoved.Add(1)
+		if m.notMovedLog.due(now, err) {
+			m.log.Warn("camera: ros2 merged scans not moved to one time: /tf does not say how the robot moved between them; merged by the scanners' mounts alone, stamped with the oldest scan (counted; logged again when the reason changes, else once a minute)",
+				zap.String("fixed_frame", m.fixed), zap.String("merge_frame", m.frame), zap.Uint64("not_moved", n), zap.Error(err))
 		}
 	}
 	for i := range m.parts {
@@ -181,14 +211,14 @@ func (m *scanMerger) place() (int64, error) {
 func (m *scanMerger) placeMoving(at int64) error {
 	out, err := m.look.LookupAt(m.fixed, m.frame, at)
 	if err != nil {
-		return err
+		return fmt.Errorf("merge frame %q: %w", m.frame, err)
 	}
 	inv := out.Inverse()
 	for i := range m.parts {
 		p := &m.parts[i]
 		t, err := m.look.LookupAt(m.fixed, p.frame, p.stamp)
 		if err != nil {
-			return err
+			return fmt.Errorf("scan from %s in frame %q: %w", p.in.topic, p.frame, err)
 		}
 		p.setTransform(inv.Mul(t))
 	}
@@ -197,13 +227,7 @@ func (m *scanMerger) placeMoving(at int64) error {
 
 func (p *mergePart) setTransform(t tf.Transform) {
 	p.toMerge = t
-	q := t.Rotation
-	x, y, z, w := q.X, q.Y, q.Z, q.W
-	p.rotation = [9]float64{
-		1 - 2*(y*y+z*z), 2 * (x*y - z*w), 2 * (x*z + y*w),
-		2 * (x*y + z*w), 1 - 2*(x*x+z*z), 2 * (y*z - x*w),
-		2 * (x*z - y*w), 2 * (y*z + x*w), 1 - 2*(x*x+y*y),
-	}
+	p.rotation = t.Rotation.Matrix()
 }
 
 // write copies the parts' points into dst, each moved into the merge
@@ -267,11 +291,8 @@ func (m *scanMerger) warnSilent(now time.Time) {
 // logNoTransform logs a cloud that could not be made, again when the
 // reason (digits aside) changes or a minute has passed.
 func (m *scanMerger) logNoTransform(now time.Time, n uint64, err error) {
-	reason := logReason(err)
-	if reason == m.lastReason && now.Sub(m.lastAt) < dropRelogEvery {
-		return
+	if m.noTransformLog.due(now, err) {
+		m.log.Error("camera: ros2 merged scan cloud not made (counted; logged again when the reason changes, else once a minute)",
+			zap.Uint64("not_made", n), zap.Error(err))
 	}
-	m.lastReason, m.lastAt = reason, now
-	m.log.Error("camera: ros2 merged scan cloud not made (counted; logged again when the reason changes, else once a minute)",
-		zap.Uint64("not_made", n), zap.Error(err))
 }

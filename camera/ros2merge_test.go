@@ -12,15 +12,15 @@ import (
 )
 
 // mergeRobot is a robot with a front scanner (0.3 m ahead, 0.2 m up) and
-// a rear one (0.3 m behind, 0.25 m up, facing backwards), moving as
-// deskewWorld's robot does.
+// a rear one (0.3 m behind, 0.25 m up, facing backwards and mounted
+// upside down), moving as deskewWorld's robot does.
 type mergeRobot struct{ front, rear deskewWorld }
 
 func newMergeRobot(omega, v float64, start int64) mergeRobot {
 	w := deskewWorld{omega: omega, v: v, start: start}
 	r := mergeRobot{front: w, rear: w}
 	r.front.mount = tf.Transform{Translation: [3]float64{0.3, 0.02, 0.2}, Rotation: tf.FromRPY(0, 0, 0.05)}
-	r.rear.mount = tf.Transform{Translation: [3]float64{-0.3, 0, 0.25}, Rotation: tf.FromRPY(0, 0, math.Pi)}
+	r.rear.mount = tf.Transform{Translation: [3]float64{-0.3, 0, 0.25}, Rotation: tf.FromRPY(math.Pi, 0, math.Pi)}
 	return r
 }
 
@@ -166,11 +166,13 @@ func TestMergeWaitsForEveryScanner(t *testing.T) {
 		t.Errorf("scanners %+v: want the front's first two scans superseded", in)
 	}
 
-	// The rear's scan 0.6 s after the front's: the front's is too old.
+	// The rear's scan arrives 0.3 s after the front's: the front's is too
+	// old (by arrival: the stamps may come from clocks that disagree).
 	scan(0, 400e6)
+	r.src.merge.parts[0].arrived -= 300e6
 	scan(1, 1000e6)
 	if published() != 1 {
-		t.Fatal("a cloud with a front scan 0.6 s older than the rear's")
+		t.Fatal("a cloud with a front scan that arrived 0.3 s before the rear's")
 	}
 	scan(0, 1010e6)
 	if published() != 2 {
@@ -248,8 +250,71 @@ func TestMergeWithoutOdometryUsesTheMounts(t *testing.T) {
 	if e := worstError(scanPoints(b), want); e > 0.005 {
 		t.Errorf("merged cloud off by up to %.4f m, want ≤ 5 mm", e)
 	}
-	if st := r.src.Stats(TopicPoints); st.NotDeskewed == 0 {
-		t.Errorf("stats %+v: want the merge counted as not deskewed", st)
+	// Each scan not deskewed, the cloud not moved: counted once each.
+	if st := r.src.Stats(TopicPoints); st.NotDeskewed != 2 || st.NotMoved != 1 {
+		t.Errorf("stats %+v: want 2 scans not deskewed, 1 cloud not moved", st)
+	}
+	if n := r.logs.FilterMessageSnippet("merged scans not moved to one time").Len(); n != 1 {
+		t.Errorf("%d not-moved lines, want 1; logs:\n%s", n, allLogText(r))
+	}
+}
+
+// With --ros2-stamp receipt the cloud is stamped with its oldest scan's
+// arrival, not the newest's: the agent must not take it for fresher than
+// it is. Scans stamped 0 (a driver that does not set them) still merge.
+func TestMergeOnReceiptStampsTheOldestArrival(t *testing.T) {
+	const start = 1_700_000_000_000_000_000
+	robot := newMergeRobot(1e-12, 0, start)
+	front, rear, _ := robot.scans(90, 300e6, 10e6, oldest)
+	front.Sec, front.Nanosec, rear.Sec, rear.Nanosec = 0, 0, 0, 0
+	r := newROS2RigWith(t, PoolSizes{Points: 2 * 1100, ImageBytes: 64}, 4,
+		ROS2SourceConfig{ScanTopics: []string{"/front/scan", "/rear/scan"}, MergeFrame: "base_link", Transforms: robot.transforms(t, 5e9), StampOnReceipt: true})
+	before := time.Now().UnixNano()
+	r.src.onScan(0, front)
+	after := time.Now().UnixNano()
+	time.Sleep(20 * time.Millisecond)
+	r.src.onScan(1, rear)
+	h, _ := r.take(t, TopicPoints)
+	if h.CaptureNs < before || h.CaptureNs > after {
+		t.Errorf("stamp %d, want the front scan's arrival, in [%d, %d]", h.CaptureNs, before, after)
+	}
+}
+
+// The scanners' callbacks run on goroutines of their own: scans merged
+// from both at once are each counted once, merged or superseded, and
+// every cloud holds one scan of each.
+func TestMergeTakesScansFromBothScannersAtOnce(t *testing.T) {
+	const start = 1_700_000_000_000_000_000
+	robot := newMergeRobot(2, 0.5, start)
+	front, rear, _ := robot.scans(360, 300e6, 20e6, newest)
+	r := newMergeRig(t, robot.transforms(t, 500e6), "odom")
+	const each = 200
+	done := make(chan struct{})
+	for k, v := range []*ros2.LaserScanView{front, rear} {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for range each {
+				r.src.onScan(k, v)
+				if l, ok := r.tr.TryLatest(TopicPoints); ok {
+					if l.Handle.Points.Count != 720 {
+						t.Errorf("a cloud of %d points, want 720: one scan of each", l.Handle.Points.Count)
+					}
+					l.Release()
+				}
+			}
+		}()
+	}
+	<-done
+	<-done
+	st := r.src.Stats(TopicPoints)
+	in := r.src.ScanInputs()
+	for _, sc := range in {
+		if pending := sc.Received - sc.Merged - sc.Superseded; sc.Received != each || pending > 1 || sc.Merged != st.Published {
+			t.Errorf("scanner %+v, %d clouds: want %d received, each merged or superseded but the last", sc, st.Published, each)
+		}
+	}
+	if st.Published == 0 || st.Exhausted != 0 {
+		t.Errorf("stats %+v: want clouds, no slot exhausted", st)
 	}
 }
 
@@ -292,6 +357,8 @@ func TestMergeWarning(t *testing.T) {
 		{"front silent", topicState{scans: scans([2]int{1, 1}, [2]uint64{10, 20}), scansPrev: prev}, "no scan on /front/scan"},
 		{"first period, front silent", topicState{scans: scans([2]int{1, 1}, [2]uint64{0, 20})}, "no scan on /front/scan"},
 		{"no transform", topicState{scans: scans([2]int{1, 1}, [2]uint64{20, 20}), scansPrev: prev, now: ROS2Stats{NoTransform: 3}}, "3 merged scans not made"},
+		{"scans but no cloud", topicState{scans: scans([2]int{1, 1}, [2]uint64{20, 20}), scansPrev: prev, now: ROS2Stats{Received: 40, Published: 5}, prev: ROS2Stats{Received: 20, Published: 5}}, "20 scans in the last 1s and no merged scan"},
+		{"scans and clouds", topicState{scans: scans([2]int{1, 1}, [2]uint64{20, 20}), scansPrev: prev, now: ROS2Stats{Received: 40, Published: 15}, prev: ROS2Stats{Received: 20, Published: 5}}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.st.elapsed = time.Second

@@ -33,12 +33,12 @@ func (s *ROS2Source) Collector() prometheus.Collector {
 	}
 	if s.deskew != nil {
 		c.deskew = prometheus.NewDesc("zerohop_camera_ros2_deskew_total",
-			"LiDAR scans and clouds by deskew result (--ros2-fixed-frame): deskewed, placed point by point by the LiDAR's motion from /tf; not_deskewed, used as the driver sent them because the transforms or the per-point times were missing (the log says why).",
+			"LiDAR scans and clouds by deskew result (--ros2-fixed-frame): deskewed, placed point by point by the LiDAR's motion from /tf; not_deskewed, used as the driver sent them because the transforms or the per-point times were missing (the log says why); with --ros2-merge-frame, not_moved: merged clouds made by the scanners' mounts alone, /tf not saying how the robot moved between the scans.",
 			[]string{"result"}, nil)
 	}
 	if s.merge != nil {
 		c.scans = prometheus.NewDesc("zerohop_camera_ros2_merged_scans_total",
-			"Scans of each merged planar scanner (--ros2-merge-frame) by what became of them: received; merged, into a merged cloud; superseded, replaced by the scanner's next scan before every other scanner sent one, or more than 0.5 s older than the newest. The points topic's messages_total counts the merged clouds; its result no_transform, clouds not made because a scanner's frame had no transform to the merge frame.",
+			"Scans of each merged planar scanner (--ros2-merge-frame) by what became of them: received; merged, into a merged cloud; superseded, replaced by the scanner's next scan before every other scanner sent one, or more than 0.5 s older than the newest. The points topic's messages_total counts the merged clouds; its result no_transform, tries to make one (one per scan that completes a set) that failed because a scanner's frame had no transform to the merge frame.",
 			[]string{"ros_topic", "result"}, nil)
 	}
 	for topic := range s.streams {
@@ -92,6 +92,9 @@ func (c *ros2Collector) Collect(ch chan<- prometheus.Metric) {
 		if c.deskew != nil && topic == TopicPoints {
 			ch <- prometheus.MustNewConstMetric(c.deskew, prometheus.CounterValue, float64(st.Deskewed), "deskewed")
 			ch <- prometheus.MustNewConstMetric(c.deskew, prometheus.CounterValue, float64(st.NotDeskewed), "not_deskewed")
+			if c.scans != nil {
+				ch <- prometheus.MustNewConstMetric(c.deskew, prometheus.CounterValue, float64(st.NotMoved), "not_moved")
+			}
 		}
 	}
 }

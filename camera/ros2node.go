@@ -127,9 +127,6 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 		if rc.PointsTopic != "" {
 			return fmt.Errorf(`--ros2-scan-topic %q and --ros2-points-topic %q: the camera has one LiDAR stream, fed by one of them: give --ros2-points-topic "" (or leave it at its default) with a scan topic`, strings.Join(rc.ScanTopics, ","), rc.PointsTopic)
 		}
-		if err := CheckScanTopics(rc.DDS, rc.ScanTopics); err != nil {
-			return err
-		}
 		lidars = lidars[:0]
 		for _, t := range rc.ScanTopics {
 			lidars = append(lidars, topicFlag{"--ros2-scan-topic", t, ""})
@@ -155,6 +152,9 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 	// /robot1/points), so compare and log the resolved names. A bad node
 	// name or namespace is the node's error, not a topic flag's.
 	if err := rc.DDS.Validate(); err != nil {
+		return err
+	}
+	if err := CheckScanTopics(rc.DDS, rc.ScanTopics); err != nil {
 		return err
 	}
 	inputs := append(lidars, topicFlag{"--ros2-image-topic", rc.ImageTopic, ""})
@@ -269,7 +269,7 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 	}
 	var trs *ros2.Transforms
 	if rc.FixedFrame != "" || rc.MergeFrame != "" {
-		if rc.StampOnReceipt && !rc.SimTime {
+		if rc.FixedFrame != "" && rc.StampOnReceipt && !rc.SimTime {
 			log.Warn("camera: --ros2-fixed-frame with --ros2-stamp receipt: deskewing looks /tf up at the LiDAR's own stamps (header and per-point times), so the LiDAR's clock and the base's must agree; with a LiDAR clock off by more than 0.1 s its scans and clouds are used as sent (counted, logged)")
 		}
 		var err error
@@ -333,7 +333,7 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 		defer func() { cancel(); <-loopDone }()
 	}
 	log.Info("camera serving ROS 2 topics", zap.String("socket", srv.Path()),
-		zap.Strings("points_topics", lidarNames), zap.Bool("planar_lidar", planar), zap.String("fixed_frame", rc.FixedFrame),
+		zap.String("points_topic", strings.Join(lidarNames, ", ")), zap.Bool("planar_lidar", planar), zap.String("fixed_frame", rc.FixedFrame),
 		zap.String("merge_frame", rc.MergeFrame), zap.String("image_topic", inputs[len(inputs)-1].resolved))
 	<-ctx.Done()
 	// Callbacks first: no publish after the server stops.
@@ -350,7 +350,7 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 					fields = append(fields, zap.Uint64("deskewed", st.Deskewed), zap.Uint64("not_deskewed", st.NotDeskewed))
 				}
 				if rc.MergeFrame != "" {
-					fields = append(fields, zap.Uint64("no_transform", st.NoTransform))
+					fields = append(fields, zap.Uint64("no_transform", st.NoTransform), zap.Uint64("not_moved", st.NotMoved))
 				}
 				fields = append(fields, zap.Uint64("tf_refused", trs.Refused()), zap.Uint64("tf_time_jumps", trs.TimeJumps()))
 			}

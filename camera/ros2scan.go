@@ -30,6 +30,7 @@ import (
 // otherwise the cloud is the scan as sent. With a merge frame the scan
 // waits for the other scanners' and goes out in their merged cloud
 // (scanMerger).
+// It needs ROS2SourceConfig.ScanTopics.
 func (s *ROS2Source) OnLaserScan(v *ros2.LaserScanView) { s.onScan(0, v) }
 
 // onScan is scan topic k's callback (OnLaserScan).
@@ -38,7 +39,8 @@ func (s *ROS2Source) onScan(k int, v *ros2.LaserScanView) {
 	st := &s.streams[TopicPoints]
 	st.received.Add(1)
 	in.received.Add(1)
-	in.lastAt.Store(time.Now().UnixNano())
+	arrived := time.Now().UnixNano()
+	in.lastAt.Store(arrived)
 	if err := checkScan(v); err != nil {
 		s.countDrop(TopicPoints, &st.unsupported, fmt.Errorf("%s: %w", in.topic, err))
 		return
@@ -46,7 +48,7 @@ func (s *ROS2Source) onScan(k int, v *ros2.LaserScanView) {
 	pool := s.cam.Pool(TopicPoints)
 	n := uint64(len(v.Ranges))
 	if size := n * sensor.PointStep; size > s.scanBytes {
-		s.countDrop(TopicPoints, &st.tooLarge, fmt.Errorf("%s: scan of %d rays needs %d bytes, slot holds %d (raise --ros2-max-points to at least %d)",
+		s.countDrop(TopicPoints, &st.tooLarge, fmt.Errorf("%s: scan of %d rays needs %d bytes, a scan may fill %d (raise --ros2-max-points to at least %d)",
 			in.topic, n, size, s.scanBytes, n))
 		return
 	}
@@ -67,9 +69,10 @@ func (s *ROS2Source) onScan(k int, v *ros2.LaserScanView) {
 		}
 		p.n = scanToPoints(p.buf, v, intensities, s.iScale, s.scanMotion(in, v))
 		p.stamp = int64(v.Sec)*1e9 + int64(v.Nanosec)
+		p.arrived = arrived
 		p.setFrame(v.FrameID)
 		p.fresh = true
-		s.mergeOut(st)
+		s.mergeOut(st, arrived)
 		return
 	}
 	slot, err := pool.Acquire()
@@ -114,15 +117,16 @@ func (s *ROS2Source) fillScanHandle(h *handles.Handle, count int) {
 }
 
 // mergeOut publishes the merged cloud once every scanner has a scan since
-// the last one (scanMerger). The caller holds s.merge.mu.
-func (s *ROS2Source) mergeOut(st *ros2Stream) {
+// the last one (scanMerger); nowNs is this machine's clock. The caller
+// holds s.merge.mu.
+func (s *ROS2Source) mergeOut(st *ros2Stream, nowNs int64) {
 	m := s.merge
-	now := time.Now()
-	if !m.ready() {
+	now := time.Unix(0, nowNs)
+	if !m.ready(nowNs) {
 		m.warnSilent(now)
 		return
 	}
-	at, err := m.place()
+	at, err := m.place(now)
 	if err != nil {
 		m.logNoTransform(now, st.noTransform.Add(1), err)
 		return // the parts stay: the next scan makes the cloud again
@@ -136,9 +140,13 @@ func (s *ROS2Source) mergeOut(st *ros2Stream) {
 	}
 	count := m.write(slot.Bytes())
 	s.stamp(st, TopicPoints, int32(at/1e9), uint32(at%1e9), m.frameID)
+	if s.cfg.StampOnReceipt {
+		st.h.CaptureNs = m.oldestArrival() // not the newest's: the cloud is as old as its oldest scan
+	}
 	s.fillScanHandle(&st.h, count)
-	m.done()
-	s.publish(st, TopicPoints, slot)
+	if s.publish(st, TopicPoints, slot) {
+		m.done()
+	}
 }
 
 // checkScan refuses a scan whose rays cannot be placed: angles or range

@@ -203,9 +203,12 @@ type ROS2Stats struct {
 	// Scans and clouds placed point by point by the LiDAR's motion
 	// (FixedFrame), and those that needed it but were used as sent.
 	Deskewed, NotDeskewed uint64
-	// NoTransform counts merged clouds not made because a scanner's frame
-	// had no transform to the merge frame (MergeFrame).
-	NoTransform uint64
+	// NoTransform counts tries to make a merged cloud (one per scan that
+	// completes a set) that failed because a scanner's frame had no
+	// transform to the merge frame (MergeFrame). NotMoved counts merged
+	// clouds made by the mounts alone, /tf not saying how the robot moved
+	// between the scans (FixedFrame).
+	NoTransform, NotMoved uint64
 }
 
 // ROS2Source feeds the camera's pools from ROS 2 subscriptions. The image
@@ -471,6 +474,9 @@ func (s *ROS2Source) Stats(topic int) ROS2Stats {
 	}
 	if topic == TopicPoints {
 		stats.NoTransform = st.noTransform.Load()
+		if s.merge != nil {
+			stats.NotMoved = s.merge.notMoved.Load()
+		}
 		for _, d := range s.deskews() {
 			stats.Deskewed += d.deskewed.Load()
 			stats.NotDeskewed += d.skipped.Load()
@@ -642,9 +648,10 @@ func (s *ROS2Source) stamp(st *ros2Stream, topic int, sec int32, nanosec uint32,
 	}
 }
 
-// publish hands the written slot to the camera's publisher. The slot is
-// published or, when the publisher fails, given back by it or aborted.
-func (s *ROS2Source) publish(st *ros2Stream, topic int, slot pinned.Slot) {
+// publish hands the written slot to the camera's publisher and says
+// whether it was published. The slot is published or, when the publisher
+// fails, given back by it or aborted.
+func (s *ROS2Source) publish(st *ros2Stream, topic int, slot pinned.Slot) bool {
 	h := &st.h
 	if s.cfg.Checksum {
 		h.Checksum = handles.PayloadChecksum(slot.Bytes()[:h.Length])
@@ -657,7 +664,7 @@ func (s *ROS2Source) publish(st *ros2Stream, topic int, slot pinned.Slot) {
 		// is refused by the pool, so this cannot free a held slot.
 		s.cam.Pool(topic).Abort(slot)
 		s.countDrop(topic, &st.failed, fmt.Errorf("publish: %w", err))
-		return
+		return false
 	}
 	st.published.Add(1)
 	st.delivered.Add(uint64(n))
@@ -676,6 +683,7 @@ func (s *ROS2Source) publish(st *ros2Stream, topic int, slot pinned.Slot) {
 	if w := s.mirrors[topic]; w != nil && w.sink.Matched() > 0 {
 		w.offer(h, slot.Bytes()[:h.Length])
 	}
+	return true
 }
 
 // countDrop counts a dropped message and logs it when its reason (digits

@@ -121,6 +121,10 @@ func mergeWarning(st topicState, period time.Duration) string {
 	if n := st.now.NoTransform - st.prev.NoTransform; n > 0 {
 		return fmt.Sprintf("%d merged scans not made in the last %v: a scanner's frame has no transform to the merge frame (see the log: is its mount on /tf_static?)", n, period)
 	}
+	if received := st.now.Received - st.prev.Received; received > 0 && st.now.Published == st.prev.Published {
+		return fmt.Sprintf("%d scans in the last %v and no merged scan: each scanner's scan came more than %v after the other's (see the scanners' superseded counts), or no free slot (see the log)",
+			received, period, MergeMaxAge)
+	}
 	return ""
 }
 
