@@ -247,16 +247,7 @@ func BenchmarkROS2ScanDeskew(b *testing.B) {
 		cfg  ROS2SourceConfig
 	}{{"as-sent", ROS2SourceConfig{}}, {"deskewed", ROS2SourceConfig{FixedFrame: "odom", Transforms: buf}}} {
 		b.Run(tc.name, func(b *testing.B) {
-			cam, err := New(Config{Source: PoolSizes{Points: 2000, ImageBytes: 16}, Slots: 4})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer cam.Close()
-			src, err := NewROS2Source(nil, cam, abortPublisher{cam}, tc.cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ReportAllocs()
+			src := benchSource(b, 2000, tc.cfg)
 			for b.Loop() {
 				src.OnLaserScan(v)
 			}
@@ -625,4 +616,22 @@ func checkNotDeskewed(t *testing.T, r *ros2Rig, n uint64, want ...string) {
 			t.Errorf("warning does not say %s:\n%s", s, text)
 		}
 	}
+}
+
+// benchSource is a ROS 2 source of cfg on a camera whose points slots
+// hold points, publishing to no one, for benchmarks; it reports
+// allocations.
+func benchSource(b *testing.B, points int, cfg ROS2SourceConfig) *ROS2Source {
+	b.Helper()
+	cam, err := New(Config{Source: PoolSizes{Points: points, ImageBytes: 16}, Slots: 4})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cam.Close() })
+	src, err := NewROS2Source(nil, cam, abortPublisher{cam}, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	return src
 }

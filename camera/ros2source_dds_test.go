@@ -293,18 +293,25 @@ func TestRunROS2NodeServesDriverFramesOverUnixSocket(t *testing.T) {
 	// outcomes (bumped just after the handle is handed on: poll).
 	cam := &cameraProc{metrics: metrics}
 	for _, name := range []string{`zerohop_camera_published_total{topic="image"}`, `zerohop_camera_ros2_messages_total{result="published",topic="image"}`} {
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			v, err := cam.metric(name)
-			if err == nil && v >= 1 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("/metrics %s = %v, %v; want ≥ 1", name, v, err)
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
+		waitMetric(t, cam, name)
+	}
+}
+
+// waitMetric waits up to 5 s for the camera's counter name to reach 1:
+// counters are bumped just after the handle is handed on.
+func waitMetric(t *testing.T, cam *cameraProc, name string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		v, err := cam.metric(name)
+		if err == nil && v >= 1 {
+			return
 		}
+		if time.Now().After(deadline) {
+			t.Errorf("/metrics %s = %v, %v; want ≥ 1", name, v, err)
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
