@@ -459,11 +459,11 @@ func listeningFD(t *testing.T, path string) (int, bool) {
 func TestRunROS2NodeRefusesAMirrorOnItsInput(t *testing.T) {
 	robot1 := ros2.Config{NodeName: "cam", Namespace: "/robot1"}
 	for _, rc := range []ROS2NodeConfig{
-		{PointsTopic: "/points", PointsMirrorTopic: "points"},
-		{PointsTopic: "/points", ImageTopic: "/image_raw", ImageMirrorTopic: "/image_raw"},
+		{PointsTopics: []string{"/points"}, PointsMirrorTopic: "points"},
+		{PointsTopics: []string{"/points"}, ImageTopic: "/image_raw", ImageMirrorTopic: "/image_raw"},
 		{ImageTopic: "/camera/image", PointsMirrorTopic: "/camera/image"},
-		{DDS: robot1, PointsTopic: "/robot1/points", PointsMirrorTopic: "points"},
-		{DDS: robot1, PointsTopic: "points", PointsMirrorTopic: "/robot1/points"},
+		{DDS: robot1, PointsTopics: []string{"/robot1/points"}, PointsMirrorTopic: "points"},
+		{DDS: robot1, PointsTopics: []string{"points"}, PointsMirrorTopic: "/robot1/points"},
 		{DDS: robot1, ImageTopic: "~/image", ImageMirrorTopic: "/robot1/cam/image"},
 		{DDS: robot1, ImageTopic: "{node}/image", PointsMirrorTopic: "~/image"},
 	} {
@@ -478,7 +478,7 @@ func TestRunROS2NodeRefusesAMirrorOnItsInput(t *testing.T) {
 	// get past the check, to fail on the --metrics address (":PORT" is
 	// refused) before the node joins DDS.
 	for _, rc := range []ROS2NodeConfig{
-		{DDS: robot1, PointsTopic: "/points", PointsMirrorTopic: "points"},
+		{DDS: robot1, PointsTopics: []string{"/points"}, PointsMirrorTopic: "points"},
 		{DDS: robot1, ImageTopic: "image", ImageMirrorTopic: "~/image"},
 	} {
 		rc.MaxPoints, rc.MaxImageBytes = 16, 64
@@ -489,7 +489,7 @@ func TestRunROS2NodeRefusesAMirrorOnItsInput(t *testing.T) {
 	}
 	// A topic ROS would reject is refused, naming the flag.
 	err := RunROS2Node(t.Context(), NodeConfig{Socket: filepath.Join(t.TempDir(), "c.sock")},
-		ROS2NodeConfig{DDS: robot1, PointsTopic: "points", ImageMirrorTopic: "~image"})
+		ROS2NodeConfig{DDS: robot1, PointsTopics: []string{"points"}, ImageMirrorTopic: "~image"})
 	if err == nil || !strings.Contains(err.Error(), "--ros2-image-mirror-topic") || !strings.Contains(err.Error(), `"~image"`) {
 		t.Errorf("mirror topic ~image: %v, want it refused naming the flag", err)
 	}

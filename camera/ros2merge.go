@@ -15,15 +15,15 @@ import (
 	"github.com/zerohop/zerohop/sensor"
 )
 
-// scanInput is one planar scanner's topic. Its deskew (nil without
-// FixedFrame) and skewLogged are touched only by its subscription's
-// goroutine, or under the merger's lock.
-type scanInput struct {
+// lidarInput is one LiDAR topic: a planar scanner's or a PointCloud2
+// one. Its deskew (nil without FixedFrame) and skewLogged are touched
+// only by its subscription's goroutine, or under the merger's lock.
+type lidarInput struct {
 	topic      string
 	deskew     *lidarDeskew
 	skewLogged bool
 	// noIntensity counts scans whose intensities do not match their
-	// ranges (logged once).
+	// ranges, or clouds without the intensity field (logged once).
 	noIntensity atomic.Uint64
 	// received counts the topic's scans; merged those that went into a
 	// merged cloud, superseded those replaced by the same
@@ -32,11 +32,11 @@ type scanInput struct {
 	lastAt                       atomic.Int64 // arrival of the last scan, UnixNano; 0: none yet
 }
 
-// ScanInputStats is one merged scanner's topic: its scans, what became of
-// them, and the publishers matched now. Every received scan is merged,
-// superseded, dropped (the points topic's drop counters), or pending: the
-// latest, waiting for the other scanners.
-type ScanInputStats struct {
+// LidarInputStats is one merged LiDAR's topic: its scans or clouds, what
+// became of them, and the publishers matched now. Every received message
+// is merged, superseded, dropped (the points stream's drop counters), or
+// pending: the latest, waiting for the other LiDARs.
+type LidarInputStats struct {
 	Topic                        string
 	Publishers                   int
 	Received, Merged, Superseded uint64
@@ -57,10 +57,11 @@ const MergeMaxAge = 200 * time.Millisecond
 // others send, before the camera says that no merged cloud goes out.
 const mergeSilentWarn = time.Second
 
-// scanMerger merges the scans of several planar scanners (a robot's front
-// and rear laser, each seeing 270°) into one cloud in a frame on the
-// robot (base_link), as ira_laser_tools' laserscan_multi_merger does for
-// Nav2. It keeps each scanner's latest scan, in the scanner's frame at
+// lidarMerger merges the scans of several planar scanners (a robot's front
+// and rear laser, each seeing 270°), or the clouds of several 3D LiDARs,
+// into one cloud in a frame on the robot (base_link), as ira_laser_tools'
+// laserscan_multi_merger does for Nav2 and pointcloud_concatenate for
+// clouds. It keeps each scanner's latest scan, in the scanner's frame at
 // its header stamp (deskewed with FixedFrame), and makes a cloud once
 // every scanner has sent a scan since the last one: the merged rate is
 // the slowest scanner's. A scanner that stops sending stops the merged
@@ -78,9 +79,10 @@ const mergeSilentWarn = time.Second
 //
 // Every field is guarded by mu, which the scan callbacks (one goroutine
 // per scanner) hold from their scan's conversion to its cloud's publish.
-type scanMerger struct {
+type lidarMerger struct {
 	frame   string
 	frameID []byte // frame, as a handle's frame id bytes
+	scans   bool   // the inputs are planar scanners': the cloud is marked planar
 	fixed   string // "" = no motion between the scans' times
 	look    TransformLookup
 	log     *zap.Logger
@@ -117,7 +119,7 @@ func (r *reasonLog) due(now time.Time, err error) bool {
 // mergePart is one scanner's latest scan: its points (packed XYZI
 // float32, in frame at stamp), and whether it came since the last cloud.
 type mergePart struct {
-	in       *scanInput
+	in       *lidarInput
 	buf      []byte
 	n        int
 	stamp    int64 // ns, the header's
@@ -129,13 +131,22 @@ type mergePart struct {
 	rotation [9]float64
 }
 
-func newScanMerger(cfg ROS2SourceConfig, inputs []*scanInput, partBytes uint64) *scanMerger {
-	m := &scanMerger{frame: cfg.MergeFrame, frameID: []byte(cfg.MergeFrame), fixed: cfg.FixedFrame, look: cfg.Transforms, log: cfg.Log,
+func newLidarMerger(cfg ROS2SourceConfig, inputs []*lidarInput, partBytes uint64, scans bool) *lidarMerger {
+	m := &lidarMerger{frame: cfg.MergeFrame, frameID: []byte(cfg.MergeFrame), scans: scans, fixed: cfg.FixedFrame, look: cfg.Transforms, log: cfg.Log,
 		started: time.Now()}
 	for _, in := range inputs {
 		m.parts = append(m.parts, mergePart{in: in, buf: make([]byte, partBytes)})
 	}
 	return m
+}
+
+// set records the part's new message (its points are written): header
+// stamp, frame and arrival; it waits for the others.
+func (m *lidarMerger) set(p *mergePart, sec int32, nanosec uint32, frameID []byte, arrived int64) {
+	p.stamp = int64(sec)*1e9 + int64(nanosec)
+	p.arrived = arrived
+	p.setFrame(frameID)
+	p.fresh = true
 }
 
 // setFrame makes the part's frame string id, allocating only when it
@@ -150,7 +161,7 @@ func (p *mergePart) setFrame(id []byte) {
 // ready says whether every scanner has a scan since the last cloud. Scans
 // that arrived more than MergeMaxAge before now are superseded: the
 // merger waits for their scanners' next.
-func (m *scanMerger) ready(now int64) bool {
+func (m *lidarMerger) ready(now int64) bool {
 	ok := true
 	for i := range m.parts {
 		p := &m.parts[i]
@@ -164,7 +175,7 @@ func (m *scanMerger) ready(now int64) bool {
 }
 
 // oldestArrival is when the oldest of the parts arrived.
-func (m *scanMerger) oldestArrival() int64 {
+func (m *lidarMerger) oldestArrival() int64 {
 	at := m.parts[0].arrived
 	for i := range m.parts {
 		at = min(at, m.parts[i].arrived)
@@ -177,7 +188,7 @@ func (m *scanMerger) oldestArrival() int64 {
 // the newest one's time by the robot's motion; when /tf cannot say where
 // a scanner was, the cloud is made without it (the oldest stamp, each
 // scan by its mount), counted (notMoved) and logged.
-func (m *scanMerger) place(now time.Time) (int64, error) {
+func (m *lidarMerger) place(now time.Time) (int64, error) {
 	oldest, newest := m.parts[0].stamp, m.parts[0].stamp
 	for i := range m.parts {
 		oldest, newest = min(oldest, m.parts[i].stamp), max(newest, m.parts[i].stamp)
@@ -189,7 +200,7 @@ func (m *scanMerger) place(now time.Time) (int64, error) {
 		}
 		n := m.notMoved.Add(1)
 		if m.notMovedLog.due(now, err) {
-			m.log.Warn("camera: ros2 merged scans not moved to one time: /tf does not say how the robot moved between them; merged by the scanners' mounts alone, stamped with the oldest scan (counted; logged again when the reason changes, else once a minute)",
+			m.log.Warn("camera: ros2 merged LiDAR data not moved to one time: /tf does not say how the robot moved between the scans or clouds; merged by the LiDARs' mounts alone, stamped with the oldest (counted; logged again when the reason changes, else once a minute)",
 				zap.String("fixed_frame", m.fixed), zap.String("merge_frame", m.frame), zap.Uint64("not_moved", n), zap.Error(err))
 		}
 	}
@@ -197,7 +208,7 @@ func (m *scanMerger) place(now time.Time) (int64, error) {
 		p := &m.parts[i]
 		t, err := m.look.LookupAt(m.frame, p.frame, p.stamp)
 		if err != nil {
-			return 0, fmt.Errorf("scan from %s in frame %q: no transform to the merge frame %q (is robot_state_publisher, or a static_transform_publisher, publishing the scanner's mount on /tf_static?): %w",
+			return 0, fmt.Errorf("%s in frame %q: no transform to the merge frame %q (is robot_state_publisher, or a static_transform_publisher, publishing the LiDAR's mount on /tf_static?): %w",
 				p.in.topic, p.frame, m.frame, err)
 		}
 		p.setTransform(t)
@@ -208,7 +219,7 @@ func (m *scanMerger) place(now time.Time) (int64, error) {
 // placeMoving sets each part's transform to take its points to the merge
 // frame at time at: through the fixed frame, where the scanner was at its
 // scan's stamp and the merge frame at at.
-func (m *scanMerger) placeMoving(at int64) error {
+func (m *lidarMerger) placeMoving(at int64) error {
 	out, err := m.look.LookupAt(m.fixed, m.frame, at)
 	if err != nil {
 		return fmt.Errorf("merge frame %q: %w", m.frame, err)
@@ -218,7 +229,7 @@ func (m *scanMerger) placeMoving(at int64) error {
 		p := &m.parts[i]
 		t, err := m.look.LookupAt(m.fixed, p.frame, p.stamp)
 		if err != nil {
-			return fmt.Errorf("scan from %s in frame %q: %w", p.in.topic, p.frame, err)
+			return fmt.Errorf("%s in frame %q: %w", p.in.topic, p.frame, err)
 		}
 		p.setTransform(inv.Mul(t))
 	}
@@ -232,7 +243,7 @@ func (p *mergePart) setTransform(t tf.Transform) {
 
 // write copies the parts' points into dst, each moved into the merge
 // frame, and returns how many; dst holds them all.
-func (m *scanMerger) write(dst []byte) int {
+func (m *lidarMerger) write(dst []byte) int {
 	le := binary.LittleEndian
 	n := 0
 	for i := range m.parts {
@@ -255,7 +266,7 @@ func (m *scanMerger) write(dst []byte) int {
 }
 
 // done marks the parts merged into a published cloud.
-func (m *scanMerger) done() {
+func (m *lidarMerger) done() {
 	for i := range m.parts {
 		m.parts[i].fresh = false
 		m.parts[i].in.merged.Add(1)
@@ -265,7 +276,7 @@ func (m *scanMerger) done() {
 // warnSilent logs, at most once a minute, the scanners that have sent
 // nothing for mergeSilentWarn while another sends: no merged cloud goes
 // out without them.
-func (m *scanMerger) warnSilent(now time.Time) {
+func (m *lidarMerger) warnSilent(now time.Time) {
 	if now.Sub(m.silentAt) < dropRelogEvery {
 		return
 	}
@@ -284,15 +295,15 @@ func (m *scanMerger) warnSilent(now time.Time) {
 		return
 	}
 	m.silentAt = now
-	m.log.Warn("camera: ros2 scan merge waits for scanners that send nothing: no merged cloud goes out without every scanner's scan, so the agent stops the robot; is their driver running, on this ROS_DOMAIN_ID? (logged again after a minute)",
+	m.log.Warn("camera: ros2 LiDAR merge waits for LiDARs that send nothing: no merged cloud goes out without every LiDAR's scan or cloud, so the agent stops the robot; is their driver running, on this ROS_DOMAIN_ID? (logged again after a minute)",
 		zap.String("silent", strings.Join(silent, ", ")), zap.Duration("for_at_least", mergeSilentWarn), zap.String("merge_frame", m.frame))
 }
 
 // logNoTransform logs a cloud that could not be made, again when the
 // reason (digits aside) changes or a minute has passed.
-func (m *scanMerger) logNoTransform(now time.Time, n uint64, err error) {
+func (m *lidarMerger) logNoTransform(now time.Time, n uint64, err error) {
 	if m.noTransformLog.due(now, err) {
-		m.log.Error("camera: ros2 merged scan cloud not made (counted; logged again when the reason changes, else once a minute)",
+		m.log.Error("camera: ros2 merged cloud not made (counted; logged again when the reason changes, else once a minute)",
 			zap.Uint64("not_made", n), zap.Error(err))
 	}
 }

@@ -104,7 +104,7 @@ func TestMergedScansLandInTheMergeFrame(t *testing.T) {
 			if e > 0.005 {
 				t.Errorf("merged cloud off by up to %.4f m, want ≤ 5 mm", e)
 			}
-			for _, in := range r.src.ScanInputs() {
+			for _, in := range r.src.LidarInputs() {
 				if in.Received != 1 || in.Merged != 1 || in.Superseded != 0 {
 					t.Errorf("scanner %+v: want 1 received, 1 merged", in)
 				}
@@ -161,7 +161,7 @@ func TestMergeWaitsForEveryScanner(t *testing.T) {
 	if h, _ := r.take(t, TopicPoints); published() != 1 || h.CaptureNs != start+300e6 {
 		t.Fatalf("published %d, stamp %d: want one cloud of the front's last scan and the rear's", published(), h.CaptureNs)
 	}
-	in := r.src.ScanInputs()
+	in := r.src.LidarInputs()
 	if in[0].Received != 3 || in[0].Merged != 1 || in[0].Superseded != 2 || in[1].Merged != 1 {
 		t.Errorf("scanners %+v: want the front's first two scans superseded", in)
 	}
@@ -178,7 +178,7 @@ func TestMergeWaitsForEveryScanner(t *testing.T) {
 	if published() != 2 {
 		t.Fatalf("published %d, want 2: the front's next scan completes the cloud", published())
 	}
-	if in := r.src.ScanInputs(); in[0].Superseded != 3 {
+	if in := r.src.LidarInputs(); in[0].Superseded != 3 {
 		t.Errorf("front scanner %+v: want its stale scan superseded", in[0])
 	}
 
@@ -191,7 +191,7 @@ func TestMergeWaitsForEveryScanner(t *testing.T) {
 	if published() != 2 {
 		t.Errorf("published %d, want 2: no cloud without the front scanner", published())
 	}
-	logged := r.logs.FilterMessageSnippet("waits for scanners that send nothing").All()
+	logged := r.logs.FilterMessageSnippet("waits for LiDARs that send nothing").All()
 	if len(logged) != 1 || logged[0].ContextMap()["silent"] != "/front/scan" {
 		t.Errorf("%d silent-scanner lines, want 1 naming /front/scan; logs:\n%s", len(logged), allLogText(r))
 	}
@@ -216,7 +216,7 @@ func TestMergeWithoutAMountMakesNoCloud(t *testing.T) {
 	if st.Published != 0 || st.NoTransform != 5 {
 		t.Fatalf("stats %+v: want 5 clouds not made, none published", st)
 	}
-	logged := r.logs.FilterMessageSnippet("merged scan cloud not made").All()
+	logged := r.logs.FilterMessageSnippet("merged cloud not made").All()
 	if len(logged) != 1 {
 		t.Fatalf("%d lines for 5 clouds, want 1; logs:\n%s", len(logged), allLogText(r))
 	}
@@ -254,7 +254,7 @@ func TestMergeWithoutOdometryUsesTheMounts(t *testing.T) {
 	if st := r.src.Stats(TopicPoints); st.NotDeskewed != 2 || st.NotMoved != 1 {
 		t.Errorf("stats %+v: want 2 scans not deskewed, 1 cloud not moved", st)
 	}
-	if n := r.logs.FilterMessageSnippet("merged scans not moved to one time").Len(); n != 1 {
+	if n := r.logs.FilterMessageSnippet("merged LiDAR data not moved to one time").Len(); n != 1 {
 		t.Errorf("%d not-moved lines, want 1; logs:\n%s", n, allLogText(r))
 	}
 }
@@ -307,7 +307,7 @@ func TestMergeTakesScansFromBothScannersAtOnce(t *testing.T) {
 	<-done
 	<-done
 	st := r.src.Stats(TopicPoints)
-	in := r.src.ScanInputs()
+	in := r.src.LidarInputs()
 	for _, sc := range in {
 		if pending := sc.Received - sc.Merged - sc.Superseded; sc.Received != each || pending > 1 || sc.Merged != st.Published {
 			t.Errorf("scanner %+v, %d clouds: want %d received, each merged or superseded but the last", sc, st.Published, each)
@@ -342,8 +342,8 @@ func TestMergeAllocatesNothing(t *testing.T) {
 // The points part of /diagnostics names the scanner that holds the
 // merged clouds back, or says why none could be made.
 func TestMergeWarning(t *testing.T) {
-	scans := func(pubs [2]int, received [2]uint64) []ScanInputStats {
-		return []ScanInputStats{{Topic: "/front/scan", Publishers: pubs[0], Received: received[0]},
+	scans := func(pubs [2]int, received [2]uint64) []LidarInputStats {
+		return []LidarInputStats{{Topic: "/front/scan", Publishers: pubs[0], Received: received[0]},
 			{Topic: "/rear/scan", Publishers: pubs[1], Received: received[1]}}
 	}
 	prev := scans([2]int{1, 1}, [2]uint64{10, 10})
@@ -354,10 +354,10 @@ func TestMergeWarning(t *testing.T) {
 	}{
 		{"both sending", topicState{scans: scans([2]int{1, 1}, [2]uint64{20, 20}), scansPrev: prev}, ""},
 		{"rear without a publisher", topicState{scans: scans([2]int{1, 0}, [2]uint64{20, 10}), scansPrev: prev}, "no publisher on /rear/scan"},
-		{"front silent", topicState{scans: scans([2]int{1, 1}, [2]uint64{10, 20}), scansPrev: prev}, "no scan on /front/scan"},
-		{"first period, front silent", topicState{scans: scans([2]int{1, 1}, [2]uint64{0, 20})}, "no scan on /front/scan"},
-		{"no transform", topicState{scans: scans([2]int{1, 1}, [2]uint64{20, 20}), scansPrev: prev, now: ROS2Stats{NoTransform: 3}}, "3 merged scans not made"},
-		{"scans but no cloud", topicState{scans: scans([2]int{1, 1}, [2]uint64{20, 20}), scansPrev: prev, now: ROS2Stats{Received: 40, Published: 5}, prev: ROS2Stats{Received: 20, Published: 5}}, "20 scans in the last 1s and no merged scan"},
+		{"front silent", topicState{scans: scans([2]int{1, 1}, [2]uint64{10, 20}), scansPrev: prev}, "nothing on /front/scan"},
+		{"first period, front silent", topicState{scans: scans([2]int{1, 1}, [2]uint64{0, 20})}, "nothing on /front/scan"},
+		{"no transform", topicState{scans: scans([2]int{1, 1}, [2]uint64{20, 20}), scansPrev: prev, now: ROS2Stats{NoTransform: 3}}, "3 merged clouds not made"},
+		{"scans but no cloud", topicState{scans: scans([2]int{1, 1}, [2]uint64{20, 20}), scansPrev: prev, now: ROS2Stats{Received: 40, Published: 5}, prev: ROS2Stats{Received: 20, Published: 5}}, "20 messages in the last 1s and no merged cloud"},
 		{"scans and clouds", topicState{scans: scans([2]int{1, 1}, [2]uint64{20, 20}), scansPrev: prev, now: ROS2Stats{Received: 40, Published: 15}, prev: ROS2Stats{Received: 20, Published: 5}}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -405,5 +405,61 @@ func BenchmarkROS2ScanMerge(b *testing.B) {
 				b.Fatalf("stats %+v: nothing published", st)
 			}
 		})
+	}
+}
+
+// Two 3D LiDARs' clouds (a front one tilted down, a rear one upside down
+// and turned to face backwards) become one cloud in base_footprint, each
+// point moved by its LiDAR's mount; the cloud is not marked planar, and a
+// cloud of one LiDAR alone makes none. Packed XYZI (the single-copy path)
+// and an XYZ cloud with its intensity elsewhere both merge.
+func TestMergedCloudsLandInTheMergeFrame(t *testing.T) {
+	mounts := map[string]tf.Transform{
+		"front_lidar": {Translation: [3]float64{0.4, 0.1, 1.2}, Rotation: tf.FromRPY(0, 0.15, 0)},
+		"rear_lidar":  {Translation: [3]float64{-0.5, 0, 0.9}, Rotation: tf.FromRPY(math.Pi, 0, math.Pi)},
+	}
+	buf, err := tf.NewBuffer(tf.BufferConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for frame, m := range mounts {
+		if err := buf.AddStatic(tf.Stamped{Parent: "base_footprint", Child: frame, Transform: m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	packed := cloudSpec{fields: []ros2.PointField{pf("x", 0, 7), pf("y", 4, 7), pf("z", 8, 7), pf("intensity", 12, 7)}, width: 100, height: 1, pointStep: 16}
+	other := cloudSpec{fields: []ros2.PointField{pf("y", 0, 7), pf("x", 4, 7), pf("z", 8, 7), pf("intensity", 16, 8)}, width: 50, height: 2, pointStep: 24}
+	front, rear := packed.build(testPoints(100)), other.build(testPoints(100))
+	front.FrameID, rear.FrameID = []byte("front_lidar"), []byte("rear_lidar")
+	rear.Nanosec += 30e6
+
+	r := newROS2RigWith(t, PoolSizes{Points: 2 * 100, ImageBytes: 64}, 4,
+		ROS2SourceConfig{PointsTopics: []string{"/front/points", "/rear/points"}, MergeFrame: "base_footprint", Transforms: buf})
+	r.src.onCloud(0, front)
+	if st := r.src.Stats(TopicPoints); st.Published != 0 {
+		t.Fatalf("published %d clouds with only the front LiDAR's, want 0", st.Published)
+	}
+	r.src.onCloud(1, rear)
+	h, b := r.take(t, TopicPoints)
+	if h.Points.Flags&handles.PointsPlanar != 0 || h.FrameID.String() != "base_footprint" || h.CaptureNs != 1700000001_987654321 || h.Points.Count != 200 {
+		t.Fatalf("handle %+v: want 200 points in base_footprint, not planar, the older cloud's stamp", h)
+	}
+	pts := scanPoints(b)
+	for k, p := range pts {
+		mount := mounts["front_lidar"]
+		if k >= 100 {
+			mount = mounts["rear_lidar"]
+		}
+		src := testPoint(k % 100)
+		want := mount.Apply([3]float64{src.x, src.y, src.z})
+		if math.Abs(float64(p[0])-want[0]) > 1e-4 || math.Abs(float64(p[1])-want[1]) > 1e-4 || math.Abs(float64(p[2])-want[2]) > 1e-4 ||
+			math.Abs(float64(p[3])-src.i) > 1e-4 {
+			t.Fatalf("point %d %v, want %v with intensity %v", k, p, want, src.i)
+		}
+	}
+	// Merging allocates nothing per cloud.
+	r.src.cfg.Checksum = false
+	if allocs := testing.AllocsPerRun(50, func() { r.src.onCloud(0, front); r.src.onCloud(1, rear) }); allocs != 0 {
+		t.Errorf("%v allocations per merged cloud, want 0", allocs)
 	}
 }

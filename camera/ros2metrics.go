@@ -31,14 +31,14 @@ func (s *ROS2Source) Collector() prometheus.Collector {
 			"Failed publishes on the handle or mirror topics, including frames a mirror dropped rather than wait for a subscriber.",
 			[]string{"topic"}, nil),
 	}
-	if s.deskew != nil {
+	if s.cfg.FixedFrame != "" {
 		c.deskew = prometheus.NewDesc("zerohop_camera_ros2_deskew_total",
 			"LiDAR scans and clouds by deskew result (--ros2-fixed-frame): deskewed, placed point by point by the LiDAR's motion from /tf; not_deskewed, used as the driver sent them because the transforms or the per-point times were missing (the log says why); with --ros2-merge-frame, not_moved: merged clouds made by the scanners' mounts alone, /tf not saying how the robot moved between the scans.",
 			[]string{"result"}, nil)
 	}
 	if s.merge != nil {
-		c.scans = prometheus.NewDesc("zerohop_camera_ros2_merged_scans_total",
-			"Scans of each merged planar scanner (--ros2-merge-frame) by what became of them: received; merged, into a merged cloud; superseded, replaced by the scanner's next scan before every other scanner sent one, or more than 0.5 s older than the newest. The points topic's messages_total counts the merged clouds; its result no_transform, tries to make one (one per scan that completes a set) that failed because a scanner's frame had no transform to the merge frame.",
+		c.scans = prometheus.NewDesc("zerohop_camera_ros2_merged_total",
+			"Scans or clouds of each merged LiDAR (--ros2-merge-frame) by what became of them: received; merged, into a merged cloud; superseded, replaced by the LiDAR's next message before every other LiDAR sent one, or arrived more than 0.2 s before the set was complete. The points topic's messages_total counts the merged clouds; its result no_transform, tries to make one (one per scan that completes a set) that failed because a scanner's frame had no transform to the merge frame.",
 			[]string{"ros_topic", "result"}, nil)
 	}
 	for topic := range s.streams {
@@ -77,7 +77,7 @@ func (c *ros2Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if c.scans != nil && topic == TopicPoints {
 			ch <- prometheus.MustNewConstMetric(c.messages, prometheus.CounterValue, float64(st.NoTransform), name, "no_transform")
-			for _, sc := range c.src.ScanInputs() {
+			for _, sc := range c.src.LidarInputs() {
 				for _, r := range []struct {
 					result string
 					n      uint64

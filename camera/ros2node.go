@@ -21,11 +21,14 @@ import (
 // ROS2NodeConfig is what a camera process fed by ROS 2 drivers adds to
 // NodeConfig (whose Source is "ros2").
 type ROS2NodeConfig struct {
-	DDS                     ros2.Config // domain and discovery (ros2.ConfigFromEnv)
-	PointsTopic, ImageTopic string      // "" = not subscribed
+	DDS        ros2.Config // domain and discovery (ros2.ConfigFromEnv)
+	ImageTopic string      // "" = not subscribed
+	// PointsTopics are the LiDARs' PointCloud2 topics (none = nil);
+	// several are merged into one cloud in MergeFrame, which they need.
+	PointsTopics []string
 	// ScanTopics are planar LiDARs' sensor_msgs/LaserScan topics, read
-	// into the points stream instead of PointsTopic (which must then be
-	// ""), their clouds marked planar; none = nil. Several are merged
+	// into the points stream instead of PointsTopics (which must then be
+	// nil), their clouds marked planar; none = nil. Several are merged
 	// into one cloud in MergeFrame (ROS2SourceConfig.MergeFrame), which
 	// they need.
 	ScanTopics []string
@@ -80,21 +83,21 @@ type ROS2NodeConfig struct {
 	LogLevel zapcore.LevelEnabler
 }
 
-// CheckScanTopics checks --ros2-scan-topic's list: no empty name, each
-// topic once as resolved against the node (scan and /scan are one topic
-// in the root namespace).
-func CheckScanTopics(dds ros2.Config, topics []string) error {
+// CheckLidarTopics checks the list of flag (--ros2-points-topic or
+// --ros2-scan-topic): no empty name, each topic once as resolved against
+// the node (scan and /scan are one topic in the root namespace).
+func CheckLidarTopics(dds ros2.Config, flag string, topics []string) error {
 	seen := make(map[string]string, len(topics))
 	for _, t := range topics {
 		if t == "" {
-			return fmt.Errorf("--ros2-scan-topic %q: an empty topic name in the list", strings.Join(topics, ","))
+			return fmt.Errorf("%s %q: an empty topic name in the list", flag, strings.Join(topics, ","))
 		}
 		name, err := dds.ResolveTopic(t)
 		if err != nil {
-			return fmt.Errorf("--ros2-scan-topic: %w", err)
+			return fmt.Errorf("%s: %w", flag, err)
 		}
 		if first, ok := seen[name]; ok {
-			return fmt.Errorf("--ros2-scan-topic: %q and %q are one topic (%s): give each scanner once", first, t, name)
+			return fmt.Errorf("%s: %q and %q are one topic (%s): give each LiDAR once", flag, first, t, name)
 		}
 		seen[name] = t
 	}
@@ -118,26 +121,31 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 		return errors.New("--frames: not supported with the ros2 source (the drivers set the pace)")
 	}
 	type topicFlag struct{ flag, topic, resolved string }
-	if rc.PointsTopic == "" && rc.ImageTopic == "" && len(rc.ScanTopics) == 0 {
+	if len(rc.PointsTopics) == 0 && rc.ImageTopic == "" && len(rc.ScanTopics) == 0 {
 		return errors.New("ros2 source: neither a points, a scan nor an image topic")
 	}
-	// One LiDAR stream: the points topic or the scan topics feed it.
-	lidars := []topicFlag{{"--ros2-points-topic", rc.PointsTopic, ""}}
+	// One LiDAR stream: the points topics or the scan topics feed it.
+	if len(rc.ScanTopics) > 0 && len(rc.PointsTopics) > 0 {
+		return fmt.Errorf(`--ros2-scan-topic %q and --ros2-points-topic %q: the camera has one LiDAR stream, fed by one kind: give --ros2-points-topic "" (or leave it at its default) with a scan topic`,
+			strings.Join(rc.ScanTopics, ","), strings.Join(rc.PointsTopics, ","))
+	}
+	lidarFlag, lidarTopics := "--ros2-points-topic", rc.PointsTopics
 	if len(rc.ScanTopics) > 0 {
-		if rc.PointsTopic != "" {
-			return fmt.Errorf(`--ros2-scan-topic %q and --ros2-points-topic %q: the camera has one LiDAR stream, fed by one of them: give --ros2-points-topic "" (or leave it at its default) with a scan topic`, strings.Join(rc.ScanTopics, ","), rc.PointsTopic)
-		}
+		lidarFlag, lidarTopics = "--ros2-scan-topic", rc.ScanTopics
+	}
+	lidars := []topicFlag{{lidarFlag, "", ""}}
+	if len(lidarTopics) > 0 {
 		lidars = lidars[:0]
-		for _, t := range rc.ScanTopics {
-			lidars = append(lidars, topicFlag{"--ros2-scan-topic", t, ""})
+		for _, t := range lidarTopics {
+			lidars = append(lidars, topicFlag{lidarFlag, t, ""})
 		}
 	}
 	lidar := lidars[0]
-	if len(rc.ScanTopics) > 1 && rc.MergeFrame == "" {
-		return fmt.Errorf("--ros2-scan-topic %q: %d scanners are merged into one cloud in a frame on the robot: give --ros2-merge-frame (e.g. base_link; bin/agent then needs no LiDAR mount)", strings.Join(rc.ScanTopics, ","), len(rc.ScanTopics))
+	if len(lidarTopics) > 1 && rc.MergeFrame == "" {
+		return fmt.Errorf("%s %q: %d LiDARs are merged into one cloud in a frame on the robot: give --ros2-merge-frame (e.g. base_link)", lidarFlag, strings.Join(lidarTopics, ","), len(lidarTopics))
 	}
-	if rc.MergeFrame != "" && len(rc.ScanTopics) == 0 {
-		return fmt.Errorf("--ros2-merge-frame %q: merges planar scanners' scans, and no --ros2-scan-topic is given", rc.MergeFrame)
+	if rc.MergeFrame != "" && len(lidarTopics) == 0 {
+		return fmt.Errorf("--ros2-merge-frame %q: merges LiDARs' scans or clouds, and neither --ros2-scan-topic nor --ros2-points-topic is given", rc.MergeFrame)
 	}
 	if rc.FixedFrame != "" && lidar.topic == "" {
 		return fmt.Errorf("--ros2-fixed-frame %q: deskews the LiDAR's clouds or scans, and neither --ros2-points-topic nor --ros2-scan-topic is given", rc.FixedFrame)
@@ -154,7 +162,7 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 	if err := rc.DDS.Validate(); err != nil {
 		return err
 	}
-	if err := CheckScanTopics(rc.DDS, rc.ScanTopics); err != nil {
+	if err := CheckLidarTopics(rc.DDS, lidarFlag, lidarTopics); err != nil {
 		return err
 	}
 	inputs := append(lidars, topicFlag{"--ros2-image-topic", rc.ImageTopic, ""})
@@ -262,10 +270,13 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 		}
 		defer ps.Close()
 	}
-	scfg := ROS2SourceConfig{PointsTopic: rc.PointsTopic, ImageTopic: rc.ImageTopic, QoS: rc.QoS,
+	scfg := ROS2SourceConfig{ImageTopic: rc.ImageTopic, QoS: rc.QoS,
 		StampOnReceipt: rc.StampOnReceipt, Intensity: rc.Intensity, Checksum: cfg.Checksum, Log: log}
+	// Absolute names for the logs (a subscription resolves the same way).
 	if len(rc.ScanTopics) > 0 {
-		scfg.ScanTopics = lidarNames // absolute names for the logs (a subscription resolves the same way)
+		scfg.ScanTopics = lidarNames
+	} else if len(rc.PointsTopics) > 0 {
+		scfg.PointsTopics = lidarNames
 	}
 	var trs *ros2.Transforms
 	if rc.FixedFrame != "" || rc.MergeFrame != "" {
@@ -282,7 +293,7 @@ func RunROS2Node(ctx context.Context, cfg NodeConfig, rc ROS2NodeConfig) error {
 		scfg.MergeFrame = rc.MergeFrame
 	}
 	// Absolute names for the logs (a subscription resolves the same way).
-	for _, t := range []*string{&scfg.PointsTopic, &scfg.ImageTopic} {
+	for _, t := range []*string{&scfg.ImageTopic} {
 		if name, err := rc.DDS.ResolveTopic(*t); *t != "" && err == nil {
 			*t = name
 		}
@@ -394,7 +405,7 @@ func topicStatusLoop(rc ROS2NodeConfig, clock func() time.Time, src *ROS2Source,
 				st := &states[i]
 				st.now, st.publishers, st.elapsed = src.Stats(topics[i]), src.Publishers(topics[i]), elapsed
 				if topics[i] == TopicPoints && rc.MergeFrame != "" {
-					st.scans = src.ScanInputs()
+					st.scans = src.LidarInputs()
 				}
 				out[i] = topicStatus(fullName, *st)
 				subs.delivered += st.now.Delivered - st.prev.Delivered

@@ -14,7 +14,7 @@ import (
 
 func TestRunROS2NodeWithoutROS2SupportSaysHowToBuild(t *testing.T) {
 	err := RunROS2Node(context.Background(), NodeConfig{Socket: filepath.Join(sockdir.Short(t), "c.sock"), AllowGID: -1},
-		ROS2NodeConfig{PointsTopic: "/points", MaxPoints: 100})
+		ROS2NodeConfig{PointsTopics: []string{"/points"}, MaxPoints: 100})
 	if !errors.Is(err, ros2.ErrNotBuilt) {
 		t.Fatalf("err = %v, want ros2.ErrNotBuilt", err)
 	}

@@ -42,14 +42,13 @@ func (s *ROS2Source) onScan(k int, v *ros2.LaserScanView) {
 	arrived := time.Now().UnixNano()
 	in.lastAt.Store(arrived)
 	if err := checkScan(v); err != nil {
-		s.countDrop(TopicPoints, &st.unsupported, fmt.Errorf("%s: %w", in.topic, err))
+		s.countDrop(TopicPoints, &st.unsupported, s.inputError(in, err))
 		return
 	}
-	pool := s.cam.Pool(TopicPoints)
 	n := uint64(len(v.Ranges))
-	if size := n * sensor.PointStep; size > s.scanBytes {
-		s.countDrop(TopicPoints, &st.tooLarge, fmt.Errorf("%s: scan of %d rays needs %d bytes, a scan may fill %d (raise --ros2-max-points to at least %d)",
-			in.topic, n, size, s.scanBytes, n))
+	if size := n * sensor.PointStep; size > s.inBytes {
+		s.countDrop(TopicPoints, &st.tooLarge, s.inputError(in, fmt.Errorf("scan of %d rays needs %d bytes, a scan may fill %d (raise --ros2-max-points to at least %d)",
+			n, size, s.inBytes, n)))
 		return
 	}
 	intensities := v.Intensities
@@ -68,14 +67,11 @@ func (s *ROS2Source) onScan(k int, v *ros2.LaserScanView) {
 			in.superseded.Add(1) // the others have not sent since
 		}
 		p.n = scanToPoints(p.buf, v, intensities, s.iScale, s.scanMotion(in, v))
-		p.stamp = int64(v.Sec)*1e9 + int64(v.Nanosec)
-		p.arrived = arrived
-		p.setFrame(v.FrameID)
-		p.fresh = true
+		m.set(p, v.Sec, v.Nanosec, v.FrameID, arrived)
 		s.mergeOut(st, arrived)
 		return
 	}
-	slot, err := pool.Acquire()
+	slot, err := s.cam.Pool(TopicPoints).Acquire()
 	if err != nil {
 		s.cam.exhausted[TopicPoints].Add(1)
 		s.countDrop(TopicPoints, &st.exhausted, err)
@@ -84,14 +80,14 @@ func (s *ROS2Source) onScan(k int, v *ros2.LaserScanView) {
 	count := scanToPoints(slot.Bytes(), v, intensities, s.iScale, s.scanMotion(in, v))
 	h := &st.h
 	s.stamp(st, TopicPoints, v.Sec, v.Nanosec, v.FrameID)
-	s.fillScanHandle(h, count)
+	s.fillPointsHandle(h, count, true)
 	s.publish(st, TopicPoints, slot)
 }
 
 // scanMotion is the scan's motion to deskew it by, or nil: no fixed
 // frame (logged once for a scan whose rays are timed), or no transforms
 // for it (counted and logged by the deskew).
-func (s *ROS2Source) scanMotion(in *scanInput, v *ros2.LaserScanView) *tf.Transform {
+func (s *ROS2Source) scanMotion(in *lidarInput, v *ros2.LaserScanView) *tf.Transform {
 	if in.deskew != nil {
 		if m, ok := in.deskew.motion(v); ok {
 			in.deskew.last = m
@@ -105,19 +101,22 @@ func (s *ROS2Source) scanMotion(in *scanInput, v *ros2.LaserScanView) *tf.Transf
 	return nil
 }
 
-// fillScanHandle sets the handle's points part for a planar cloud of
-// count points.
-func (s *ROS2Source) fillScanHandle(h *handles.Handle, count int) {
+// fillPointsHandle sets the handle's points part for a cloud of count
+// points: marked planar for a scan's, as the camera's for a
+// PointCloud2's.
+func (s *ROS2Source) fillPointsHandle(h *handles.Handle, count int, scan bool) {
 	h.Kind = handles.KindPoints
 	h.Image = handles.ImageFormat{}
 	h.Points = s.cam.points
-	h.Points.Flags = handles.PointsPlanar
+	if scan {
+		h.Points.Flags = handles.PointsPlanar
+	}
 	h.Points.Count = uint32(count)
 	h.Length = uint64(count) * sensor.PointStep
 }
 
-// mergeOut publishes the merged cloud once every scanner has a scan since
-// the last one (scanMerger); nowNs is this machine's clock. The caller
+// mergeOut publishes the merged cloud once every LiDAR has sent since
+// the last one (lidarMerger); nowNs is this machine's clock. The caller
 // holds s.merge.mu.
 func (s *ROS2Source) mergeOut(st *ros2Stream, nowNs int64) {
 	m := s.merge
@@ -143,7 +142,7 @@ func (s *ROS2Source) mergeOut(st *ros2Stream, nowNs int64) {
 	if s.cfg.StampOnReceipt {
 		st.h.CaptureNs = m.oldestArrival() // not the newest's: the cloud is as old as its oldest scan
 	}
-	s.fillScanHandle(&st.h, count)
+	s.fillPointsHandle(&st.h, count, m.scans)
 	if s.publish(st, TopicPoints, slot) {
 		m.done()
 	}

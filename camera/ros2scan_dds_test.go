@@ -94,7 +94,7 @@ func TestRunROS2NodeMarksPointCloud2PlanarWhenTold(t *testing.T) {
 		want   handles.PointFlags
 	}{{true, handles.PointsPlanar}, {false, 0}} {
 		t.Run(map[bool]string{true: "planar", false: "3D"}[tc.planar], func(t *testing.T) {
-			f := firstCloud(t, NodeConfig{PlanarLidar: tc.planar}, ROS2NodeConfig{DDS: ros2Config(t), PointsTopic: "/lidar/points", MaxPoints: 1000},
+			f := firstCloud(t, NodeConfig{PlanarLidar: tc.planar}, ROS2NodeConfig{DDS: ros2Config(t), PointsTopics: []string{"/lidar/points"}, MaxPoints: 1000},
 				"cloud", "rt/lidar/points", "20", "100")
 			if f.h.Points.Flags != tc.want || f.h.Points.Count != 100 {
 				t.Errorf("handle %+v, want flags %d on 100 points", f.h, tc.want)
@@ -182,7 +182,36 @@ func TestRunROS2NodeMergesTwoScanners(t *testing.T) {
 		}
 	}
 	cam := &cameraProc{metrics: cfg.MetricsAddr}
-	for _, name := range []string{`zerohop_camera_ros2_merged_scans_total{result="merged",ros_topic="/front/scan"}`, `zerohop_camera_ros2_merged_scans_total{result="merged",ros_topic="/rear/scan"}`} {
+	for _, name := range []string{`zerohop_camera_ros2_merged_total{result="merged",ros_topic="/front/scan"}`, `zerohop_camera_ros2_merged_total{result="merged",ros_topic="/rear/scan"}`} {
 		waitMetric(t, cam, name)
+	}
+}
+
+// Two 3D LiDARs' drivers (PointCloud2), their mount on /tf_static: the
+// camera node serves one cloud in base_footprint holding both, not
+// marked planar.
+func TestRunROS2NodeMergesTwoLiDARs(t *testing.T) {
+	dds := ros2Config(t)
+	rc := ROS2NodeConfig{DDS: dds, PointsTopics: []string{"/front/points", "/rear/points"}, MergeFrame: "base_footprint", MaxPoints: 1000}
+	startStaticTF(t, dds, "base_footprint,velodyne_top_front_left,0.5,0,1.5,0,0,0,1")
+	f := firstCloudOf(t, NodeConfig{}, rc, func() {
+		startDriver(t, dds, "cloud", "rt/front/points", "20", "600")
+		startDriver(t, dds, "cloud", "rt/rear/points", "20", "400")
+	})
+	if f.h.Points.Flags&handles.PointsPlanar != 0 || f.h.Points.Count != 1000 || f.h.FrameID.String() != "base_footprint" {
+		t.Fatalf("handle %+v: want 1000 points in base_footprint, not planar", f.h)
+	}
+	// pub.c's point k: x = k*0.5 + 1, y = -k/3, z = k/1024 - 2, moved by
+	// the mount; the rear LiDAR's points follow the front's 600.
+	for _, k := range []int{0, 599, 600, 999} {
+		j := k % 600
+		if k >= 600 {
+			j = k - 600
+		}
+		want := [3]float64{float64(j)*0.5 + 1 + 0.5, -float64(j) / 3.0, float64(j)/1024.0 - 2 + 1.5}
+		p := f.pts[k]
+		if math.Abs(float64(p[0])-want[0]) > 1e-4 || math.Abs(float64(p[1])-want[1]) > 1e-4 || math.Abs(float64(p[2])-want[2]) > 1e-4 {
+			t.Errorf("point %d %v, want %v", k, p, want)
+		}
 	}
 }

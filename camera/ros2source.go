@@ -53,17 +53,19 @@ func (PoolSizes) FillImage(uint64, []byte) (sensor.ImageInfo, error) {
 
 // ROS2SourceConfig configures a ROS2Source.
 type ROS2SourceConfig struct {
-	// ImageTopic and PointsTopic are the ROS topics to subscribe to ("" =
-	// not subscribed). Each needs the camera's pool of that kind.
-	ImageTopic, PointsTopic string
+	// ImageTopic is the ROS image topic to subscribe to ("" = none), and
+	// PointsTopics the PointCloud2 ones (none = nil). Each needs the
+	// camera's pool of that kind. Several points topics need MergeFrame.
+	ImageTopic   string
+	PointsTopics []string
 	// ScanTopics are planar LiDARs' sensor_msgs/LaserScan topics, read
-	// into the points stream instead of PointsTopic (which must then be
-	// ""), their clouds marked planar (OnLaserScan); none = nil. Several
+	// into the points stream instead of PointsTopics (which must then be
+	// nil), their clouds marked planar (OnLaserScan); none = nil. Several
 	// need MergeFrame.
 	ScanTopics []string
-	// MergeFrame, if not "", puts every scan into this frame on the
-	// robot (base_link), through Transforms, and merges one scan of each
-	// of ScanTopics into one cloud (scanMerger).
+	// MergeFrame, if not "", puts every scan or cloud into this frame on
+	// the robot (base_link), through Transforms, and merges one of each
+	// of ScanTopics or PointsTopics into one cloud (lidarMerger).
 	MergeFrame string
 	// FixedFrame, if not "", deskews each scan, and each cloud with a
 	// per-point time field (lidarDeskew): a frame that does not move with
@@ -215,16 +217,15 @@ type ROS2Stats struct {
 // and points callbacks run on their subscriptions' goroutines, one at a
 // time per topic; nothing in them blocks or allocates.
 type ROS2Source struct {
-	cam     *Camera
-	pub     Publisher
-	cfg     ROS2SourceConfig
-	log     *zap.Logger
-	subs    []*ros2.Subscription
-	points  *ros2.Subscription   // also in subs; nil if not subscribed
-	scanSub []*ros2.Subscription // also in subs; one per scans, nil in tests without a participant
-	image   *ros2.Subscription   // also in subs; nil if not subscribed
-	streams [2]ros2Stream
-	mirrors [2]*mirrorWorker // nil where cfg.Mirrors has none
+	cam       *Camera
+	pub       Publisher
+	cfg       ROS2SourceConfig
+	log       *zap.Logger
+	subs      []*ros2.Subscription
+	lidarSubs []*ros2.Subscription // also in subs: the points or scan topics', in order; none in tests without a participant
+	image     *ros2.Subscription   // also in subs; nil if not subscribed
+	streams   [2]ros2Stream
+	mirrors   [2]*mirrorWorker // nil where cfg.Mirrors has none
 	// closeMirrors stops the workers once.
 	closeMirrors sync.Once
 	// iField and iScale are cfg.Intensity resolved: the field read as
@@ -233,16 +234,15 @@ type ROS2Source struct {
 	// that the callback builds no string.
 	iField, iMissing string
 	iScale           float64
-	// deskew is the clouds' (PointsTopic), each scan topic has its own;
-	// nil without FixedFrame.
-	deskew  *lidarDeskew
-	tFields []string // the time fields looked for; nil without deskew
-	// scans are ScanTopics', in order; merge is nil without MergeFrame.
-	// scanBytes is the most a scan may fill: a slot, or its share of one
-	// when merged.
-	scans     []*scanInput
-	merge     *scanMerger
-	scanBytes uint64
+	tFields          []string // the time fields looked for; nil without FixedFrame
+	// clouds and scans are PointsTopics' and ScanTopics', in order, or
+	// one unnamed input where none is configured (for tests, which call
+	// OnPointCloud2 and OnLaserScan themselves); each has its own deskew.
+	// merge is nil without MergeFrame. inBytes is the most one message
+	// may fill: a slot, or its share of one when merged.
+	clouds, scans []*lidarInput
+	merge         *lidarMerger
+	inBytes       uint64
 }
 
 // mirrorWorker publishes one topic's mirror on a goroutine of its own: a
@@ -308,7 +308,6 @@ type ros2Stream struct {
 	mirrored, mirrorErrors                    atomic.Uint64
 	zeroStamps                                atomic.Uint64 // header.stamp {0, 0}, without StampOnReceipt
 	farStamps                                 atomic.Uint64 // header.stamp over farStamp from this clock, without StampOnReceipt
-	noIntensity                               atomic.Uint64 // clouds without the intensity field named
 
 	// dropLog is, per drop counter, the reason last logged (digits
 	// removed, so that sizes do not count as a new reason) and when.
@@ -350,45 +349,56 @@ func NewROS2Source(p *ros2.Participant, cam *Camera, pub Publisher, cfg ROS2Sour
 	for i := range s.streams {
 		s.streams[i].h.FrameID = cam.ids[i]
 	}
-	if cfg.PointsTopic != "" && cam.Pool(TopicPoints) == nil {
-		return nil, fmt.Errorf("camera: ros2 points topic %q: no points pool (max points is 0)", cfg.PointsTopic)
+	lidars, kind := cfg.PointsTopics, "points"
+	if len(cfg.ScanTopics) > 0 {
+		lidars, kind = cfg.ScanTopics, "scan"
 	}
-	if len(cfg.ScanTopics) > 0 && cfg.PointsTopic != "" {
-		return nil, fmt.Errorf("camera: ros2 scan topics %q and points topic %q: one LiDAR stream takes one of them", cfg.ScanTopics, cfg.PointsTopic)
-	}
-	if len(cfg.ScanTopics) > 0 && cam.Pool(TopicPoints) == nil {
-		return nil, fmt.Errorf("camera: ros2 scan topics %q: no points pool (max points is 0)", cfg.ScanTopics)
-	}
-	if len(cfg.ScanTopics) > 1 && cfg.MergeFrame == "" {
-		return nil, fmt.Errorf("camera: ros2 scan topics %q: several scanners need a merge frame (base_link) to put their scans in", cfg.ScanTopics)
-	}
-	if cfg.MergeFrame != "" && (len(cfg.ScanTopics) == 0 || cfg.Transforms == nil) {
-		return nil, fmt.Errorf("camera: ros2 merge frame %q: needs scan topics and transforms to look their frames up in", cfg.MergeFrame)
+	switch {
+	case len(cfg.ScanTopics) > 0 && len(cfg.PointsTopics) > 0:
+		return nil, fmt.Errorf("camera: ros2 scan topics %q and points topics %q: one LiDAR stream takes one kind", cfg.ScanTopics, cfg.PointsTopics)
+	case len(lidars) > 0 && cam.Pool(TopicPoints) == nil:
+		return nil, fmt.Errorf("camera: ros2 %s topics %q: no points pool (max points is 0)", kind, lidars)
+	case len(lidars) > 1 && cfg.MergeFrame == "":
+		return nil, fmt.Errorf("camera: ros2 %s topics %q: several LiDARs need a merge frame (base_link) to put their data in", kind, lidars)
+	case cfg.MergeFrame != "" && (len(lidars) == 0 || cfg.Transforms == nil):
+		return nil, fmt.Errorf("camera: ros2 merge frame %q: needs LiDAR topics and transforms to look their frames up in", cfg.MergeFrame)
 	}
 	if err := checkDeskew(cfg); err != nil {
 		return nil, err
 	}
+	var noTimeField error
 	if cfg.FixedFrame != "" {
-		s.deskew = &lidarDeskew{fixed: cfg.FixedFrame, look: cfg.Transforms, log: cfg.Log, topic: cfg.PointsTopic}
 		s.tFields = defaultTimeFields()
 		if cfg.TimeField != "" {
 			s.tFields = []string{cfg.TimeField}
 		}
-		s.deskew.noTimeField = fmt.Errorf("the cloud has no per-point time field (looked for %s; name it with --ros2-time-field)", strings.Join(s.tFields, ", "))
+		noTimeField = fmt.Errorf("the cloud has no per-point time field (looked for %s; name it with --ros2-time-field)", strings.Join(s.tFields, ", "))
 	}
-	for _, topic := range cfg.ScanTopics {
-		in := &scanInput{topic: topic}
-		if cfg.FixedFrame != "" {
-			in.deskew = &lidarDeskew{fixed: cfg.FixedFrame, look: cfg.Transforms, log: cfg.Log, topic: topic}
+	inputs := func(topics []string) []*lidarInput {
+		if len(topics) == 0 {
+			topics = []string{""}
 		}
-		s.scans = append(s.scans, in)
+		var out []*lidarInput
+		for _, topic := range topics {
+			in := &lidarInput{topic: topic}
+			if cfg.FixedFrame != "" {
+				in.deskew = &lidarDeskew{fixed: cfg.FixedFrame, look: cfg.Transforms, log: cfg.Log, topic: topic, noTimeField: noTimeField}
+			}
+			out = append(out, in)
+		}
+		return out
 	}
-	if len(s.scans) > 0 {
-		s.scanBytes = cam.Pool(TopicPoints).Geometry().SlotSize
+	s.clouds, s.scans = inputs(cfg.PointsTopics), inputs(cfg.ScanTopics)
+	if pool := cam.Pool(TopicPoints); pool != nil {
+		s.inBytes = pool.Geometry().SlotSize
 		if cfg.MergeFrame != "" {
-			// Whole points: each scanner's share of a slot.
-			s.scanBytes = s.scanBytes / uint64(len(s.scans)) / sensor.PointStep * sensor.PointStep
-			s.merge = newScanMerger(cfg, s.scans, s.scanBytes)
+			// Whole points: each LiDAR's share of a slot.
+			s.inBytes = s.inBytes / uint64(len(lidars)) / sensor.PointStep * sensor.PointStep
+			merged := s.clouds
+			if kind == "scan" {
+				merged = s.scans
+			}
+			s.merge = newLidarMerger(cfg, merged, s.inBytes, kind == "scan")
 		}
 	}
 	if cfg.ImageTopic != "" && cam.Pool(TopicImage) == nil {
@@ -408,13 +418,13 @@ func NewROS2Source(p *ros2.Participant, cam *Camera, pub Publisher, cfg ROS2Sour
 		return s, nil // tests: they call the callbacks
 	}
 	opts := ros2.SubscriptionOptions{QoS: cfg.QoS}
-	if cfg.PointsTopic != "" {
-		sub, err := p.SubscribePointCloud2(cfg.PointsTopic, opts, s.OnPointCloud2)
+	for k, topic := range cfg.PointsTopics {
+		sub, err := p.SubscribePointCloud2(topic, opts, func(v *ros2.PointCloud2View) { s.onCloud(k, v) })
 		if err != nil {
 			s.Close()
-			return nil, fmt.Errorf("camera: ros2 points topic %q: %w", cfg.PointsTopic, err)
+			return nil, fmt.Errorf("camera: ros2 points topic %q: %w", topic, err)
 		}
-		s.subs, s.points = append(s.subs, sub), sub
+		s.subs, s.lidarSubs = append(s.subs, sub), append(s.lidarSubs, sub)
 	}
 	for k, topic := range cfg.ScanTopics {
 		sub, err := p.SubscribeLaserScan(topic, opts, func(v *ros2.LaserScanView) { s.onScan(k, v) })
@@ -422,7 +432,7 @@ func NewROS2Source(p *ros2.Participant, cam *Camera, pub Publisher, cfg ROS2Sour
 			s.Close()
 			return nil, fmt.Errorf("camera: ros2 scan topic %q: %w", topic, err)
 		}
-		s.subs, s.scanSub = append(s.subs, sub), append(s.scanSub, sub)
+		s.subs, s.lidarSubs = append(s.subs, sub), append(s.lidarSubs, sub)
 	}
 	if cfg.ImageTopic != "" {
 		sub, err := p.SubscribeImage(cfg.ImageTopic, opts, s.OnImage)
@@ -459,11 +469,8 @@ func (s *ROS2Source) Close() error {
 func (s *ROS2Source) Stats(topic int) ROS2Stats {
 	st := &s.streams[topic]
 	var skipped uint64
-	if topic == TopicPoints && s.points != nil {
-		skipped = s.points.Skipped()
-	}
 	if topic == TopicPoints {
-		for _, sub := range s.scanSub {
+		for _, sub := range s.lidarSubs {
 			skipped += sub.Skipped()
 		}
 	}
@@ -485,14 +492,11 @@ func (s *ROS2Source) Stats(topic int) ROS2Stats {
 	return stats
 }
 
-// deskews are the points stream's deskews: the clouds' or each scan
-// topic's; none without FixedFrame.
+// deskews are the points stream's deskews, one per LiDAR input; none
+// without FixedFrame.
 func (s *ROS2Source) deskews() []*lidarDeskew {
 	var out []*lidarDeskew
-	if s.deskew != nil {
-		out = append(out, s.deskew)
-	}
-	for _, in := range s.scans {
+	for _, in := range append(s.clouds[:len(s.clouds):len(s.clouds)], s.scans...) {
 		if in.deskew != nil {
 			out = append(out, in.deskew)
 		}
@@ -500,14 +504,19 @@ func (s *ROS2Source) deskews() []*lidarDeskew {
 	return out
 }
 
-// ScanInputs returns each scan topic's counters, in ScanTopics' order.
-func (s *ROS2Source) ScanInputs() []ScanInputStats {
-	out := make([]ScanInputStats, len(s.scans))
+// LidarInputs returns each merged LiDAR topic's counters, in
+// PointsTopics' or ScanTopics' order; nil without MergeFrame.
+func (s *ROS2Source) LidarInputs() []LidarInputStats {
+	if s.merge == nil {
+		return nil
+	}
+	out := make([]LidarInputStats, len(s.merge.parts))
 	now := time.Now()
-	for i, in := range s.scans {
-		out[i] = ScanInputStats{Topic: in.topic, Received: in.received.Load(), Merged: in.merged.Load(), Superseded: in.superseded.Load(), Silent: -1}
-		if i < len(s.scanSub) {
-			out[i].Publishers = s.scanSub[i].Matched()
+	for i := range s.merge.parts {
+		in := s.merge.parts[i].in
+		out[i] = LidarInputStats{Topic: in.topic, Received: in.received.Load(), Merged: in.merged.Load(), Superseded: in.superseded.Load(), Silent: -1}
+		if i < len(s.lidarSubs) {
+			out[i].Publishers = s.lidarSubs[i].Matched()
 		}
 		if at := in.lastAt.Load(); at != 0 {
 			out[i].Silent = now.Sub(time.Unix(0, at))
@@ -519,21 +528,21 @@ func (s *ROS2Source) ScanInputs() []ScanInputStats {
 // Publishers returns how many ROS publishers (drivers) the topic's
 // subscription is matched with now; 0 when it has none.
 func (s *ROS2Source) Publishers(topic int) int {
-	sub := s.points
 	if topic == TopicImage {
-		sub = s.image
-	} else if len(s.scanSub) > 0 {
-		// Every scanner is needed: as many as the least matched has.
-		n := s.scanSub[0].Matched()
-		for _, sc := range s.scanSub[1:] {
-			n = min(n, sc.Matched())
+		if s.image == nil {
+			return 0
 		}
-		return n
+		return s.image.Matched()
 	}
-	if sub == nil {
+	if len(s.lidarSubs) == 0 {
 		return 0
 	}
-	return sub.Matched()
+	// Every LiDAR is needed: as many as the least matched has.
+	n := s.lidarSubs[0].Matched()
+	for _, sub := range s.lidarSubs[1:] {
+		n = min(n, sub.Matched())
+	}
+	return n
 }
 
 // OnImage ingests one image; it is the image subscription's callback.
@@ -574,26 +583,51 @@ func (s *ROS2Source) OnImage(v *ros2.ImageView) {
 }
 
 // OnPointCloud2 ingests one cloud into the packed XYZI float32 layout
-// (sensor.PointStep); it is the points subscription's callback.
-func (s *ROS2Source) OnPointCloud2(v *ros2.PointCloud2View) {
+// (sensor.PointStep); it is the first points subscription's callback.
+// With a merge frame the cloud waits for the other LiDARs' and goes out in
+// their merged cloud (lidarMerger).
+func (s *ROS2Source) OnPointCloud2(v *ros2.PointCloud2View) { s.onCloud(0, v) }
+
+// onCloud is points topic k's callback (OnPointCloud2).
+func (s *ROS2Source) onCloud(k int, v *ros2.PointCloud2View) {
+	in := s.clouds[k]
 	st := &s.streams[TopicPoints]
 	st.received.Add(1)
+	in.received.Add(1)
+	arrived := time.Now().UnixNano()
+	in.lastAt.Store(arrived)
 	lay, err := parseCloudLayout(v, s.iField, s.iScale, s.tFields...)
 	if err != nil {
-		s.countDrop(TopicPoints, &st.unsupported, err)
+		s.countDrop(TopicPoints, &st.unsupported, s.inputError(in, err))
 		return
 	}
-	if lay.i.kind == 0 && s.iField != "" && st.noIntensity.Add(1) == 1 {
-		s.log.Warn(s.iMissing, zap.String("topic", TopicName(TopicPoints)), zap.String("ros_topic", s.cfg.PointsTopic),
+	if lay.i.kind == 0 && s.iField != "" && in.noIntensity.Add(1) == 1 {
+		s.log.Warn(s.iMissing, zap.String("topic", TopicName(TopicPoints)), zap.String("ros_topic", in.topic),
 			zap.String("intensity_field", s.iField), zap.String("fields", fieldNames(v)))
 	}
-	pool := s.cam.Pool(TopicPoints)
 	n := uint64(v.Width) * uint64(v.Height)
-	if size := n * sensor.PointStep; size > pool.Geometry().SlotSize {
-		s.countDrop(TopicPoints, &st.tooLarge, fmt.Errorf("cloud of %d points needs %d bytes, slot holds %d (raise --ros2-max-points to at least %d)",
-			n, size, pool.Geometry().SlotSize, n))
+	if size := n * sensor.PointStep; size > s.inBytes {
+		s.countDrop(TopicPoints, &st.tooLarge, s.inputError(in, fmt.Errorf("cloud of %d points needs %d bytes, slot holds %d (raise --ros2-max-points to at least %d)",
+			n, size, s.inBytes, n)))
 		return
 	}
+	if m := s.merge; m != nil {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		p := &m.parts[k]
+		if p.fresh {
+			in.superseded.Add(1) // the others have not sent since
+		}
+		lay.convert(p.buf, v)
+		if in.deskew != nil && n > 0 {
+			in.deskew.cloud(p.buf[:n*sensor.PointStep], v, &lay, s.cfg.TimeUnit)
+		}
+		p.n = int(n)
+		m.set(p, v.Sec, v.Nanosec, v.FrameID, arrived)
+		s.mergeOut(st, arrived)
+		return
+	}
+	pool := s.cam.Pool(TopicPoints)
 	slot, err := pool.Acquire()
 	if err != nil {
 		s.cam.exhausted[TopicPoints].Add(1)
@@ -601,17 +635,22 @@ func (s *ROS2Source) OnPointCloud2(v *ros2.PointCloud2View) {
 		return
 	}
 	lay.convert(slot.Bytes(), v)
-	if s.deskew != nil && n > 0 {
-		s.deskew.cloud(slot.Bytes()[:n*sensor.PointStep], v, &lay, s.cfg.TimeUnit)
+	if in.deskew != nil && n > 0 {
+		in.deskew.cloud(slot.Bytes()[:n*sensor.PointStep], v, &lay, s.cfg.TimeUnit)
 	}
 	h := &st.h
 	s.stamp(st, TopicPoints, v.Sec, v.Nanosec, v.FrameID)
-	h.Kind = handles.KindPoints
-	h.Image = handles.ImageFormat{}
-	h.Points = s.cam.points
-	h.Points.Count = uint32(n)
-	h.Length = n * sensor.PointStep
+	s.fillPointsHandle(h, int(n), false)
 	s.publish(st, TopicPoints, slot)
+}
+
+// inputError names in's topic in err when the points stream has several
+// inputs, so that the log says which LiDAR sent it.
+func (s *ROS2Source) inputError(in *lidarInput, err error) error {
+	if s.merge == nil || len(s.merge.parts) < 2 {
+		return err
+	}
+	return fmt.Errorf("%s: %w", in.topic, err)
 }
 
 // stamp fills the handle's header part from the message header.
@@ -728,7 +767,7 @@ func (s *ROS2Source) rosTopic(topic int) string {
 		return strings.Join(s.cfg.ScanTopics, ", ")
 	}
 	if topic == TopicPoints {
-		return s.cfg.PointsTopic
+		return strings.Join(s.cfg.PointsTopics, ", ")
 	}
 	return s.cfg.ImageTopic
 }

@@ -126,7 +126,7 @@ func newDDSRig(t *testing.T, cfg ros2.Config, mirrors func(*ros2.Participant) [2
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tr.Close() })
-	scfg := ROS2SourceConfig{PointsTopic: "/lidar/points", ImageTopic: "camera/image_raw", Checksum: true, Log: log}
+	scfg := ROS2SourceConfig{PointsTopics: []string{"/lidar/points"}, ImageTopic: "camera/image_raw", Checksum: true, Log: log}
 	if mirrors != nil {
 		scfg.Mirrors = mirrors(p)
 	}
@@ -254,7 +254,7 @@ func TestRunROS2NodeServesDriverFramesOverUnixSocket(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- RunROS2Node(ctx, NodeConfig{Rate: 30, Socket: socket, AllowGID: -1, Checksum: true, MetricsAddr: metrics, Log: zaptest.NewLogger(t)},
-			ROS2NodeConfig{DDS: cfg, PointsTopic: "/lidar/points", ImageTopic: "/camera/image_raw", MaxPoints: 1000, MaxImageBytes: 4096})
+			ROS2NodeConfig{DDS: cfg, PointsTopics: []string{"/lidar/points"}, ImageTopic: "/camera/image_raw", MaxPoints: 1000, MaxImageBytes: 4096})
 	}()
 	defer func() {
 		cancel()
@@ -323,7 +323,7 @@ func TestRunROS2NodeWithoutAnImageTopicServesCloudsAlone(t *testing.T) {
 	cfg := ros2Config(t)
 	socket := socketPath(t)
 	ctx := startROS2Node(t, NodeConfig{Rate: 30, Socket: socket, AllowGID: -1, MetricsAddr: "", Log: zaptest.NewLogger(t)},
-		ROS2NodeConfig{DDS: cfg, PointsTopic: "/lidar/points", MaxPoints: 1000})
+		ROS2NodeConfig{DDS: cfg, PointsTopics: []string{"/lidar/points"}, MaxPoints: 1000})
 	refusal := subscribeTo(t, ctx, socket, []string{PointsTopicName, ImageTopicName}, func(l transport.Lease) { l.Release() })
 	if err := <-refusal; !errors.Is(err, transport.ErrRefused) || !strings.Contains(err.Error(), NoImageWhy) {
 		t.Errorf("a subscriber of points and images: %v; want refused with %q", err, NoImageWhy)

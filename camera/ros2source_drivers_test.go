@@ -102,7 +102,7 @@ func TestROS2IntensityOfAnyIntegerTypeKeepsTheCloud(t *testing.T) {
 // of the same class is logged too (only the first ever was).
 func TestROS2DropLinesNameTheROSTopicAndTheFlag(t *testing.T) {
 	r := newROS2Rig(t, PoolSizes{Points: 100, ImageBytes: 4096}, 4)
-	r.src.cfg.PointsTopic, r.src.cfg.ImageTopic = "/ouster/points", "/camera/image_raw"
+	r.src.cfg.PointsTopics, r.src.cfg.ImageTopic = []string{"/ouster/points"}, "/camera/image_raw"
 	v := cloudSpec{fields: []ros2.PointField{pf("x", 0, 7), pf("y", 4, 7), pf("z", 8, 7)}, width: 200, height: 1, pointStep: 12}.build(testPoints(200))
 	r.src.OnPointCloud2(v)
 	img, _ := buildImage("bayer_rggb8", 64, 64, 1, 0)

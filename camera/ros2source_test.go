@@ -72,9 +72,6 @@ func newROS2RigWith(t testing.TB, sizes PoolSizes, slots uint32, cfg ROS2SourceC
 		t.Fatal(err)
 	}
 	cfg.Checksum, cfg.Log = true, zap.New(core)
-	if cfg.ScanTopics == nil && cfg.PointsTopic == "" {
-		cfg.ScanTopics = []string{"scan"} // OnLaserScan's
-	}
 	src, err := NewROS2Source(nil, cam, tr, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -20,7 +20,7 @@ type topicState struct {
 	now, prev            ROS2Stats
 	// scans, scansPrev: with --ros2-merge-frame, each merged scanner's
 	// counters now and a period ago (nil at the first).
-	scans, scansPrev []ScanInputStats
+	scans, scansPrev []LidarInputStats
 	elapsed          time.Duration
 }
 
@@ -79,7 +79,7 @@ func topicStatus(fullName string, st topicState) status.Status {
 	if len(st.scans) > 0 {
 		out.Values = append(out.Values, kv("no transform", st.now.NoTransform))
 		for _, sc := range st.scans {
-			out.Values = append(out.Values, status.KeyValue{Key: "scanner " + sc.Topic,
+			out.Values = append(out.Values, status.KeyValue{Key: "LiDAR " + sc.Topic,
 				Value: fmt.Sprintf("%d publishers, %d received, %d merged, %d superseded", sc.Publishers, sc.Received, sc.Merged, sc.Superseded)})
 		}
 		if msg := mergeWarning(st, period); msg != "" {
@@ -113,16 +113,16 @@ func mergeWarning(st topicState, period time.Duration) string {
 		}
 		switch {
 		case sc.Publishers == 0:
-			return fmt.Sprintf("no publisher on %s: no merged scan goes out without it (the agent stops the robot); check the topic name, ROS_DOMAIN_ID and that its driver runs", sc.Topic)
+			return fmt.Sprintf("no publisher on %s: no merged cloud goes out without it (the agent stops the robot); check the topic name, ROS_DOMAIN_ID and that its driver runs", sc.Topic)
 		case sc.Received == prev:
-			return fmt.Sprintf("no scan on %s in the last %v (%d publishers matched): no merged scan goes out without it (the agent stops the robot)", sc.Topic, period, sc.Publishers)
+			return fmt.Sprintf("nothing on %s in the last %v (%d publishers matched): no merged cloud goes out without it (the agent stops the robot)", sc.Topic, period, sc.Publishers)
 		}
 	}
 	if n := st.now.NoTransform - st.prev.NoTransform; n > 0 {
-		return fmt.Sprintf("%d merged scans not made in the last %v: a scanner's frame has no transform to the merge frame (see the log: is its mount on /tf_static?)", n, period)
+		return fmt.Sprintf("%d merged clouds not made in the last %v: a LiDAR's frame has no transform to the merge frame (see the log: is its mount on /tf_static?)", n, period)
 	}
 	if received := st.now.Received - st.prev.Received; received > 0 && st.now.Published == st.prev.Published {
-		return fmt.Sprintf("%d scans in the last %v and no merged scan: each scanner's scan came more than %v after the other's (see the scanners' superseded counts), or no free slot (see the log)",
+		return fmt.Sprintf("%d messages in the last %v and no merged cloud: each LiDAR's came more than %v after another's (see the LiDARs' superseded counts), or no free slot (see the log)",
 			received, period, MergeMaxAge)
 	}
 	return ""

@@ -51,7 +51,7 @@ func ros2Flags(fs *flag.FlagSet) func(context.Context, camera.NodeConfig, zap.At
 		if err != nil {
 			return true, err
 		}
-		if cfg.PlanarLidar && len(rc.ScanTopics) == 0 && rc.PointsTopic == "" {
+		if cfg.PlanarLidar && len(rc.ScanTopics) == 0 && len(rc.PointsTopics) == 0 {
 			return true, errors.New(`--planar-lidar with --source ros2: give the planar LiDAR's topic, --ros2-scan-topic (sensor_msgs/LaserScan) or --ros2-points-topic (sensor_msgs/PointCloud2 of its scans)`)
 		}
 		// What ros2 param shows: every flag as the camera runs with it;
@@ -70,9 +70,9 @@ func ros2Flags(fs *flag.FlagSet) func(context.Context, camera.NodeConfig, zap.At
 // remapping rules and enclave of ra (nil: none).
 func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool), ra *rosargs.Args) (camera.ROS2NodeConfig, error) {
 	var (
-		points     = fs.String("ros2-points-topic", "points", `--source ros2: sensor_msgs/PointCloud2 topic ("" = none); a relative name resolves against --ros2-namespace (points in /robot1 is /robot1/points), an absolute one (/points) does not; x, y, z (FLOAT32/FLOAT64) and optional intensity (the field --ros2-intensity-field names, any numeric type; without it intensity is 0, with one warning) at any offsets`)
+		points     = fs.String("ros2-points-topic", "points", `--source ros2: sensor_msgs/PointCloud2 topic ("" = none); a relative name resolves against --ros2-namespace (points in /robot1 is /robot1/points), an absolute one (/points) does not; x, y, z (FLOAT32/FLOAT64) and optional intensity (the field --ros2-intensity-field names, any numeric type; without it intensity is 0, with one warning) at any offsets. Several LiDARs, comma-separated (front/points,rear/points), are merged into one cloud: give --ros2-merge-frame`)
 		scan       = fs.String("ros2-scan-topic", "", `--source ros2: sensor_msgs/LaserScan topic of a planar (2D) LiDAR, e.g. scan ("" = none), read instead of --ros2-points-topic (left at its default, or ""): each scan becomes a cloud in its frame (rays without a valid return left out), marked planar for bin/agent --planar-lidar; --ros2-max-points bounds its rays, --ros2-intensity-scale scales its intensities. Several scanners, comma-separated (front_scan,rear_scan), are merged into one cloud: give --ros2-merge-frame`)
-		merge      = fs.String("ros2-merge-frame", "", `--source ros2 with --ros2-scan-topic: put every scan into this frame on the robot, e.g. base_link ("" = each scan in its own frame), by its frame's transform from /tf_static (robot_state_publisher's mounts) or /tf, and merge one scan of each --ros2-scan-topic into one cloud, as ira_laser_tools' laserscan_multi_merger does: a cloud goes out once every scanner has sent a scan since the last, stamped with the oldest scan's time (with --ros2-fixed-frame: each scan moved by the robot's motion to the newest one's time, which stamps it). A scan that arrived more than 0.2 s before the others completed the set is not used (by arrival: scanners whose clocks disagree still merge); with --ros2-stamp receipt the cloud carries its oldest scan's arrival. A scanner that sends nothing holds back the merged clouds, so the agent stops the robot rather than drive with one side unseen; the log and /diagnostics name it. bin/agent --planar-lidar then takes the clouds in the robot's frame: leave its --lidar-xy, --lidar-height and --lidar-rpy at their defaults. --ros2-max-points is per scan`)
+		merge      = fs.String("ros2-merge-frame", "", `--source ros2 with --ros2-scan-topic or --ros2-points-topic: put every scan or cloud into this frame on the robot, e.g. base_link ("" = each in its own frame), by its frame's transform from /tf_static (robot_state_publisher's mounts) or /tf, and merge one of each topic into one cloud, as ira_laser_tools' laserscan_multi_merger does: a cloud goes out once every LiDAR has sent since the last, stamped with the oldest one's time (with --ros2-fixed-frame: each moved by the robot's motion to the newest one's time, which stamps it). A scan that arrived more than 0.2 s before the others completed the set is not used (by arrival: scanners whose clocks disagree still merge); with --ros2-stamp receipt the cloud carries its oldest scan's arrival. A LiDAR that sends nothing holds back the merged clouds, so the agent stops the robot rather than drive with one side unseen; the log and /diagnostics name it. bin/agent then takes the clouds in the robot's frame: leave its --lidar-xy and --lidar-rpy at their defaults, and give --lidar-height as this frame's height above the ground (0 for base_footprint). --ros2-max-points is per scan or cloud`)
 		fixed      = fs.String("ros2-fixed-frame", "", `--source ros2: deskew the LiDAR's data, as laser_geometry's high-fidelity projection and LiDAR odometry do: a frame that does not move with the robot, e.g. odom ("" = off). A LiDAR takes its points one after the other over a sweep (a scan's time_increment, a cloud's per-point time field, --ros2-time-field); while the robot turns each comes from another pose, and the data as sent is skewed (at 1 rad/s and 10 sweeps a second, up to 0.1 rad: 0.4 m at 4 m). The LiDAR frame's pose in this frame is read from /tf and /tf_static (odom → base_link from the base's driver, base_link → the sensor from robot_state_publisher) at the header stamp and at the first and last point's time, and each point placed by the pose at its own time, in the LiDAR frame at the header stamp. Data whose transforms or times are missing is used as sent, counted (zerohop_camera_ros2_deskew_total{result="not_deskewed"}) and logged with the reason: no /tf, another clock than the LiDAR's, no time field, or a scan driver that stamps the last ray (sensor_msgs/LaserScan stamps the first) so that the scan seems to end after the newest /tf. A namespaced robot remaps /tf (--ros-args -r /tf:=tf -r /tf_static:=tf_static)`)
 		timeField  = fs.String("ros2-time-field", "", `--source ros2 with --ros2-fixed-frame: the PointCloud2 field holding each point's time, any numeric type ("" = the first of time, t, timestamp the cloud has: velodyne_pointcloud's and Hesai's float seconds, Ouster's uint32 ns). Times of 10^6 s and more are since the epoch, smaller ones offsets from the header stamp`)
 		timeUnit   = fs.String("ros2-time-unit", "auto", `--source ros2 with --ros2-fixed-frame: unit of --ros2-time-field: s, ms, us, ns, or auto (s for a float field, ns for an integer one; Livox's float64 "timestamp" is ns: give ns)`)
@@ -117,12 +117,9 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 		// A scan topic feeds the LiDAR stream in place of the points
 		// topic's default; another points topic too is refused.
 		lidarFlag, lidarTopic, pointsTopic := "--ros2-points-topic", *points, *points
-		var scans []string
+		var scans, clouds []string
 		if *scan != "" {
-			scans = strings.Split(*scan, ",")
-			for i := range scans {
-				scans[i] = strings.TrimSpace(scans[i])
-			}
+			scans = splitTopics(*scan)
 			// By value, not by whether it was given: compose and launch
 			// files pass the default explicitly.
 			switch pointsTopic {
@@ -133,6 +130,13 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 				return camera.ROS2NodeConfig{}, fmt.Errorf(`--ros2-scan-topic %q and --ros2-points-topic %q: the camera has one LiDAR stream, fed by one of them: give --ros2-points-topic "" (or leave it at its default) with a scan topic`, *scan, pointsTopic)
 			}
 			lidarFlag, lidarTopic = "--ros2-scan-topic", *scan
+		}
+		if pointsTopic != "" {
+			clouds = splitTopics(pointsTopic)
+		}
+		lidars := clouds
+		if scans != nil {
+			lidars = scans
 		}
 		for _, f := range []struct {
 			flag, topicFlag string
@@ -163,14 +167,14 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 		if !ok {
 			return camera.ROS2NodeConfig{}, fmt.Errorf("--ros2-time-unit %q: want s, ms, us, ns or auto", *timeUnit)
 		}
-		if *merge != "" && *scan == "" {
-			return camera.ROS2NodeConfig{}, fmt.Errorf("--ros2-merge-frame %q: merges planar scanners' scans; give their topics with --ros2-scan-topic (e.g. front_scan,rear_scan)", *merge)
+		if *merge != "" && lidarTopic == "" {
+			return camera.ROS2NodeConfig{}, fmt.Errorf("--ros2-merge-frame %q: merges LiDARs' scans or clouds; give their topics with --ros2-scan-topic or --ros2-points-topic (e.g. front/scan,rear/scan)", *merge)
 		}
-		if err := camera.CheckScanTopics(dds, scans); err != nil {
+		if err := camera.CheckLidarTopics(dds, lidarFlag, lidars); err != nil {
 			return camera.ROS2NodeConfig{}, err
 		}
-		if len(scans) > 1 && *merge == "" {
-			return camera.ROS2NodeConfig{}, fmt.Errorf("--ros2-scan-topic %q: %d scanners are merged into one cloud in a frame on the robot: give --ros2-merge-frame (e.g. base_link)", *scan, len(scans))
+		if len(lidars) > 1 && *merge == "" {
+			return camera.ROS2NodeConfig{}, fmt.Errorf("%s %q: %d LiDARs are merged into one cloud in a frame on the robot: give --ros2-merge-frame (e.g. base_link)", lidarFlag, lidarTopic, len(lidars))
 		}
 		if (*timeField != "" || *timeUnit != "auto") && (*fixed == "" || *scan != "") {
 			return camera.ROS2NodeConfig{}, errors.New("--ros2-time-field and --ros2-time-unit say how to deskew PointCloud2 clouds: give --ros2-fixed-frame (e.g. odom) with --ros2-points-topic (a scan's rays are timed by its time_increment)")
@@ -199,13 +203,23 @@ func registerROS2Flags(fs *flag.FlagSet) func(lookup func(string) (string, bool)
 			return camera.ROS2NodeConfig{}, err
 		}
 		return camera.ROS2NodeConfig{
-			DDS: dds, PointsTopic: pointsTopic, ScanTopics: scans, MergeFrame: *merge, FixedFrame: *fixed, TimeField: *timeField, TimeUnit: unit, ImageTopic: *image,
+			DDS: dds, PointsTopics: clouds, ScanTopics: scans, MergeFrame: *merge, FixedFrame: *fixed, TimeField: *timeField, TimeUnit: unit, ImageTopic: *image,
 			MaxPoints: *maxPoints, MaxImageBytes: *maxImage, HandlesTopic: *handlesTop,
 			ImageMirrorTopic: *imgMirror, PointsMirrorTopic: *ptsMirror, MirrorReliability: rel,
 			StampOnReceipt: receipt, Intensity: intensity,
 			DiagnosticsPeriod: *diagPer, DiagnosticsTopic: *diagTop, SimTime: *simTime,
 		}, nil
 	}
+}
+
+// splitTopics reads a comma-separated list of topics (ROS names hold no
+// commas), each trimmed.
+func splitTopics(list string) []string {
+	topics := strings.Split(list, ",")
+	for i := range topics {
+		topics[i] = strings.TrimSpace(topics[i])
+	}
+	return topics
 }
 
 // parseMirrorReliability reads --ros2-mirror-reliability.

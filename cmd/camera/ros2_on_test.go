@@ -51,7 +51,7 @@ func TestDefaultTopicsFollowTheNamespace(t *testing.T) {
 		{[]string{"--ros2-namespace", "/robot1", "--ros2-points-topic", "/points"}, "/points", "/robot1/image_raw"},
 	} {
 		rc := parseROS2Flags(t, c.args)
-		points, err1 := rc.DDS.ResolveTopic(rc.PointsTopic)
+		points, err1 := rc.DDS.ResolveTopic(strings.Join(rc.PointsTopics, ","))
 		image, err2 := rc.DDS.ResolveTopic(rc.ImageTopic)
 		if err1 != nil || err2 != nil || points != c.points || image != c.image {
 			t.Errorf("%q: points %q (%v), image %q (%v); want %q, %q", c.args, points, err1, image, err2, c.points, c.image)
@@ -72,8 +72,8 @@ func TestScanTopicReplacesTheDefaultPointsTopic(t *testing.T) {
 		{[]string{"--ros2-scan-topic", "front/scan, rear/scan", "--ros2-merge-frame", "base_link"}, "", "front/scan,rear/scan"},
 	} {
 		rc := parseROS2Flags(t, c.args)
-		if rc.PointsTopic != c.points || strings.Join(rc.ScanTopics, ",") != c.scan {
-			t.Errorf("%q: points %q, scan %q; want %q, %q", c.args, rc.PointsTopic, rc.ScanTopics, c.points, c.scan)
+		if strings.Join(rc.PointsTopics, ",") != c.points || strings.Join(rc.ScanTopics, ",") != c.scan {
+			t.Errorf("%q: points %q, scan %q; want %q, %q", c.args, rc.PointsTopics, rc.ScanTopics, c.points, c.scan)
 		}
 	}
 }
@@ -151,8 +151,10 @@ func TestRunRefusesBadMirrorReliability(t *testing.T) {
 			[]string{`--ros2-time-unit "fortnights"`}},
 		{"two scan topics without a merge frame", []string{"--source", "ros2", "--ros2-scan-topic", "front/scan,rear/scan", "--metrics", ""},
 			[]string{`--ros2-scan-topic "front/scan,rear/scan"`, "--ros2-merge-frame", "base_link"}},
-		{"a merge frame without a scan topic", []string{"--source", "ros2", "--ros2-merge-frame", "base_link", "--metrics", ""},
-			[]string{`--ros2-merge-frame "base_link"`, "--ros2-scan-topic"}},
+		{"a merge frame without a LiDAR topic", []string{"--source", "ros2", "--ros2-merge-frame", "base_link", "--ros2-points-topic", "", "--metrics", ""},
+			[]string{`--ros2-merge-frame "base_link"`, "--ros2-scan-topic", "--ros2-points-topic"}},
+		{"two points topics without a merge frame", []string{"--source", "ros2", "--ros2-points-topic", "front/points,rear/points", "--metrics", ""},
+			[]string{`--ros2-points-topic "front/points,rear/points"`, "--ros2-merge-frame"}},
 		{"one scanner twice", []string{"--source", "ros2", "--ros2-scan-topic", "scan,/scan", "--ros2-merge-frame", "base_link", "--metrics", ""},
 			[]string{`"scan" and "/scan" are one topic (/scan)`}},
 		{"an empty name in the scan list", []string{"--source", "ros2", "--ros2-scan-topic", "front/scan,", "--ros2-merge-frame", "base_link", "--metrics", ""},
@@ -306,7 +308,7 @@ func TestROSArgsMoveTheSubscriptions(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", c.args, err)
 		}
-		points, err1 := rc.DDS.ResolveTopic(rc.PointsTopic)
+		points, err1 := rc.DDS.ResolveTopic(strings.Join(rc.PointsTopics, ","))
 		image, err2 := rc.DDS.ResolveTopic(rc.ImageTopic)
 		if err1 != nil || err2 != nil || points != c.points || image != c.image {
 			t.Errorf("%q: points %q (%v), image %q (%v); want %q, %q", c.args, points, err1, image, err2, c.points, c.image)
@@ -367,7 +369,7 @@ func TestLaunchExampleParses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *source != "ros2" || *rate != 10 || rc.PointsTopic != "/velodyne_points" || rc.ImageTopic != "/camera/color/image_raw" ||
+	if *source != "ros2" || *rate != 10 || strings.Join(rc.PointsTopics, ",") != "/velodyne_points" || rc.ImageTopic != "/camera/color/image_raw" ||
 		rc.Intensity.Scale != 0.00392157 || rc.StampOnReceipt || rc.FixedFrame != "odom" {
 		t.Errorf("source %q, rate %v, %+v", *source, *rate, rc)
 	}
