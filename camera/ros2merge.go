@@ -248,19 +248,21 @@ func (m *lidarMerger) write(dst []byte) int {
 	n := 0
 	for i := range m.parts {
 		p := &m.parts[i]
-		r, t := &p.rotation, p.toMerge.Translation
-		for k := range p.n {
-			src := p.buf[k*sensor.PointStep : (k+1)*sensor.PointStep]
-			x := float64(math.Float32frombits(le.Uint32(src[sensor.PointOffsetX:])))
-			y := float64(math.Float32frombits(le.Uint32(src[sensor.PointOffsetY:])))
-			z := float64(math.Float32frombits(le.Uint32(src[sensor.PointOffsetZ:])))
-			d := dst[n*sensor.PointStep : (n+1)*sensor.PointStep]
+		// Locals, not p's fields: the stores into dst would make the
+		// compiler reload them for every point.
+		r, t := p.rotation, p.toMerge.Translation
+		src, out := p.buf[:p.n*sensor.PointStep], dst[n*sensor.PointStep:(n+p.n)*sensor.PointStep]
+		for o := 0; o+sensor.PointStep <= len(src) && o+sensor.PointStep <= len(out); o += sensor.PointStep {
+			s, d := src[o:o+sensor.PointStep:o+sensor.PointStep], out[o:o+sensor.PointStep:o+sensor.PointStep]
+			x := float64(math.Float32frombits(le.Uint32(s[sensor.PointOffsetX:])))
+			y := float64(math.Float32frombits(le.Uint32(s[sensor.PointOffsetY:])))
+			z := float64(math.Float32frombits(le.Uint32(s[sensor.PointOffsetZ:])))
 			le.PutUint32(d[sensor.PointOffsetX:], math.Float32bits(float32(r[0]*x+r[1]*y+r[2]*z+t[0])))
 			le.PutUint32(d[sensor.PointOffsetY:], math.Float32bits(float32(r[3]*x+r[4]*y+r[5]*z+t[1])))
 			le.PutUint32(d[sensor.PointOffsetZ:], math.Float32bits(float32(r[6]*x+r[7]*y+r[8]*z+t[2])))
-			copy(d[sensor.PointOffsetIntensity:sensor.PointOffsetIntensity+4], src[sensor.PointOffsetIntensity:])
-			n++
+			le.PutUint32(d[sensor.PointOffsetIntensity:], le.Uint32(s[sensor.PointOffsetIntensity:]))
 		}
+		n += p.n
 	}
 	return n
 }

@@ -463,3 +463,45 @@ func TestMergedCloudsLandInTheMergeFrame(t *testing.T) {
 		t.Errorf("%v allocations per merged cloud, want 0", allocs)
 	}
 }
+
+// BenchmarkROS2CloudMerge: two 57,600-point clouds (half a 64-beam
+// sweep each, packed XYZI) as two clouds in their own frames, side by
+// side with the same two merged into one cloud in base_footprint. One
+// op is both clouds.
+func BenchmarkROS2CloudMerge(b *testing.B) {
+	buf, err := tf.NewBuffer(tf.BufferConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for frame, m := range map[string]tf.Transform{
+		"front_lidar": {Translation: [3]float64{0.4, 0.1, 1.2}, Rotation: tf.FromRPY(0, 0.15, 0)},
+		"rear_lidar":  {Translation: [3]float64{-0.5, 0, 0.9}, Rotation: tf.FromRPY(math.Pi, 0, math.Pi)},
+	} {
+		if err := buf.AddStatic(tf.Stamped{Parent: "base_footprint", Child: frame, Transform: m}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	const n = 57600
+	spec := cloudSpec{fields: []ros2.PointField{pf("x", 0, 7), pf("y", 4, 7), pf("z", 8, 7), pf("intensity", 12, 7)}, width: n, height: 1, pointStep: 16}
+	front, rear := spec.build(testPoints(n)), spec.build(testPoints(n))
+	front.FrameID, rear.FrameID = []byte("front_lidar"), []byte("rear_lidar")
+	for _, tc := range []struct {
+		name string
+		cfg  ROS2SourceConfig
+	}{
+		{"two-clouds", ROS2SourceConfig{PointsTopics: []string{"/points"}}},
+		{"merged", ROS2SourceConfig{PointsTopics: []string{"/front/points", "/rear/points"}, MergeFrame: "base_footprint", Transforms: buf}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			src := benchSource(b, 2*n, tc.cfg)
+			second := len(tc.cfg.PointsTopics) - 1
+			for b.Loop() {
+				src.onCloud(0, front)
+				src.onCloud(second, rear)
+			}
+			if st := src.Stats(TopicPoints); st.Published == 0 {
+				b.Fatalf("stats %+v: nothing published", st)
+			}
+		})
+	}
+}

@@ -5,7 +5,7 @@ import "github.com/prometheus/client_golang/prometheus"
 // ros2Collector exports a ROS2Source's counters. Every received message
 // ends in exactly one result, so the results of a topic sum to what it
 // received; with a merge frame the points topic's results count merged
-// clouds, and each scanner's scans are counted apart.
+// clouds, and each LiDAR's messages are counted apart.
 type ros2Collector struct {
 	src                         *ROS2Source
 	topics                      []int // those with a pool
@@ -38,7 +38,7 @@ func (s *ROS2Source) Collector() prometheus.Collector {
 	}
 	if s.merge != nil {
 		c.scans = prometheus.NewDesc("zerohop_camera_ros2_merged_total",
-			"Scans or clouds of each merged LiDAR (--ros2-merge-frame) by what became of them: received; merged, into a merged cloud; superseded, replaced by the LiDAR's next message before every other LiDAR sent one, or arrived more than 0.2 s before the set was complete. The points topic's messages_total counts the merged clouds; its result no_transform, tries to make one (one per scan that completes a set) that failed because a scanner's frame had no transform to the merge frame.",
+			"Scans or clouds of each merged LiDAR (--ros2-merge-frame) by what became of them: received; merged, into a merged cloud; superseded, replaced by the LiDAR's next message before every other LiDAR sent one, or arrived more than 0.2 s before the set was complete. The points topic's messages_total counts the merged clouds; its result no_transform, tries to make one (one per message that completes a set) that failed because a LiDAR's frame had no transform to the merge frame.",
 			[]string{"ros_topic", "result"}, nil)
 	}
 	for topic := range s.streams {

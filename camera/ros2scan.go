@@ -29,8 +29,7 @@ import (
 // ray is placed where the scanner was at its own time (lidarDeskew);
 // otherwise the cloud is the scan as sent. With a merge frame the scan
 // waits for the other scanners' and goes out in their merged cloud
-// (scanMerger).
-// It needs ROS2SourceConfig.ScanTopics.
+// (lidarMerger).
 func (s *ROS2Source) OnLaserScan(v *ros2.LaserScanView) { s.onScan(0, v) }
 
 // onScan is scan topic k's callback (OnLaserScan).

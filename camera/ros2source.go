@@ -189,9 +189,9 @@ func (in ROS2Intensity) scale() float64 {
 
 // ROS2Stats counts one topic's messages. Every received message ends in
 // exactly one of Published, Exhausted, Unsupported, TooLarge, Failed.
-// With a merge frame, Received, Unsupported and TooLarge count scans, and
-// Published, Exhausted, Failed and NoTransform merged clouds
-// (ScanInputStats says what became of each scanner's scans).
+// With a merge frame, Received, Unsupported and TooLarge count the
+// LiDARs' messages, and Published, Exhausted, Failed and NoTransform
+// merged clouds (LidarInputStats says what became of each LiDAR's).
 type ROS2Stats struct {
 	Received    uint64
 	Published   uint64 // written into a slot and published
@@ -205,11 +205,11 @@ type ROS2Stats struct {
 	// Scans and clouds placed point by point by the LiDAR's motion
 	// (FixedFrame), and those that needed it but were used as sent.
 	Deskewed, NotDeskewed uint64
-	// NoTransform counts tries to make a merged cloud (one per scan that
-	// completes a set) that failed because a scanner's frame had no
+	// NoTransform counts tries to make a merged cloud (one per message
+	// that completes a set) that failed because a LiDAR's frame had no
 	// transform to the merge frame (MergeFrame). NotMoved counts merged
 	// clouds made by the mounts alone, /tf not saying how the robot moved
-	// between the scans (FixedFrame).
+	// between the LiDARs' messages (FixedFrame).
 	NoTransform, NotMoved uint64
 }
 
@@ -516,7 +516,10 @@ func (s *ROS2Source) LidarInputs() []LidarInputStats {
 		in := s.merge.parts[i].in
 		out[i] = LidarInputStats{Topic: in.topic, Received: in.received.Load(), Merged: in.merged.Load(), Superseded: in.superseded.Load(), Silent: -1}
 		if i < len(s.lidarSubs) {
+			// Messages the subscription skipped (more fields than it
+			// takes) arrived too: the driver is not silent.
 			out[i].Publishers = s.lidarSubs[i].Matched()
+			out[i].Received += s.lidarSubs[i].Skipped()
 		}
 		if at := in.lastAt.Load(); at != 0 {
 			out[i].Silent = now.Sub(time.Unix(0, at))
@@ -607,7 +610,7 @@ func (s *ROS2Source) onCloud(k int, v *ros2.PointCloud2View) {
 	}
 	n := uint64(v.Width) * uint64(v.Height)
 	if size := n * sensor.PointStep; size > s.inBytes {
-		s.countDrop(TopicPoints, &st.tooLarge, s.inputError(in, fmt.Errorf("cloud of %d points needs %d bytes, slot holds %d (raise --ros2-max-points to at least %d)",
+		s.countDrop(TopicPoints, &st.tooLarge, s.inputError(in, fmt.Errorf("cloud of %d points needs %d bytes, a cloud may fill %d (raise --ros2-max-points to at least %d)",
 			n, size, s.inBytes, n)))
 		return
 	}
