@@ -140,6 +140,18 @@ func newLidarMerger(cfg ROS2SourceConfig, inputs []*lidarInput, partBytes uint64
 	return m
 }
 
+// lock takes mu for input k's new message and returns its part; a
+// message still waiting there, the others not having sent since, is
+// superseded. The caller writes the points, calls set and unlocks.
+func (m *lidarMerger) lock(k int) *mergePart {
+	m.mu.Lock()
+	p := &m.parts[k]
+	if p.fresh {
+		p.in.superseded.Add(1)
+	}
+	return p
+}
+
 // set records the part's new message (its points are written): header
 // stamp, frame and arrival; it waits for the others.
 func (m *lidarMerger) set(p *mergePart, sec int32, nanosec uint32, frameID []byte, arrived int64) {

@@ -59,21 +59,15 @@ func (s *ROS2Source) onScan(k int, v *ros2.LaserScanView) {
 		intensities = nil
 	}
 	if m := s.merge; m != nil {
-		m.mu.Lock()
+		p := m.lock(k)
 		defer m.mu.Unlock()
-		p := &m.parts[k]
-		if p.fresh {
-			in.superseded.Add(1) // the others have not sent since
-		}
 		p.n = scanToPoints(p.buf, v, intensities, s.iScale, s.scanMotion(in, v))
 		m.set(p, v.Sec, v.Nanosec, v.FrameID, arrived)
 		s.mergeOut(st, arrived)
 		return
 	}
-	slot, err := s.cam.Pool(TopicPoints).Acquire()
-	if err != nil {
-		s.cam.exhausted[TopicPoints].Add(1)
-		s.countDrop(TopicPoints, &st.exhausted, err)
+	slot, ok := s.acquire(TopicPoints, st)
+	if !ok {
 		return
 	}
 	count := scanToPoints(slot.Bytes(), v, intensities, s.iScale, s.scanMotion(in, v))
@@ -129,11 +123,8 @@ func (s *ROS2Source) mergeOut(st *ros2Stream, nowNs int64) {
 		m.logNoTransform(now, st.noTransform.Add(1), err)
 		return // the parts stay: the next scan makes the cloud again
 	}
-	pool := s.cam.Pool(TopicPoints)
-	slot, err := pool.Acquire()
-	if err != nil {
-		s.cam.exhausted[TopicPoints].Add(1)
-		s.countDrop(TopicPoints, &st.exhausted, err)
+	slot, ok := s.acquire(TopicPoints, st)
+	if !ok {
 		return
 	}
 	count := m.write(slot.Bytes())

@@ -569,10 +569,8 @@ func (s *ROS2Source) OnImage(v *ros2.ImageView) {
 			v.Width, v.Height, v.Encoding, size, pool.Geometry().SlotSize))
 		return
 	}
-	slot, err := pool.Acquire()
-	if err != nil {
-		s.cam.exhausted[TopicImage].Add(1)
-		s.countDrop(TopicImage, &st.exhausted, err)
+	slot, ok := s.acquire(TopicImage, st)
+	if !ok {
 		return
 	}
 	copyRows(slot.Bytes(), v.Data, int(rowBytes), int(v.Step), int(v.Height))
@@ -615,12 +613,8 @@ func (s *ROS2Source) onCloud(k int, v *ros2.PointCloud2View) {
 		return
 	}
 	if m := s.merge; m != nil {
-		m.mu.Lock()
+		p := m.lock(k)
 		defer m.mu.Unlock()
-		p := &m.parts[k]
-		if p.fresh {
-			in.superseded.Add(1) // the others have not sent since
-		}
 		lay.convert(p.buf, v)
 		if in.deskew != nil && n > 0 {
 			in.deskew.cloud(p.buf[:n*sensor.PointStep], v, &lay, s.cfg.TimeUnit)
@@ -630,11 +624,8 @@ func (s *ROS2Source) onCloud(k int, v *ros2.PointCloud2View) {
 		s.mergeOut(st, arrived)
 		return
 	}
-	pool := s.cam.Pool(TopicPoints)
-	slot, err := pool.Acquire()
-	if err != nil {
-		s.cam.exhausted[TopicPoints].Add(1)
-		s.countDrop(TopicPoints, &st.exhausted, err)
+	slot, ok := s.acquire(TopicPoints, st)
+	if !ok {
 		return
 	}
 	lay.convert(slot.Bytes(), v)
@@ -688,6 +679,19 @@ func (s *ROS2Source) stamp(st *ros2Stream, topic int, sec int32, nanosec uint32,
 		s.log.Warn("camera: ros2 header.frame_id longer than a handle holds; truncated (counted, logged once)",
 			zap.String("topic", TopicName(topic)), zap.ByteString("frame_id", frameID), zap.Int("max", handles.FrameIDSize))
 	}
+}
+
+// acquire takes a free slot of topic's pool, or counts and logs that
+// there is none (the subscribers hold them all): the callback never
+// waits.
+func (s *ROS2Source) acquire(topic int, st *ros2Stream) (pinned.Slot, bool) {
+	slot, err := s.cam.Pool(topic).Acquire()
+	if err != nil {
+		s.cam.exhausted[topic].Add(1)
+		s.countDrop(topic, &st.exhausted, err)
+		return pinned.Slot{}, false
+	}
+	return slot, true
 }
 
 // publish hands the written slot to the camera's publisher and says
