@@ -132,7 +132,7 @@ func TestMergedScansLandInTheMergeFrame(t *testing.T) {
 
 // A cloud goes out once every scanner has sent a scan since the last:
 // a scanner's scans that the other's did not follow are superseded, a
-// scan more than MergeMaxSpread older than the other's is not used, and
+// scan that arrived more than MergeMaxAge before the set was complete is not used, and
 // a scanner that stays silent holds the clouds back and is named in the
 // log.
 func TestMergeWaitsForEveryScanner(t *testing.T) {
