@@ -19,6 +19,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/zerohop/zerohop/ros2/rosargs"
 )
 
 // project is what the compose checks read.
@@ -1089,7 +1091,7 @@ func withoutFlag(args []string, name string) []string {
 // to or changed in compose.yaml's camera command and not here, or one added
 // here that compose.yaml lacks, fails. The camera's --ros2-namespace is the
 // agent's in compose.yaml, from one variable, so that both nodes live in
-// one namespace.
+// one namespace, and its --ros-args (the tf topics) are the agent's.
 func checkROS2Override(base *project, baseData, data []byte) error {
 	var raw struct {
 		Services map[string]map[string]yaml.Node `yaml:"services"`
@@ -1134,6 +1136,18 @@ func checkROS2Override(base *project, baseData, data []byte) error {
 	}
 	if src, ok := rawFlagValue(oc, "source"); src != "ros2" {
 		errs = append(errs, fmt.Errorf("service %s: the override's --source is %q (given: %v); want ros2 written out", cname, src, ok))
+	}
+	// The ROS arguments (the tf topics) are the agent's, word for word:
+	// both nodes read tf from the same topics. compose.yaml's camera
+	// (no ROS 2 source) has none.
+	bc, bros := rosargs.Split(bc)
+	oc, oros := rosargs.Split(oc)
+	_, aros := rosargs.Split(baseCmds[aname])
+	if len(bros) > 0 {
+		errs = append(errs, fmt.Errorf("service %s: compose.yaml's camera command has --ros-args %q: it joins ROS 2 only with compose.ros2.yaml, which gives it the agent's", cname, bros))
+	}
+	if !slices.EqualFunc(oros, aros, slices.Equal) {
+		errs = append(errs, fmt.Errorf("service %s: the override's --ros-args %q are not the agent's %q in compose.yaml: want both nodes' tf topics from the same variables", cname, oros, aros))
 	}
 	baseWords, overWords := withoutFlag(bc, "source"), withoutFlag(oc, "source")
 	for _, w := range baseWords {

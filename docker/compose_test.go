@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/zerohop/zerohop/agent"
+	"github.com/zerohop/zerohop/ros2"
 	"github.com/zerohop/zerohop/telemetry"
 )
 
@@ -434,6 +435,33 @@ func TestROS2Override(t *testing.T) {
 			}
 		})
 	}
+	// Where both nodes read tf, resolved as the binaries resolve it: the
+	// absolute /tf and /tf_static unless a namespaced robot's are asked for.
+	for _, tc := range []struct {
+		env          map[string]string
+		tf, tfStatic string
+	}{
+		{map[string]string{"ZEROHOP_ROS2_NAMESPACE": "/robot1"}, "/tf", "/tf_static"},
+		{map[string]string{"ZEROHOP_ROS2_NAMESPACE": "/robot1", "ZEROHOP_TF_TOPIC": "tf", "ZEROHOP_TF_STATIC_TOPIC": "tf_static"}, "/robot1/tf", "/robot1/tf_static"},
+		{map[string]string{"ZEROHOP_TF_TOPIC": "/fleet/tf", "ZEROHOP_TF_STATIC_TOPIC": ""}, "/fleet/tf", "/tf_static"},
+	} {
+		for _, st := range ros2Stacks(t, p, tc.env) {
+			t.Run(fmt.Sprintf("%s: tf topics with %v", st.name, tc.env), func(t *testing.T) {
+				for _, bin := range []string{cameraBinary, agentBinary} {
+					name, _, inv, err := st.p.invocation(bin)
+					if err != nil {
+						t.Fatal(err)
+					}
+					cfg := ros2.Config{Namespace: inv.Values["ros2-namespace"], NodeName: "n", Remaps: inv.ROS.Remaps}
+					for topic, want := range map[string]string{"/tf": tc.tf, "/tf_static": tc.tfStatic} {
+						if got, err := cfg.ResolveTopic(topic); err != nil || got != want {
+							t.Errorf("service %s reads %s from %q (%v), want %q", name, topic, got, err, want)
+						}
+					}
+				}
+			})
+		}
+	}
 }
 
 var composeVarRe = regexp.MustCompile(`\$\{?([A-Za-z_][A-Za-z0-9_]*)`)
@@ -674,8 +702,8 @@ func TestChecksFire(t *testing.T) {
 
 	// The ROS 2 input override, on the fixture with the agent given a
 	// namespace as compose.yaml gives it.
-	ros2Base := mutate(t, v, "      - --ros2\n", "      - --ros2\n      - --ros2-namespace=${NS:-/}\n")
-	ros2Good := "services:\n  camera:\n    command: [camera, --socket=/run/zh/camera.sock, --metrics=127.0.0.1:9091, --source=ros2, --mlock, \"--ros2-namespace=${NS:-/}\", --ros2-points-topic=/ouster/points]\n"
+	ros2Base := mutate(t, v, "      - --ros2\n", "      - --ros2\n      - --ros2-namespace=${NS:-/}\n      - --ros-args\n      - -r\n      - /tf:=${TF:-/tf}\n      - --\n")
+	ros2Good := "services:\n  camera:\n    command: [camera, --socket=/run/zh/camera.sock, --metrics=127.0.0.1:9091, --source=ros2, --mlock, \"--ros2-namespace=${NS:-/}\", --ros2-points-topic=/ouster/points, --ros-args, -r, \"/tf:=${TF:-/tf}\"]\n"
 	t.Run("override: the valid ROS 2 fixture passes, alone and merged", func(t *testing.T) {
 		p := projectOf(t, ros2Base)
 		if err := checkROS2Override(p, []byte(ros2Base), []byte(ros2Good)); err != nil {
@@ -708,6 +736,9 @@ func TestChecksFire(t *testing.T) {
 		{"no namespace for the camera", [2]string{}, [2]string{", \"--ros2-namespace=${NS:-/}\"", ""}, "no --ros2-namespace in the override"},
 		{"no namespace for the agent", [2]string{"      - --ros2-namespace=${NS:-/}\n", ""}, [2]string{}, "no --ros2-namespace in compose.yaml"},
 		{"a namespace written out", [2]string{"${NS:-/}", "/robot1"}, [2]string{"${NS:-/}", "/robot1"}, "from a variable"},
+		{"the camera's tf topic from another variable", [2]string{}, [2]string{"${TF:-/tf}", "${CAM_TF:-/tf}"}, "are not the agent's"},
+		{"no ROS arguments for the camera", [2]string{}, [2]string{", --ros-args, -r, \"/tf:=${TF:-/tf}\"", ""}, "are not the agent's"},
+		{"ROS arguments for compose.yaml's camera", [2]string{"--mlock]", "--mlock, --ros-args, -r, \"/tf:=${TF:-/tf}\"]"}, [2]string{}, "compose.yaml's camera command has --ros-args"},
 		{"the override sets more than the command", [2]string{}, [2]string{"    command:", "    user: \"0:0\"\n    command:"}, "sets user"},
 		{"the override changes the agent", [2]string{}, [2]string{"services:\n", "services:\n  agent:\n    command: [agent]\n"}, "only the camera's service"},
 	}

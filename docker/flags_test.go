@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/zerohop/zerohop/ros2/rosargs"
 )
 
 type flagSpec struct {
@@ -69,6 +71,10 @@ type invocation struct {
 	Binary string
 	Values map[string]string
 	Order  []string // flag names in the order given
+	// ROSArgs are the --ros-args sections as written (each without its
+	// --ros-args), and ROS what the binaries make of them.
+	ROSArgs [][]string
+	ROS     *rosargs.Args
 }
 
 // value returns the flag's value as given, else its --help default.
@@ -82,15 +88,23 @@ func (inv invocation) value(name string, fs flagSet) (string, bool) {
 	return "", false
 }
 
-// parseCommand reads args (exec form, args[0] the binary) as Go's flag
-// package would: -name or --name, =value or a separate value for non-bool
-// flags; no positional arguments (the binaries refuse them). Every flag
-// must be in fs.
+// parseCommand reads args (exec form, args[0] the binary) as the binaries
+// do: the --ros-args sections taken out and read as rcl reads them, the
+// rest as Go's flag package would: -name or --name, =value or a separate
+// value for non-bool flags; no positional arguments (the binaries refuse
+// them). Every flag must be in fs.
 func parseCommand(args []string, fs flagSet) (invocation, error) {
 	if len(args) == 0 {
 		return invocation{}, fmt.Errorf("empty command")
 	}
 	inv := invocation{Binary: path.Base(args[0]), Values: map[string]string{}}
+	own, sections := rosargs.Split(args[1:])
+	ros, err := rosargs.Parse(sections...)
+	if err != nil {
+		return inv, fmt.Errorf("%s: %w", inv.Binary, err)
+	}
+	inv.ROSArgs, inv.ROS = sections, ros
+	args = append(args[:1:1], own...)
 	for i := 1; i < len(args); i++ {
 		a := args[i]
 		if a == "--" || !strings.HasPrefix(a, "-") {
@@ -128,7 +142,8 @@ func parseCommand(args []string, fs flagSet) (invocation, error) {
 // before parseCommand stops at the first).
 func unknownFlags(args []string, fs flagSet) []string {
 	var out []string
-	for _, a := range args[1:] {
+	own, _ := rosargs.Split(args[1:])
+	for _, a := range own {
 		if !strings.HasPrefix(a, "-") || a == "--" {
 			continue
 		}

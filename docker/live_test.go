@@ -178,6 +178,9 @@ func (e *liveEnv) start(t *testing.T, bin string, b builtBinaries) *proc {
 		}
 		args = append(args, "--"+f+"="+v)
 	}
+	for _, sec := range inv.ROSArgs {
+		args = append(append(args, "--ros-args"), sec...)
+	}
 	env := []string{}
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -79,9 +80,10 @@ func TestParseCommand(t *testing.T) {
 		"mlock": {Name: "mlock", Bool: true},
 	}
 	for _, tc := range []struct {
-		args  []string
-		want  map[string]string
-		fails string
+		args   []string
+		want   map[string]string
+		remaps []string // the --ros-args -r rules
+		fails  string
 	}{
 		{args: []string{"/usr/local/bin/camera", "--rate", "5", "--mlock"}, want: map[string]string{"rate": "5", "mlock": "true"}},
 		{args: []string{"camera", "-rate=5", "-mlock=false"}, want: map[string]string{"rate": "5", "mlock": "false"}},
@@ -92,6 +94,10 @@ func TestParseCommand(t *testing.T) {
 		{args: []string{"camera", "--speed=1"}, fails: "--speed"},
 		{args: []string{"camera", "fast"}, fails: "flags only"},
 		{args: []string{"camera", "--", "--rate=1"}, fails: "flags only"},
+		{args: []string{"camera", "--rate=5", "--ros-args", "-r", "/tf:=tf"}, want: map[string]string{"rate": "5"}, remaps: []string{"/tf:=tf"}},
+		{args: []string{"camera", "--ros-args", "-r", "/tf:=tf", "--", "--mlock", "--ros-args", "-r", "a:=b"}, want: map[string]string{"mlock": "true"}, remaps: []string{"/tf:=tf", "a:=b"}},
+		{args: []string{"camera", "--ros-args", "-r", "/tf"}, fails: "/tf"},
+		{args: []string{"camera", "--ros-args", "-r"}, fails: "needs a value"},
 		{args: nil, fails: "empty"},
 	} {
 		inv, err := parseCommand(tc.args, fs)
@@ -103,6 +109,14 @@ func TestParseCommand(t *testing.T) {
 		}
 		if err != nil || !reflect.DeepEqual(inv.Values, tc.want) || inv.Binary != "camera" {
 			t.Errorf("parseCommand(%q) = %+v, %v; want %v", tc.args, inv, err, tc.want)
+			continue
+		}
+		var remaps []string
+		for _, r := range inv.ROS.Remaps {
+			remaps = append(remaps, r.String())
+		}
+		if !slices.Equal(remaps, tc.remaps) {
+			t.Errorf("parseCommand(%q): remaps %q, want %q", tc.args, remaps, tc.remaps)
 		}
 	}
 }
