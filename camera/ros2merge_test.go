@@ -505,3 +505,47 @@ func BenchmarkROS2CloudMerge(b *testing.B) {
 		})
 	}
 }
+
+// A LiDAR on a moving joint (a nodding mount, whose pitch
+// robot_state_publisher puts on /tf from joint_states): with its one topic
+// and a merge frame the camera moves each cloud into base_link by the
+// mount at the cloud's own stamp, interpolated between /tf's samples, so
+// the agent needs no mount of its own. The mount nods at 0.5 rad/s: a
+// cloud moved by the newest sample's mount instead would be off by
+// decimetres, by the static one of the URDF's zero position as well.
+func TestMergeFrameFollowsAMovingJoint(t *testing.T) {
+	const stamp0 = 1700000001_987654321
+	mount := func(ns int64) tf.Transform {
+		return tf.Transform{Translation: [3]float64{0.2, 0, 0.8}, Rotation: tf.FromRPY(0, 0.5*float64(ns-stamp0)/1e9, 0)}
+	}
+	buf, err := tf.NewBuffer(tf.BufferConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ts := int64(stamp0 - 100e6); ts <= stamp0+300e6; ts += 20e6 {
+		if err := buf.Add(tf.Stamped{Parent: "base_link", Child: "nodding_lidar", Transform: mount(ts), Stamp: ts}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spec := cloudSpec{fields: []ros2.PointField{pf("x", 0, 7), pf("y", 4, 7), pf("z", 8, 7), pf("intensity", 12, 7)}, width: 100, height: 1, pointStep: 16}
+	r := newROS2RigWith(t, PoolSizes{Points: 100, ImageBytes: 64}, 4,
+		ROS2SourceConfig{PointsTopics: []string{"/points"}, MergeFrame: "base_link", Transforms: buf})
+	for _, dt := range []int64{0, 110e6, 250e6} { // 110 ms: between two samples
+		cloud := spec.build(testPoints(100))
+		at := int64(stamp0 + dt)
+		cloud.FrameID, cloud.Sec, cloud.Nanosec = []byte("nodding_lidar"), int32(at/1e9), uint32(at%1e9)
+		r.src.onCloud(0, cloud)
+		h, b := r.take(t, TopicPoints)
+		if h.FrameID.String() != "base_link" || h.CaptureNs != at || h.Points.Count != 100 {
+			t.Fatalf("cloud %v ms on: handle %+v, want 100 points in base_link stamped %d", dt/1e6, h, at)
+		}
+		m := mount(at)
+		for k, p := range scanPoints(b) {
+			src := testPoint(k)
+			want := m.Apply([3]float64{src.x, src.y, src.z})
+			if math.Abs(float64(p[0])-want[0]) > 1e-4 || math.Abs(float64(p[1])-want[1]) > 1e-4 || math.Abs(float64(p[2])-want[2]) > 1e-4 {
+				t.Fatalf("cloud %v ms on: point %d %v, want %v (the mount at the cloud's stamp)", dt/1e6, k, p, want)
+			}
+		}
+	}
+}
