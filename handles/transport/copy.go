@@ -130,8 +130,8 @@ func (s *CopyServer) Path() string { return s.path }
 // Serve accepts subscribers until ctx is done, then disconnects them all,
 // closes and removes the socket and returns nil. Call it once.
 func (s *CopyServer) Serve(ctx context.Context) error {
-	stop := context.AfterFunc(ctx, func() { shutdown(s.lfd) })
-	defer stop()
+	// Called before closeAll closes the listener.
+	stopShutdown := shutdownOnDone(ctx, s.lfd)
 	var err error
 	var pause time.Duration // as Server.Serve: a transient accept error backs off
 	for {
@@ -164,6 +164,7 @@ func (s *CopyServer) Serve(ctx context.Context) error {
 		s.conns = append(s.conns, fd)
 		s.mu.Unlock()
 	}
+	stopShutdown()
 	s.closeAll()
 	return err
 }

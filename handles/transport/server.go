@@ -174,8 +174,8 @@ func (s *Server) Path() string { return s.cfg.Path }
 // Serve accepts subscribers until ctx is done, then disconnects them all,
 // removes the socket and returns.
 func (s *Server) Serve(ctx context.Context) error {
-	stop := context.AfterFunc(ctx, func() { shutdown(s.lfd) })
-	defer stop()
+	// Called before closeAll closes the listener.
+	stopShutdown := shutdownOnDone(ctx, s.lfd)
 	var pause time.Duration // while out of fds: the connection stays queued, so retrying at once would spin
 	for {
 		fd, err := accept(s.lfd)
@@ -198,6 +198,7 @@ func (s *Server) Serve(ctx context.Context) error {
 				}
 				continue
 			}
+			stopShutdown()
 			s.closeAll()
 			return fmt.Errorf("accept on %q: %w", s.cfg.Path, err)
 		}
@@ -209,6 +210,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.wg.Add(1)
 		go s.serveConn(ctx, c)
 	}
+	stopShutdown()
 	s.closeAll()
 	return nil
 }
@@ -261,6 +263,15 @@ func (s *Server) serveConn(ctx context.Context, c *conn) {
 			s.drop(c)
 			return
 		}
+		if !isRefusal(err) {
+			// The camera's own trouble, which passes (out of fds, every
+			// subscriber id taken, a failed setsockopt): no refusal,
+			// which would end the subscriber for good; it reconnects
+			// with its backoff.
+			log.Warn("subscriber not admitted this time; it will retry", zap.String("subscriber", c.name), zap.Int32("pid", c.pid), zap.Error(err))
+			s.drop(c)
+			return
+		}
 		s.refused.Add(1)
 		log.Warn("subscriber refused", zap.String("subscriber", c.name), zap.Int32("pid", c.pid), zap.Error(err))
 		sendBlocking(c.fd, marshalRefuse(err.Error()), nil)
@@ -304,6 +315,19 @@ func (s *Server) missed(c *conn) zap.Field {
 	return zap.Any("frames_missed_at_hold_limit", m)
 }
 
+// permanentRefusal is an admit error that retrying cannot cure: the
+// subscriber's credentials, topics or protocol (ErrProtocol is one too).
+// The subscriber is told (a refuse message) and stops; other admit errors
+// close the connection, and it retries.
+type permanentRefusal struct{ error }
+
+func (r permanentRefusal) Unwrap() error { return r.error }
+
+func isRefusal(err error) bool {
+	var r permanentRefusal
+	return errors.As(err, &r) || errors.Is(err, ErrProtocol)
+}
+
 func (s *Server) admit(c *conn) error {
 	cred, err := peerCred(c.fd)
 	if err != nil {
@@ -311,7 +335,7 @@ func (s *Server) admit(c *conn) error {
 	}
 	c.pid = cred.Pid
 	if err := admitPeer(cred.Pid, cred.Uid, cred.Gid, os.Getuid(), s.cfg.AllowGID); err != nil {
-		return err
+		return permanentRefusal{err}
 	}
 	if err := setRecvTimeout(c.fd, 5); err != nil {
 		return fmt.Errorf("set hello timeout: %w", err)
@@ -347,12 +371,12 @@ func (s *Server) admit(c *conn) error {
 		ti := s.topicIndex(name)
 		if ti < 0 {
 			if _, ok := s.cfg.Absent[name]; ok {
-				return errors.New(s.absentRefusal(name))
+				return permanentRefusal{errors.New(s.absentRefusal(name))}
 			}
-			return fmt.Errorf("unknown topic %q (served: %s)", name, s.topicNames())
+			return permanentRefusal{fmt.Errorf("unknown topic %q (served: %s)", name, s.topicNames())}
 		}
 		if c.joined[ti] {
-			return fmt.Errorf("topic %q asked for twice", name)
+			return permanentRefusal{fmt.Errorf("topic %q asked for twice", name)}
 		}
 		t := s.topics[ti]
 		hold := holdLimit(limit, t.Pool.Geometry().SlotCount, s.cfg.Subscribers)

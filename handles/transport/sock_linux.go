@@ -13,6 +13,7 @@ package transport
 //     every one is either handed to an owner or closed, also on error paths.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -260,13 +261,32 @@ func closeFds(fds []int) {
 
 func shutdown(fd int) { unix.Shutdown(fd, unix.SHUT_RDWR) }
 
+// shutdownOnDone shuts fd down once ctx is done, waking an accept or recv
+// blocked on it, until stop is called. stop also waits for a shutdown
+// that has begun, so call it (once) before fd is closed: a late shutdown
+// would hit whatever socket reused the number.
+func shutdownOnDone(ctx context.Context, fd int) (stop func()) {
+	shut := make(chan struct{})
+	stopShut := context.AfterFunc(ctx, func() { shutdown(fd); close(shut) })
+	return func() {
+		if !stopShut() {
+			<-shut
+		}
+	}
+}
+
 // hungUp reports whether a SOCK_SEQPACKET socket's reading side is shut:
 // the peer closed or shut down, or we did. A recv of 0 bytes is either
 // that or an empty datagram from a live peer, which only poll tells apart
 // (the kernel sets RDHUP on a unix socket whose peer is gone).
+// A poll interrupted by a signal (the Go runtime's preemption signal
+// among them) is asked again, not taken for a hang-up.
 func hungUp(fd int) bool {
 	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
 	n, err := unix.Poll(pfd, 0)
+	for err == unix.EINTR {
+		n, err = unix.Poll(pfd, 0)
+	}
 	return err != nil || n > 0 && pfd[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0
 }
 

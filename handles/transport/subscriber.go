@@ -324,13 +324,7 @@ func (s *Subscriber) connect(ctx context.Context) (*session, error) {
 	// queued us but not yet accepted): shutdown wakes the recv. Deferred
 	// after unref's defer, so it runs first: the fd is still open while a
 	// started shutdown finishes.
-	shut := make(chan struct{})
-	stopShut := context.AfterFunc(ctx, func() { shutdown(fd); close(shut) })
-	defer func() {
-		if !stopShut() {
-			<-shut
-		}
-	}()
+	defer shutdownOnDone(ctx, fd)()
 	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &unix.Timeval{Sec: 1}); err != nil {
 		return nil, fmt.Errorf("set send timeout: %w", err)
 	}
@@ -441,8 +435,9 @@ func (s *Subscriber) receive(ctx context.Context, ss *session) error {
 	// thread rather than through the netpoller.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	stop := context.AfterFunc(ctx, func() { shutdown(ss.fd) })
-	defer stop()
+	// Run closes ss.fd once this returns; a shutdown begun by then is
+	// waited for.
+	defer shutdownOnDone(ctx, ss.fd)()
 	if ss.ringMem != nil {
 		return s.receiveRings(ctx, ss)
 	}

@@ -536,3 +536,35 @@ func TestSocketPathLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A subscriber the camera cannot admit for a reason of its own that
+// passes (here every subscriber id of the pool taken; out of fds is
+// another) is not refused, which would end it for good (the agent
+// exited): the connection closes, it retries with its backoff, and gets
+// in once an id is free.
+func TestTransientAdmitFailureIsRetried(t *testing.T) {
+	f := newFixture(t, 4)
+	var ids []pinned.SubscriberID
+	for range pinned.MaxSubscribers {
+		id, err := f.pool.Subscribe(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	s, _, wait := startSubscriber(t, SubscriberConfig{Path: f.path, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	ended := make(chan error, 1)
+	go func() { ended <- wait() }()
+	select {
+	case err := <-ended:
+		t.Fatalf("Run ended while the pool had no free subscriber id: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if n := f.srv.Stats().Refused; n != 0 {
+		t.Fatalf("%d subscribers refused for the camera's own trouble, want 0", n)
+	}
+	f.pool.Unsubscribe(ids[0])
+	if err := s.WaitConnected(ctxT(t)); err != nil {
+		t.Fatalf("not connected once an id was free: %v", err)
+	}
+}
