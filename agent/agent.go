@@ -119,6 +119,10 @@ func PairToleranceFor(tolerance, watchdog time.Duration) time.Duration {
 // outOfOrderEvery is how often out-of-order frames are logged at most.
 const outOfOrderEvery = 10 * time.Second
 
+// errImageTooOld is the watchdog's cause for a frame dropped because its
+// image, though paired, is older than the watchdog period.
+var errImageTooOld = errors.New("the frame's image is older than the watchdog period (it paired within --pair-tolerance of a fresh cloud)")
+
 // errReclaimed is the watchdog's cause for a frame dropped because the
 // camera reclaimed its slots while the stages read them.
 var errReclaimed = errors.New("the camera connection ended while the stages read the frame's slots (the camera stopped, restarted or reclaimed them)")
@@ -176,6 +180,9 @@ type Pipeline struct {
 	// staleLogged: a frame was dropped as stale and logged; no more lines
 	// until a fresh one arrives.
 	staleLogged bool
+	// oldImageLogged: a frame was dropped for its image's age (logged
+	// once per run).
+	oldImageLogged bool
 	// outOfOrderAt is when the last out-of-order line was written (zero:
 	// never), outOfOrder how many such frames were dropped since: two
 	// publishers that alternate on one topic make every other frame one,
@@ -215,6 +222,12 @@ type Pipeline struct {
 	// stages started (for the log); stage is the telemetry.StageID running.
 	busyUntil atomic.Int64
 	lastUntil int64
+	// cmdUntil is the stale moment (monotonic, as busyUntil) of the frame
+	// whose moving command is in force, 0 once a zero went out: between
+	// frames the stall guard zeroes at that moment too, should the
+	// pipeline goroutine be held up (a log line written to a full pipe)
+	// before its own check. Written under pubMu.
+	cmdUntil atomic.Int64
 	// guardWake tells the stall guard a frame's stages started (capacity
 	// 1: a pending wake-up stands for any number), so that it zeroes at
 	// that frame's stale moment, not up to a Tick after it.
@@ -336,6 +349,9 @@ func (p *Pipeline) PublishFailures() uint64 { return p.publishFailures.Load() }
 // robot moving on its last command.
 func (p *Pipeline) Run(ctx context.Context) error {
 	p.runDone = ctx.Done()
+	// The zero goes out as an incident starts, before it is logged.
+	p.cfg.Watchdog.SetStop(p.stopNow)
+	defer p.cfg.Watchdog.SetStop(nil)
 	tick := time.NewTimer(p.cfg.Tick)
 	defer tick.Stop()
 	defer p.stop()
@@ -420,6 +436,11 @@ func (p *Pipeline) nextCheck(mono int64) time.Duration {
 }
 
 // stop publishes zero and releases what is held: SIGINT/SIGTERM path.
+// stopNow is the watchdog's stop (SetStop): zero, at once, on the
+// goroutine that found the incident; the planner is reset by the
+// pipeline goroutine when its own check or Output sees the incident.
+func (p *Pipeline) stopNow(now time.Time) { p.publish(planner.Zero(), now) }
+
 func (p *Pipeline) stop() {
 	p.publish(planner.Zero(), time.Now())
 	p.dropImage()
@@ -626,11 +647,31 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 	}
 	p.staleLogged = false
 	p.newestSeq = cloud.Handle.Seq
+	// The frame's data is as old as the older of its cloud and its image,
+	// which pairs up to the pairing tolerance older: its command must not
+	// outlive the image either. (The watchdog orders frames by their
+	// clouds: an image may be older than the last frame's cloud.) One
+	// already too old is a failed frame: the command from before it must
+	// not stand either.
+	dataAt := at
+	if p.images && p.image.Handle.CaptureNs < at.UnixNano() {
+		dataAt = time.Unix(0, p.image.Handle.CaptureNs)
+	}
+	if p.cfg.Watchdog.Late(now, dataAt) {
+		rec.Inc(telemetry.FramesDropped)
+		p.cfg.Watchdog.Fail("pair", errImageTooOld)
+		if !p.oldImageLogged {
+			p.oldImageLogged = true
+			p.log.Warn("frame dropped: its image is older than the watchdog period, though within the pairing tolerance of its cloud: lower --pair-tolerance, or look at why the camera's images arrive late (logged once)",
+				zap.Duration("image_age", now.Sub(dataAt)), zap.Duration("cloud_age", now.Sub(stamp)), zap.Duration("watchdog", p.cfg.Watchdog.Timeout()), zap.Uint64("seq", cloud.Handle.Seq))
+		}
+		return
+	}
 	// The stall guard zeroes once this frame is older than the period by
-	// the watchdog's rule (from its time at, not from when its stages
+	// the watchdog's rule (from its data's time, not from when its stages
 	// start, which may be most of a period later).
 	start := monotime.Now()
-	p.lastUntil = max(start+int64(p.cfg.Watchdog.Timeout()-now.Sub(at)), p.lastUntil+1)
+	p.lastUntil = max(start+int64(p.cfg.Watchdog.Timeout()-now.Sub(dataAt)), p.lastUntil+1)
 	p.busySince.Store(start)
 	p.busyUntil.Store(p.lastUntil)
 	select { // the guard arms its timer for this frame's stale moment
@@ -680,7 +721,7 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 	if err != nil {
 		p.cfg.Watchdog.Fail("plan", err)
 	}
-	p.publishFrame(cmd, at)
+	p.publishFrame(cmd, at, dataAt)
 	rec.Record(telemetry.StageE2E, time.Duration(time.Now().UnixNano()-cloud.Handle.CaptureNs))
 	rec.Inc(telemetry.FramesProcessed)
 	p.planned = true
@@ -942,6 +983,9 @@ func (p *Pipeline) publishLocked(t planner.Twist, stamp time.Time) error {
 		p.log.Info("publish cmd_vel works again", zap.Uint64("failures", p.publishFailures.Load()))
 	}
 	p.last = t
+	if err == nil && t.IsZero() {
+		p.cmdUntil.Store(0)
+	}
 	return err
 }
 
@@ -961,12 +1005,14 @@ func (p *Pipeline) Last() planner.Twist {
 // step under pubMu: the guard cannot zero between the check and the send,
 // nor right after it. (The watchdog is asked before, without
 // pubMu, which is held no longer than the send needs: its incident
-// callbacks log.) The stamp is at: the capture time, or when the frame
-// arrived if its stamp lay ahead of our clock.
-func (p *Pipeline) publishFrame(cmd planner.Twist, at time.Time) {
+// callbacks log.) The stamp is at: the capture time (the older of the
+// cloud's and its image's), or when the frame arrived if its stamp lay
+// ahead of our clock. A command the sink refused resets the planner; one
+// it took stays in force until the frame's stale moment (cmdUntil).
+func (p *Pipeline) publishFrame(cmd planner.Twist, at, dataAt time.Time) {
 	now := time.Now()
-	out := p.cfg.Watchdog.OutputFrame(now, at, cmd, p.cfg.Planner)
-	late := p.cfg.Watchdog.Late(now, at)
+	out := p.cfg.Watchdog.OutputFrame(now, dataAt, cmd, p.cfg.Planner)
+	late := p.cfg.Watchdog.Late(now, dataAt)
 	p.pubMu.Lock()
 	defer p.pubMu.Unlock()
 	until := p.busyUntil.Load()
@@ -978,8 +1024,20 @@ func (p *Pipeline) publishFrame(cmd planner.Twist, at time.Time) {
 		p.cfg.Planner.Reset() // ramp up from rest, as after any zero
 		out = planner.Zero()
 	}
-	p.publishLocked(out, at)
+	switch err := p.publishLocked(out, at); {
+	case err != nil && !out.IsZero():
+		// The robot did not get it: the next command ramps from rest,
+		// not from this one, or the first to get through could jump
+		// past the acceleration limit.
+		p.cfg.Planner.Reset()
+	case err == nil && !out.IsZero():
+		p.cmdUntil.Store(p.lastUntil)
+	}
 	p.busyUntil.Store(0)
+	select { // the guard arms its timer for the command's stale moment
+	case p.guardWake <- struct{}{}:
+	default:
+	}
 	if late || stalled {
 		p.markLate(now)
 	} else {
@@ -1068,15 +1126,41 @@ func (p *Pipeline) guardStalls(ctx context.Context, stop <-chan struct{}) {
 			done = nil
 			p.publish(planner.Zero(), time.Now())
 		case <-p.guardWake:
-			if until := p.busyUntil.Load(); until != 0 {
+			until := p.busyUntil.Load()
+			if until == 0 {
+				until = p.cmdUntil.Load()
+			}
+			if until != 0 {
 				atStale.Reset(max(time.Duration(until-monotime.Now()), 0) + staleMargin)
 			}
 		case <-atStale.C:
 			p.checkStall(&w, timeout)
+			p.expireCommand()
 		case <-t.C:
 			p.checkStall(&w, timeout)
+			p.expireCommand()
 		}
 	}
+}
+
+// expireCommand publishes zero once the moving command in force outlives
+// its frame's stale moment while no frame runs. Run's check does the same
+// when its goroutine gets there; this one does not wait for it, should it
+// be held up between frames. The planner is reset by that check (or by
+// the watchdog's Output after a gap no check saw).
+func (p *Pipeline) expireCommand() {
+	until := p.cmdUntil.Load()
+	if until == 0 || p.busyUntil.Load() != 0 || monotime.Now() <= until {
+		return
+	}
+	p.pubMu.Lock()
+	defer p.pubMu.Unlock()
+	if p.cmdUntil.Load() != until || p.busyUntil.Load() != 0 {
+		return // a frame published or started meanwhile
+	}
+	// Not the timer's own time: one that waited in the channel (this
+	// process paused) would stamp the zero in the past.
+	p.publishLocked(planner.Zero(), time.Now())
 }
 
 // stallWatch is guardStalls' state between looks.

@@ -63,6 +63,8 @@ type composedOptions struct {
 	planar bool
 	// log is the pipeline's logger; nil: none.
 	log *zap.Logger
+	// onIncident is the watchdog's OnIncident; nil: none.
+	onIncident func(planner.Incident)
 }
 
 func newComposed(t *testing.T) *composed { return newComposedWith(t, composedOptions{}) }
@@ -128,7 +130,7 @@ func newComposedWith(t *testing.T, o composedOptions) *composed {
 	}
 	t.Cleanup(func() { filter.Close() })
 	plan, _ := planner.New(planner.Config{})
-	wd, _ := planner.NewWatchdog(planner.WatchdogConfig{Timeout: o.watchdog})
+	wd, _ := planner.NewWatchdog(planner.WatchdogConfig{Timeout: o.watchdog, OnIncident: o.onIncident})
 	rec, _ := telemetry.New(telemetry.Options{NoRuntimeMetrics: true})
 	src, err := sensor.NewSynthetic(o.synth)
 	if err != nil {

@@ -145,7 +145,7 @@ func TestFrameTheGuardZeroedPublishesOnlyZero(t *testing.T) {
 		if tc.ended {
 			c.pipe.runDone = cancelled
 		}
-		c.pipe.publishFrame(moving, at)
+		c.pipe.publishFrame(moving, at, at)
 		if got := c.pipe.Last(); got != tc.want {
 			t.Fatalf("%s published %+v, want %+v", tc.name, got, tc.want)
 		}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zerohop/zerohop/monotime"
@@ -104,6 +105,9 @@ type Watchdog struct {
 	onIncident  func(Incident)
 	onRecover   func(Incident)
 	monotonic   func() time.Duration
+	// stop (SetStop) stops the robot at an incident's start, before
+	// onIncident, which may block (a log write to a full pipe).
+	stop atomic.Pointer[func(now time.Time)]
 
 	mu        sync.Mutex
 	haveFrame bool
@@ -250,6 +254,7 @@ func (w *Watchdog) Fresh(frameStamp, now time.Time) (at time.Time, verdict Fresh
 	}
 	w.mu.Unlock()
 	if unseen.Reason != ReasonNone {
+		w.stopRobot(now)
 		if w.onIncident != nil {
 			w.onIncident(unseen)
 		}
@@ -325,10 +330,34 @@ func (w *Watchdog) Check(now time.Time) (ok bool, reason string) {
 	}
 	inc := w.incident
 	w.mu.Unlock()
-	if started && w.onIncident != nil {
-		w.onIncident(inc)
+	if started {
+		w.stopRobot(now)
+		if w.onIncident != nil {
+			w.onIncident(inc)
+		}
 	}
 	return false, inc.Detail
+}
+
+// SetStop makes stop the first thing done when an incident starts (or one
+// that began unseen is found by Fresh), before OnIncident, by whichever
+// call finds it: Check, Output, OutputFrame, Fresh, on whatever goroutine
+// calls them. The agent publishes its zero command there, so that an
+// OnIncident that blocks (a log line written to a full pipe, a stalled
+// terminal) cannot keep the last moving command on the robot. stop must
+// not call the Watchdog. Safe for concurrent use; nil removes it.
+func (w *Watchdog) SetStop(stop func(now time.Time)) {
+	if stop == nil {
+		w.stop.Store(nil)
+		return
+	}
+	w.stop.Store(&stop)
+}
+
+func (w *Watchdog) stopRobot(now time.Time) {
+	if stop := w.stop.Load(); stop != nil {
+		(*stop)(now)
+	}
 }
 
 // describe builds an incident's Detail; called with w.mu held.

@@ -3,6 +3,7 @@ package planner
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -699,5 +700,46 @@ func TestWatchdogDefaultClockIsMonotonic(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	if ok, why := w.Check(t0); ok || !strings.Contains(why, "old (timeout 5ms)") {
 		t.Fatalf("Check after 20 ms by the monotonic clock, wall clock still = %v %q; want stale", ok, why)
+	}
+}
+
+// SetStop's function runs once per incident, before OnIncident, from
+// whichever call finds the incident: Check (stale, a failed stage),
+// Output, and Fresh for a gap no Check saw. So the agent's zero goes out
+// before a log line that may block.
+func TestWatchdogStopsBeforeTheIncidentIsLogged(t *testing.T) {
+	var events []string
+	w, err := NewWatchdog(WatchdogConfig{
+		Monotonic:  (&fakeMonotonic{}).read,
+		OnIncident: func(i Incident) { events = append(events, "incident "+i.Reason.String()) },
+		OnRecover:  func(i Incident) { events = append(events, "recover") },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.SetStop(func(now time.Time) { events = append(events, "stop "+now.Sub(t0).String()) })
+	now := t0
+	w.Check(now) // no frame yet
+	w.Check(now.Add(time.Millisecond))
+	w.Fresh(now, now)
+	w.Check(now) // recovers
+	w.Fail("infer", errors.New("x"))
+	now = now.Add(10 * time.Millisecond)
+	w.Output(now, Twist{LinearX: 0.5}, nil) // the failure's incident, from Output
+	w.Fresh(now, now)
+	w.Check(now)
+	// Frames stop and no Check runs; the next frame finds the gap.
+	now = now.Add(time.Second)
+	w.Fresh(now, now)
+	want := []string{"stop 0s", "incident stale", "recover", "stop 10ms", "incident stage_failure", "recover",
+		"stop 1.01s", "incident stale", "recover"}
+	if !slices.Equal(events, want) {
+		t.Fatalf("events %q, want %q", events, want)
+	}
+	w.SetStop(nil)
+	w.Fail("infer", errors.New("x"))
+	w.Check(now)
+	if got := events[len(events)-1]; got != "incident stage_failure" {
+		t.Fatalf("after SetStop(nil) the last event is %q, want the incident alone", got)
 	}
 }

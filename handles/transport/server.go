@@ -139,6 +139,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Log, conns: map[*conn]struct{}{}}
 	seen := map[string]bool{}
+	poolOf := map[uint32]string{} // pool id → topic: a subscriber's validator refuses a welcome with one id twice
 	for _, t := range cfg.Topics {
 		if err := checkName(t.Name, "topic", TopicNameSize); err != nil {
 			return nil, fmt.Errorf("transport server: %w", err)
@@ -150,6 +151,10 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		if t.Pool == nil {
 			return nil, fmt.Errorf("transport server: topic %q has no pool", t.Name)
 		}
+		if other, ok := poolOf[t.Pool.ID()]; ok {
+			return nil, fmt.Errorf("transport server: topics %q and %q have pools with one id, %d: give each its own pool and id", other, t.Name, t.Pool.ID())
+		}
+		poolOf[t.Pool.ID()] = t.Name
 		s.topics = append(s.topics, &serverTopic{Topic: t})
 	}
 	for name := range cfg.Absent {

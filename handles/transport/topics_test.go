@@ -162,3 +162,28 @@ func TestAbsentTopicsAreChecked(t *testing.T) {
 		}
 	}
 }
+
+// Two topics whose pools share an id would be refused by every
+// subscriber's validator (one id twice in the welcome), which then
+// reconnects without end: NewServer says so instead.
+func TestTopicsNeedPoolsOfTheirOwn(t *testing.T) {
+	var pools []*pinned.Pool
+	for _, name := range []string{"points", "image"} {
+		pool, err := pinned.New(pinned.Geometry{SlotCount: 4, SlotSize: 4096}, pinned.Options{Name: name, ID: 1, Shared: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pool.Close()
+		pools = append(pools, pool)
+	}
+	for _, tc := range []struct {
+		name  string
+		image *pinned.Pool
+	}{{"one pool twice", pools[0]}, {"two pools, one id", pools[1]}} {
+		_, err := NewServer(ServerConfig{Path: sockdir.Short(t) + "/camera.sock", Topics: []Topic{
+			{Name: "points", Kind: handles.KindPoints, Pool: pools[0]}, {Name: "image", Kind: handles.KindImage, Pool: tc.image}}})
+		if err == nil || !strings.Contains(err.Error(), `topics "points" and "image" have pools with one id, 1`) {
+			t.Errorf("%s: NewServer = %v, want an error naming both topics and the id", tc.name, err)
+		}
+	}
+}
