@@ -239,6 +239,10 @@ type Pipeline struct {
 	// Under pubMu: zeroedUntil is the busyUntil of the frame the stall
 	// guard has published zero for (that frame may publish only zero).
 	zeroedUntil int64
+	// Under pubMu: the stall guard zeroed the moving command in force
+	// (expireCommand). The planner still ramps from that command, so the
+	// next frame publishes zero and resets it, as after any zero.
+	expired bool
 	// lateSince is when the commands began to be zeroed for frames whose
 	// stages outlast the watchdog period (the stall guard's zero, or a
 	// late frame's), wall clock in ns; 0 once a frame publishes in time.
@@ -1020,7 +1024,8 @@ func (p *Pipeline) publishFrame(cmd planner.Twist, at, dataAt time.Time) {
 	// step back during the stages does not hide from (Late, by the wall
 	// clock, would pass it), though the guard's timer has not fired yet.
 	stalled := p.zeroedUntil == until || until != 0 && monotime.Now() > until
-	if stalled || closed(p.runDone) {
+	if stalled || p.expired || closed(p.runDone) {
+		p.expired = false
 		p.cfg.Planner.Reset() // ramp up from rest, as after any zero
 		out = planner.Zero()
 	}
@@ -1146,8 +1151,8 @@ func (p *Pipeline) guardStalls(ctx context.Context, stop <-chan struct{}) {
 // expireCommand publishes zero once the moving command in force outlives
 // its frame's stale moment while no frame runs. Run's check does the same
 // when its goroutine gets there; this one does not wait for it, should it
-// be held up between frames. The planner is reset by that check (or by
-// the watchdog's Output after a gap no check saw).
+// be held up between frames. The next frame publishes zero and resets
+// the planner (expired), which ramps from the command in force.
 func (p *Pipeline) expireCommand() {
 	until := p.cmdUntil.Load()
 	if until == 0 || p.busyUntil.Load() != 0 || monotime.Now() <= until {
@@ -1160,7 +1165,9 @@ func (p *Pipeline) expireCommand() {
 	}
 	// Not the timer's own time: one that waited in the channel (this
 	// process paused) would stamp the zero in the past.
-	p.publishLocked(planner.Zero(), time.Now())
+	if p.publishLocked(planner.Zero(), time.Now()) == nil {
+		p.expired = true
+	}
 }
 
 // stallWatch is guardStalls' state between looks.

@@ -252,3 +252,31 @@ func TestFrameIsAsOldAsItsImage(t *testing.T) {
 		})
 	}
 }
+
+// After the stall guard zeroed an expired command, the next frame
+// publishes zero too and the one after ramps from rest: the planner
+// still held the expired command, and ramping from it would jump the
+// robot from standstill back to its old speed.
+func TestExpiredCommandRampsFromRest(t *testing.T) {
+	g := newComposed(t)
+	var h handles.Handle
+	for seq := range uint64(12) { // moving by now
+		g.step(t, seq, &h)
+		time.Sleep(33 * time.Millisecond)
+	}
+	cmds := g.sink.since(time.Time{})
+	speed := cmds[len(cmds)-1].cmd.LinearX
+	if speed <= 0.1 {
+		t.Fatalf("speed %v after 12 frames, want moving faster than 0.1 m/s", speed)
+	}
+	g.pipe.cmdUntil.Store(1) // its stale moment long past
+	g.pipe.expireCommand()
+	g.step(t, 12, &h)
+	time.Sleep(33 * time.Millisecond)
+	g.step(t, 13, &h)
+	cmds = g.sink.since(time.Time{})
+	got := []planner.Twist{cmds[len(cmds)-3].cmd, cmds[len(cmds)-2].cmd, cmds[len(cmds)-1].cmd}
+	if !got[0].IsZero() || !got[1].IsZero() || got[2].LinearX > 0.1 {
+		t.Fatalf("commands after the expiry %+v: want the guard's zero, the next frame's zero, then a ramp from rest (≤ 0.1 m/s), not back to %v", got, speed)
+	}
+}
