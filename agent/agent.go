@@ -243,6 +243,14 @@ type Pipeline struct {
 	// (expireCommand). The planner still ramps from that command, so the
 	// next frame publishes zero and resets it, as after any zero.
 	expired bool
+	// Under pubMu: taken is the last command the sink took (what the
+	// robot runs), framePubAt when the last frame's command was sent.
+	taken      planner.Twist
+	framePubAt time.Time
+	// frameUntil is the running frame's stale moment by its data's time,
+	// not clamped to follow the last (lastUntil is, to name the frame):
+	// cmdUntil once it publishes. Pipeline goroutine only.
+	frameUntil int64
 	// lateSince is when the commands began to be zeroed for frames whose
 	// stages outlast the watchdog period (the stall guard's zero, or a
 	// late frame's), wall clock in ns; 0 once a frame publishes in time.
@@ -441,9 +449,22 @@ func (p *Pipeline) nextCheck(mono int64) time.Duration {
 
 // stop publishes zero and releases what is held: SIGINT/SIGTERM path.
 // stopNow is the watchdog's stop (SetStop): zero, at once, on the
-// goroutine that found the incident; the planner is reset by the
-// pipeline goroutine when its own check or Output sees the incident.
-func (p *Pipeline) stopNow(now time.Time) { p.publish(planner.Zero(), now) }
+// goroutine that found the incident at now, unless a frame's command
+// went out after now; the planner is reset by the next frame.
+func (p *Pipeline) stopNow(now time.Time) {
+	p.pubMu.Lock()
+	defer p.pubMu.Unlock()
+	// Found on another goroutine (/healthz, a scrape) that was then held
+	// up: frames resumed meanwhile, and the incident it found is over.
+	if p.framePubAt.After(now) {
+		return
+	}
+	// The next frame publishes zero and resets the planner, also should
+	// the watchdog's own reset have come before this zero.
+	if p.publishLocked(planner.Zero(), now) == nil {
+		p.expired = true
+	}
+}
 
 func (p *Pipeline) stop() {
 	p.publish(planner.Zero(), time.Now())
@@ -675,7 +696,8 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 	// the watchdog's rule (from its data's time, not from when its stages
 	// start, which may be most of a period later).
 	start := monotime.Now()
-	p.lastUntil = max(start+int64(p.cfg.Watchdog.Timeout()-now.Sub(dataAt)), p.lastUntil+1)
+	p.frameUntil = start + int64(p.cfg.Watchdog.Timeout()-now.Sub(dataAt))
+	p.lastUntil = max(p.frameUntil, p.lastUntil+1)
 	p.busySince.Store(start)
 	p.busyUntil.Store(p.lastUntil)
 	select { // the guard arms its timer for this frame's stale moment
@@ -987,8 +1009,11 @@ func (p *Pipeline) publishLocked(t planner.Twist, stamp time.Time) error {
 		p.log.Info("publish cmd_vel works again", zap.Uint64("failures", p.publishFailures.Load()))
 	}
 	p.last = t
-	if err == nil && t.IsZero() {
-		p.cmdUntil.Store(0)
+	if err == nil {
+		p.taken = t
+		if t.IsZero() {
+			p.cmdUntil.Store(0)
+		}
 	}
 	return err
 }
@@ -1031,13 +1056,14 @@ func (p *Pipeline) publishFrame(cmd planner.Twist, at, dataAt time.Time) {
 	}
 	switch err := p.publishLocked(out, at); {
 	case err != nil && !out.IsZero():
-		// The robot did not get it: the next command ramps from rest,
-		// not from this one, or the first to get through could jump
-		// past the acceleration limit.
-		p.cfg.Planner.Reset()
+		// The robot did not get it: the next command steps from what
+		// it runs, not from this one, or the first to get through
+		// could jump past the acceleration limit (or brake from it).
+		p.cfg.Planner.Resume(p.taken)
 	case err == nil && !out.IsZero():
-		p.cmdUntil.Store(p.lastUntil)
+		p.cmdUntil.Store(p.frameUntil)
 	}
+	p.framePubAt = time.Now()
 	p.busyUntil.Store(0)
 	select { // the guard arms its timer for the command's stale moment
 	case p.guardWake <- struct{}{}:

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/zerohop/zerohop/handles"
+	"github.com/zerohop/zerohop/monotime"
 	"github.com/zerohop/zerohop/pinned"
 	"github.com/zerohop/zerohop/planner"
 	"github.com/zerohop/zerohop/sensor"
@@ -165,50 +166,81 @@ func (s *movingRefusingSink) PublishTwist(t planner.Twist, at time.Time) error {
 	return s.recordingSink.PublishTwist(t, at)
 }
 
-// Commands the sink refused did not reach the robot: the planner ramps
-// from rest again, so the first that gets through keeps to the
-// acceleration limit. It jumped from 0 to 1 m/s, found in review.
-func TestRefusedCommandsDoNotRampThePlanner(t *testing.T) {
+// Commands the sink refused did not reach the robot: the planner steps
+// from what the robot runs, so the first that gets through keeps to the
+// acceleration limit, and one refused while moving does not brake it
+// either. Refused from the start, the first taken jumped from 0 to
+// 0.6 m/s; planned from rest after one refusal while moving, it braked
+// by 0.54 m/s in a frame (16 m/s²); found in review.
+func TestRefusedCommandsKeepTheRobotsLimits(t *testing.T) {
 	g := newComposed(t)
 	sink := &movingRefusingSink{}
 	g.pipe.cfg.Sink = sink
-	sink.refuse.Store(true)
 	var h handles.Handle
-	for seq := range uint64(40) {
-		if seq == 30 {
-			sink.refuse.Store(false)
-		}
+	for seq := range uint64(56) {
+		// Refused: the first 20, then one while moving fast.
+		sink.refuse.Store(seq < 20 || seq == 50)
 		g.step(t, seq, &h)
 		time.Sleep(33 * time.Millisecond)
 	}
-	var prev float64
 	got := sink.since(time.Time{})
-	if len(got) < 5 || movingCommands(&sink.recordingSink) == 0 {
+	if len(got) < 10 || movingCommands(&sink.recordingSink) == 0 {
 		t.Fatalf("commands taken %+v: want moving ones once the sink takes them", got)
 	}
-	maxAccel := g.pipe.cfg.Planner.Config().MaxAccel
+	cfg := g.pipe.cfg.Planner.Config()
+	// A frame's dt is at most its period and scheduling: 0.2 s allows
+	// for a loaded machine.
+	const dt = 0.2
+	var prev float64
 	for i, c := range got {
-		// A frame's dt is at most its period and scheduling: 0.2 s
-		// allows for a loaded machine, 0.5 m/s² × 0.2 s = 0.1 m/s.
-		if d := c.cmd.LinearX - prev; d > maxAccel*0.2+1e-9 {
-			t.Fatalf("command %d taken: linear.x %.3f after %.3f, more than %v m/s² allows", i, c.cmd.LinearX, prev, maxAccel)
+		switch d := c.cmd.LinearX - prev; {
+		case d > cfg.MaxAccel*dt+1e-9:
+			t.Fatalf("command %d taken: linear.x %.3f after %.3f, more than %v m/s² allows", i, c.cmd.LinearX, prev, cfg.MaxAccel)
+		case -d > cfg.MaxDecel*dt+1e-9 && !c.cmd.IsZero():
+			t.Fatalf("command %d taken: linear.x %.3f after %.3f, braking harder than %v m/s²", i, c.cmd.LinearX, prev, cfg.MaxDecel)
 		}
 		prev = c.cmd.LinearX
 	}
 }
 
+// The watchdog's stop found on another goroutine (/healthz) that was
+// then held up while frames resumed: its late zero is not sent, since a
+// newer frame's command went out after the incident it found. One in
+// time is sent, and the next frame publishes zero and ramps from rest.
+func TestLateStopDoesNotOverrideANewerCommand(t *testing.T) {
+	g := newComposed(t)
+	var h handles.Handle
+	for seq := range uint64(12) {
+		g.step(t, seq, &h)
+		time.Sleep(33 * time.Millisecond)
+	}
+	n := len(g.sink.since(time.Time{}))
+	g.pipe.stopNow(time.Now().Add(-100 * time.Millisecond))
+	if cmds := g.sink.since(time.Time{}); len(cmds) != n {
+		t.Fatalf("a stop found before the last frame's command went out sent %+v", cmds[n:])
+	}
+	g.pipe.stopNow(time.Now())
+	g.step(t, 12, &h)
+	cmds := g.sink.since(time.Time{})
+	if len(cmds) != n+2 || !cmds[n].cmd.IsZero() || !cmds[n+1].cmd.IsZero() {
+		t.Fatalf("after a stop in time: %+v, want its zero and the next frame's", cmds[n:])
+	}
+}
+
 // imageAger publishes images with their capture stamps moved older by
-// age: a camera that lags the LiDAR.
+// age: a camera that lags the LiDAR. captured is the last image's stamp.
 type imageAger struct {
 	next interface {
 		Publish(int, pinned.Slot, *handles.Handle) (int, error)
 	}
-	age time.Duration
+	age      time.Duration
+	captured *int64
 }
 
 func (a imageAger) Publish(topic int, slot pinned.Slot, h *handles.Handle) (int, error) {
 	if topic == TopicImage {
 		h.CaptureNs -= int64(a.age)
+		*a.captured = h.CaptureNs
 	}
 	return a.next.Publish(topic, slot, h)
 }
@@ -234,11 +266,17 @@ func TestFrameIsAsOldAsItsImage(t *testing.T) {
 				time.Sleep(33 * time.Millisecond)
 			}
 			before := len(g.sink.since(time.Time{}))
-			if err := g.cam.Frame(5, imageAger{g.inproc, tc.imageOlder}, &h); err != nil {
+			var imageAt int64
+			if err := g.cam.Frame(5, imageAger{g.inproc, tc.imageOlder, &imageAt}, &h); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(600 * time.Millisecond)
 			g.pipe.frame(<-g.inproc.C(TopicPoints))
+			// Planned, its command stands until the image is a watchdog
+			// period old, not the cloud (nor the frame before, 633 ms old).
+			if left, want := time.Duration(g.pipe.cmdUntil.Load()-monotime.Now()), time.Second-time.Since(time.Unix(0, imageAt)); tc.planned && left > want+20*time.Millisecond {
+				t.Fatalf("the command stands %v more, want %v: until its image is a watchdog period old", left, want)
+			}
 			cmds := g.sink.since(time.Time{})
 			planned := len(cmds) > before && !cmds[len(cmds)-1].cmd.IsZero()
 			if planned != tc.planned {

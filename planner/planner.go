@@ -128,6 +128,13 @@ func (p *Planner) Reset() {
 	p.decision = Decision{Sector: -1}
 }
 
+// Resume makes t the previous command: the robot's, when the last ones
+// planned never reached it (the agent's sink refused them). The next Plan
+// steps from t by the acceleration limits over the time since the last
+// Plan, so it neither jumps past t nor brakes from it harder than the
+// limits allow.
+func (p *Planner) Resume(t Twist) { p.prev = t }
+
 // Plan returns the command for one frame at time now (the injected clock;
 // only differences between successive calls matter).
 //

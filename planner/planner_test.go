@@ -345,3 +345,36 @@ func TestRetune(t *testing.T) {
 		}
 	})
 }
+
+// Resume steps the next command from the given one, within the limits
+// over the time since the last Plan: neither a jump past it nor braking
+// from the command the robot never got.
+func TestPlannerResumeStepsFromTheGivenCommand(t *testing.T) {
+	p, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := Input{Scores: make([]float32, p.Sectors()), Clearance: make([]float32, p.Sectors())}
+	for i := range open.Scores {
+		open.Scores[i], open.Clearance[i] = 1, 8
+	}
+	now := time.Unix(100, 0)
+	for range 40 { // up to speed, 0.1 s apart
+		now = now.Add(100 * time.Millisecond)
+		if _, err := p.Plan(open, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p.Previous().LinearX < 0.9 {
+		t.Fatalf("speed %v after 4 s of open space, want near 1", p.Previous().LinearX)
+	}
+	p.Resume(Twist{LinearX: 0.3})
+	now = now.Add(100 * time.Millisecond)
+	cmd, err := p.Plan(open, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 0.3 + p.Config().MaxAccel*0.1; math.Abs(cmd.LinearX-want) > 1e-9 {
+		t.Fatalf("after Resume(0.3): linear.x %v, want %v (0.3 plus 0.1 s of MaxAccel)", cmd.LinearX, want)
+	}
+}
