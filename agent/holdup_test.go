@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"sync/atomic"
@@ -81,22 +80,13 @@ func TestSlowIncidentLogDoesNotDelayTheZero(t *testing.T) {
 				time.Sleep(2 * time.Second)
 			}
 		}})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.pipe.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	var h handles.Handle
 	var blindAt time.Time
-	for seq := range uint64(30) {
+	runAndFeedWith(t, g, 30, func(seq uint64) {
 		if seq == 15 {
 			blind.Store(true)
 			blindAt = time.Now()
 		}
-		if err := g.cam.Frame(seq, g.inproc, &h); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(33 * time.Millisecond)
-	}
+	})
 	zeroAt := firstZeroAfter(t, g, blindAt, 3*time.Second)
 	if d := zeroAt.Sub(blindAt); d > watchdog/2 {
 		t.Fatalf("zero %v after the LiDAR went blind (watchdog %v; the incident's log line blocks for 2 s)", d, watchdog)

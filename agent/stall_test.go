@@ -245,6 +245,13 @@ func TestZeroComesAtTheStaleMomentNotATickLater(t *testing.T) {
 // 0..n-1 at 30 Hz; it returns the last one's capture time.
 func runAndFeed(t *testing.T, g *composed, n uint64) time.Time {
 	t.Helper()
+	return runAndFeedWith(t, g, n, nil)
+}
+
+// runAndFeedWith is runAndFeed calling before, if not nil, before each
+// frame is published.
+func runAndFeedWith(t *testing.T, g *composed, n uint64, before func(seq uint64)) time.Time {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- g.pipe.Run(ctx) }()
@@ -252,6 +259,9 @@ func runAndFeed(t *testing.T, g *composed, n uint64) time.Time {
 	var h handles.Handle
 	var last time.Time
 	for seq := range n {
+		if before != nil {
+			before(seq)
+		}
 		last = time.Now()
 		if err := g.cam.Frame(seq, g.inproc, &h); err != nil {
 			t.Fatal(err)
