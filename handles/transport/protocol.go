@@ -50,6 +50,10 @@ var (
 // ErrProtocol reports a malformed or unexpected control message.
 var ErrProtocol = errors.New("transport protocol violation")
 
+// errCameraClosedBeforeWelcome: the camera closed the connection after
+// the hello, for a reason of its own that passes; the subscriber retries.
+var errCameraClosedBeforeWelcome = errors.New("the camera closed the connection before its welcome: it could not admit this subscriber for now (out of file descriptors, or every subscriber id taken? the camera's log says why); retrying")
+
 // ErrRefused is returned when the camera refuses a subscriber.
 var ErrRefused = errors.New("camera refused the subscriber")
 

@@ -344,6 +344,11 @@ func (s *Subscriber) connect(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("waiting for welcome: %w", err)
 	}
+	if n == 0 && len(fds) == 0 {
+		// The camera admits a subscriber it cannot serve for now (out of
+		// fds, every subscriber id taken) by closing, not refusing.
+		return nil, errCameraClosedBeforeWelcome
+	}
 	if reason, refused := refusal(buf[:n]); refused {
 		closeFds(fds)
 		return nil, fmt.Errorf("%w: %s", ErrRefused, reason)

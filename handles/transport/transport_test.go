@@ -552,7 +552,8 @@ func TestTransientAdmitFailureIsRetried(t *testing.T) {
 		}
 		ids = append(ids, id)
 	}
-	s, _, wait := startSubscriber(t, SubscriberConfig{Path: f.path, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	core, logs := observer.New(zap.InfoLevel)
+	s, _, wait := startSubscriber(t, SubscriberConfig{Path: f.path, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Log: zap.New(core)})
 	ended := make(chan error, 1)
 	go func() { ended <- wait() }()
 	select {
@@ -562,6 +563,11 @@ func TestTransientAdmitFailureIsRetried(t *testing.T) {
 	}
 	if n := f.srv.Stats().Refused; n != 0 {
 		t.Fatalf("%d subscribers refused for the camera's own trouble, want 0", n)
+	}
+	// Its log says why it waits.
+	lines := logs.FilterMessage("waiting for the camera").All()
+	if len(lines) == 0 || !strings.Contains(fmt.Sprint(lines[0].ContextMap()["error"]), "closed the connection before its welcome") {
+		t.Fatalf("subscriber's log %+v: want \"waiting for the camera\" saying the camera closed before its welcome", logs.All())
 	}
 	f.pool.Unsubscribe(ids[0])
 	if err := s.WaitConnected(ctxT(t)); err != nil {
