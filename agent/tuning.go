@@ -80,11 +80,11 @@ var plannerSettings = []PlannerSetting{
 	{Name: "heading_gain", unit: "1/s", min: 0, max: 20, minOpen: true, num: func(c *planner.Config) *float64 { return &c.HeadingGain },
 		Usage: "yaw rate per radian of the chosen direction's heading, in `rad/s per rad`, above 0 and up to 20 (limited by --max-yaw-rate)"},
 	{Name: "smoothing", min: 0, max: 0.99, num: func(c *planner.Config) *float64 { return &c.Smoothing },
-		Usage: "`weight` of the previous command in a per-frame low-pass toward a moving target, 0 (off) to 0.99; stopping is never smoothed"},
+		Usage: "`weight` of the previous command in a per-frame low-pass toward a moving target, 0 (off) to 0.99; the speed is smoothed only while it rises: stopping and slowing down are never delayed"},
 	{Name: "min_score", min: -100, max: 100, num: func(c *planner.Config) *float64 { return &c.MinScore },
 		Usage: "stop when the best direction's model `score` is below this (the reference model: a score at or below 0 is a hazard or no clearance), -100 to 100"},
 	{Name: "tie_band", min: 0, max: 100, num: func(c *planner.Config) *float64 { return &c.TieBand },
-		Usage: "scores within this `band` of the best count as equal and the direction closest to straight ahead wins, so model noise does not make the robot weave; 0 to 100"},
+		Usage: "scores within this `band` of the best count as equal and, of those the robot may drive into (score at least --min-score, clearance at least --stop-distance), the direction closest to straight ahead wins, so model noise does not make the robot weave; 0 to 100"},
 }
 
 // PlannerSettings returns the planner's tunable settings. A fresh slice

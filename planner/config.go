@@ -62,14 +62,16 @@ type Config struct {
 	// Smoothing in [0, 1) is the weight of the previous command in a
 	// per-frame first-order low-pass: cmd = s·prev + (1−s)·target. 0 (the
 	// default) turns it off; the acceleration limits alone then shape the
-	// command. Stopping targets skip it.
+	// command. The speed is smoothed only while it rises: stopping and
+	// slowing down are shaped by MaxDecel alone.
 	Smoothing float64
 	// MinScore: if the best score is below it the robot stops. Default 0
 	// (for the reference model, a score ≤ 0 means a hazard or no clearance).
 	MinScore float64
-	// TieBand ≥ 0: scores within TieBand of the best count as equal and the
-	// sector closest to straight ahead wins, so model noise does not make
-	// the robot weave. Default 0 (exact ties only).
+	// TieBand ≥ 0: scores within TieBand of the best count as equal and,
+	// among those the robot may drive into (score ≥ MinScore, clearance ≥
+	// StopDistance), the sector closest to straight ahead wins, so model
+	// noise does not make the robot weave. Default 0 (exact ties only).
 	TieBand float64
 	// ScoreClearanceM (m per unit score) derives clearance when Input has
 	// none: clearance = max(score, 0) × ScoreClearanceM. The assumption is

@@ -156,16 +156,10 @@ func (p *Planner) Plan(in Input, now time.Time) (Twist, error) {
 	}
 	c := &p.cfg
 
-	best := p.bestSector(in.Scores)
+	best := p.bestSector(in)
 	score := float64(in.Scores[best])
 	heading := p.headingRad[best]
-	var clearance float64
-	if len(in.Clearance) > 0 {
-		clearance = float64(in.Clearance[best])
-	} else {
-		clearance = max(score, 0) * c.ScoreClearanceM
-	}
-	clearance = max(clearance, 0)
+	clearance := p.clearanceOf(in, best)
 
 	var target Twist
 	mode := ModeCruise
@@ -184,10 +178,12 @@ func (p *Planner) Plan(in Input, now time.Time) (Twist, error) {
 	}
 	limitedTarget := target
 
-	// Low-pass only toward a moving target: stopping is never delayed by
-	// the filter, only by MaxDecel.
+	// Low-pass only toward a moving target, and the speed only while it
+	// rises: stopping, and slowing down as the clearance falls, are never
+	// delayed by the filter, only by MaxDecel (the braking the tuning
+	// checks); smoothed, the robot reached StopDistance still moving.
 	if s := c.Smoothing; s > 0 && target.LinearX != 0 {
-		target.LinearX = s*p.prev.LinearX + (1-s)*target.LinearX
+		target.LinearX = min(target.LinearX, s*p.prev.LinearX+(1-s)*target.LinearX)
 		target.AngularZ = s*p.prev.AngularZ + (1-s)*target.AngularZ
 	}
 
@@ -239,25 +235,47 @@ func (p *Planner) checkInput(in Input) error {
 	return nil
 }
 
-// bestSector returns the index of the highest score; scores within TieBand
-// of it tie, and among ties the smallest |heading| wins, then the lower
-// index. Scores must be finite.
-func (p *Planner) bestSector(scores []float32) int {
+// bestSector returns the sector to head for: scores within TieBand of
+// the highest tie, and among the ties the robot may drive into (score at
+// least MinScore, clearance at least StopDistance) the smallest |heading|
+// wins, then the lower index. A tie that is not passable never wins over
+// one that is: with a TieBand the straight-ahead sector, a little lower,
+// stopped the robot in front of a passable gap. When no tie is passable,
+// the highest score wins (by the same order), and Plan stops. Scores must
+// be finite.
+func (p *Planner) bestSector(in Input) int {
 	top := math.Inf(-1)
-	for _, v := range scores {
+	for _, v := range in.Scores {
 		top = max(top, float64(v))
 	}
 	threshold := top - p.cfg.TieBand
-	best, bestAbs := -1, math.Inf(1)
-	for i, v := range scores {
-		if float64(v) < threshold {
+	best, bestAbs := -1, math.Inf(1)   // passable ties
+	first, firstAbs := -1, math.Inf(1) // the highest scores
+	for i, v := range in.Scores {
+		a := math.Abs(p.headingRad[i])
+		if float64(v) == top && a < firstAbs {
+			first, firstAbs = i, a
+		}
+		if float64(v) < threshold || float64(v) < p.cfg.MinScore || p.clearanceOf(in, i) < p.cfg.StopDistance {
 			continue
 		}
-		if a := math.Abs(p.headingRad[i]); a < bestAbs {
+		if a < bestAbs {
 			best, bestAbs = i, a
 		}
 	}
+	if best < 0 {
+		return first
+	}
 	return best
+}
+
+// clearanceOf is sector i's clearance in metres, ≥ 0: the model's, or
+// derived from its score (ScoreClearanceM).
+func (p *Planner) clearanceOf(in Input, i int) float64 {
+	if len(in.Clearance) > 0 {
+		return max(float64(in.Clearance[i]), 0)
+	}
+	return max(float64(in.Scores[i]), 0) * p.cfg.ScoreClearanceM
 }
 
 func (p *Planner) yawRateFor(headingRad float64) float64 {

@@ -378,3 +378,102 @@ func TestPlannerResumeStepsFromTheGivenCommand(t *testing.T) {
 		t.Fatalf("after Resume(0.3): linear.x %v, want %v (0.3 plus 0.1 s of MaxAccel)", cmd.LinearX, want)
 	}
 }
+
+// Smoothing never delays slowing down: a target lower than the previous
+// command (the clearance falling along the ramp) is taken as it is, so the
+// robot brakes at MaxDecel. Smoothed, it reached StopDistance still moving
+// and stopped 3 cm from the wall (found in review). A robot at 10 Hz
+// drives at a wall from 6 m; commands take effect the next frame.
+func TestSmoothingNeverDelaysSlowingDown(t *testing.T) {
+	p, err := New(Config{Smoothing: 0.9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Resume(Twist{LinearX: 1})
+	sectors := p.Sectors()
+	scores, clearance := make([]float32, sectors), make([]float32, sectors)
+	for i := range clearance {
+		clearance[i] = 10
+	}
+	mid := sectors / 2
+	scores[mid], clearance[mid] = 1, 1.0
+	cmd, err := p.Plan(Input{Scores: scores, Clearance: clearance}, time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 1 - DefaultMaxDecel*DefaultPeriod.Seconds(); cmd.LinearX > want+1e-9 {
+		t.Fatalf("from 1 m/s toward a target of 0.09 m/s: linear.x %v, want at most %v (MaxDecel over one period)", cmd.LinearX, want)
+	}
+
+	for _, s := range []float64{0, 0.9, 0.99} {
+		p, err := New(Config{MaxSpeed: 2, MaxDecel: 1, Smoothing: s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wall, v, closest := 6.0, 0.0, 6.0
+		now := time.Unix(0, 0)
+		for range 400 {
+			for i := range clearance {
+				clearance[i] = float32(wall)
+			}
+			now = now.Add(100 * time.Millisecond)
+			cmd, err := p.Plan(Input{Scores: scores, Clearance: clearance}, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wall -= v * 0.1
+			v = cmd.LinearX
+			closest = min(closest, wall)
+		}
+		// The ramp's target reaches 0 at StopDistance: the robot creeps
+		// up to it, never more than a few centimetres inside.
+		if closest < DefaultStopDistance-0.05 || v > 0.01 {
+			t.Fatalf("smoothing %v: came within %.2f m of the wall (StopDistance %v), speed now %v", s, closest, DefaultStopDistance, v)
+		}
+	}
+}
+
+// A tie within TieBand that the robot may not drive into (below MinScore,
+// or blocked) never wins over a passable one: the straight-ahead sector a
+// little lower stopped the robot in front of a passable gap (found in
+// review). With no passable tie the highest score wins, and it stops.
+func TestTieBandPrefersAPassableSector(t *testing.T) {
+	p, err := New(Config{TieBand: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := p.Sectors()
+	mid := n / 2
+	for _, tc := range []struct {
+		name      string
+		scores    []float32
+		clearance []float32
+		sector    int
+		mode      Mode
+	}{
+		{"straight ahead below MinScore", scoresWith(n, map[int]float32{mid: -0.04, mid + 1: 0.05}), scoresWith(n, map[int]float32{mid: 5, mid + 1: 5}), mid + 1, ModeCruise},
+		{"straight ahead blocked", scoresWith(n, map[int]float32{mid: 0.95, mid + 1: 1}), scoresWith(n, map[int]float32{mid: 0.3, mid + 1: 5}), mid + 1, ModeCruise},
+		{"straight ahead passable", scoresWith(n, map[int]float32{mid: 0.95, mid + 1: 1}), scoresWith(n, map[int]float32{mid: 5, mid + 1: 5}), mid, ModeCruise},
+		{"no passable tie", scoresWith(n, map[int]float32{mid: -0.04, mid + 1: -0.01}), nil, mid + 1, ModeLowScore},
+	} {
+		p.Reset()
+		if _, err := p.Plan(Input{Scores: tc.scores, Clearance: tc.clearance}, time.Unix(1, 0)); err != nil {
+			t.Fatal(err)
+		}
+		if d := p.Decision(); d.Sector != tc.sector || d.Mode != tc.mode {
+			t.Errorf("%s: sector %d, mode %v; want sector %d, %v", tc.name, d.Sector, d.Mode, tc.sector, tc.mode)
+		}
+	}
+}
+
+// scoresWith is n values of -1 (or 0.1 m of clearance), set where given.
+func scoresWith(n int, set map[int]float32) []float32 {
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = -1
+	}
+	for i, v := range set {
+		out[i] = v
+	}
+	return out
+}
