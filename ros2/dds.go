@@ -599,6 +599,9 @@ type request struct {
 	depth      uint64
 	nnames     int
 	bytes      int
+	// tooLarge: it asked for more than maxRequestNames names or
+	// maxRequestBytes of strings; taken, its loan returned, not answered.
+	tooLarge bool
 }
 
 // takeRequest takes one request of service s into b: n = 1 (then the

@@ -258,6 +258,14 @@ func (s *ParameterServer) run() {
 	}
 }
 
+// What one parameter request may ask: a node has tens of parameters, and
+// a request with a huge names list (any participant in the domain may
+// send one) would cost a reply many times its size, in buffers that stay.
+const (
+	maxRequestNames = 4096
+	maxRequestBytes = 1 << 20
+)
+
 // serveOne takes and answers one request; false when there was none. Only
 // a failed take is an error; a request that cannot be answered is counted
 // (Dropped) and logged, and the next one is served.
@@ -265,6 +273,15 @@ func (s *ParameterServer) serveOne(e *serviceEndpoints) (bool, error) {
 	req, ok, err := s.take(e)
 	if err != nil || !ok {
 		return false, err
+	}
+	if req.tooLarge {
+		s.dropped.Add(1)
+		if s.dropLog.allow(time.Now(), lostLogEvery) {
+			s.p.log.Warn("ros2: parameter request too large, not answered (logged at most every 10 s)", zap.String("service", e.name),
+				zap.Int("names", req.nnames), zap.Int("bytes", req.bytes), zap.Int("max_names", maxRequestNames), zap.Int("max_bytes", maxRequestBytes),
+				zap.Uint64("dropped", s.dropped.Load()))
+		}
+		return true, nil
 	}
 	if err := s.reply(e, req); err != nil {
 		s.dropped.Add(1)
@@ -290,6 +307,13 @@ func (s *ParameterServer) take(e *serviceEndpoints) (request, bool, error) {
 	}
 	if n == 0 {
 		return request{}, false, nil
+	}
+	if req.nnames > maxRequestNames || req.bytes > maxRequestBytes {
+		req.tooLarge = true
+		if rc := returnRequest(e.req.e, s.req); rc < 0 {
+			return request{}, false, &ddsError{op: "return a request's loan to " + e.req.ddsTopic, rc: rc}
+		}
+		return req, true, nil
 	}
 	s.names = grow(s.names, req.bytes)
 	s.values = grow(s.values, req.nnames)

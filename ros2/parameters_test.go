@@ -368,3 +368,24 @@ func TestParameterRepliesOnTheWire(t *testing.T) {
 		}
 	}
 }
+
+// A request asking for more names than maxRequestNames (any participant
+// in the domain may send one; answered, 200k names cost tens of MiB that
+// stayed, found in review) is taken, counted and not answered, and the
+// server serves on; one at the limit is answered.
+func TestParameterRequestTooLargeIsNotAnswered(t *testing.T) {
+	cfg, _, srv := serveTestParams(t, "", "agent")
+	over := []string{fmt.Sprintf("PARAMCLIENT_REPEAT=%d", maxRequestNames+1)}
+	if got := callParamsEnv(t, cfg, over, "/agent", "types", "watchdog"); strings.Join(got, "|") != "no reply" {
+		t.Fatalf("a request for %d names got %d lines, the first %q: want no reply", maxRequestNames+1, len(got), got[0])
+	}
+	waitFor(t, "the request to be dropped", func() bool { return srv.Dropped() == 1 })
+	if n := srv.Served(); n != 0 {
+		t.Errorf("Served() = %d after a request too large", n)
+	}
+	at := []string{fmt.Sprintf("PARAMCLIENT_REPEAT=%d", maxRequestNames)}
+	got := callParamsEnv(t, cfg, at, "/agent", "types", "watchdog")
+	if len(got) != maxRequestNames || got[0] != "type\t3" {
+		t.Errorf("a request for %d names got %d lines, the first %q: want one type each", maxRequestNames, len(got), got[0])
+	}
+}

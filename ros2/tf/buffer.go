@@ -25,7 +25,16 @@ const (
 	// defaultKeep is what a zero BufferConfig.Keep means. tf2 keeps 10 s;
 	// 2 s covers a scan's deskewing with room to spare.
 	defaultKeep = 2 * time.Second
+	// maxEdges bounds the frames a Buffer holds (a moving edge's history
+	// is 16 KiB): a peer broadcasting a frame per tracked object, with
+	// ever new names, would otherwise grow it without end. A robot has
+	// tens to hundreds of frames.
+	maxEdges = 2048
 )
+
+// ErrFull: Add refused a transform for a new frame: the Buffer holds
+// maxEdges frames, none of whose moving history has gone stale.
+var ErrFull = errors.New("tf buffer full")
 
 // velocityBase is the shortest time over which LookupAt measures the
 // velocity it extrapolates with, when the history holds that much.
@@ -108,7 +117,9 @@ func NewBuffer(cfg BufferConfig) (*Buffer, error) {
 // older than the newest is put in order while it is inside Keep and
 // silently dropped otherwise; one with the stamp of a held sample
 // replaces it. Adding to a moving edge already known, under the same
-// parent, allocates nothing.
+// parent, allocates nothing. A new frame is refused (ErrFull) while the
+// Buffer holds 2048, unless some have gone stale (no sample within Keep
+// of the newest of all), which are dropped to make room.
 func (b *Buffer) Add(s Stamped) error { return b.add(s, false) }
 
 // AddStatic stores a static transform (/tf_static), valid at every time;
@@ -138,6 +149,10 @@ func (b *Buffer) add(s Stamped, static bool) error {
 			b.up = make(map[string]*bufEdge)
 			b.children = make(map[string]int)
 		}
+		if len(b.up) >= maxEdges && b.dropStale() == 0 {
+			return errorf(ErrFull, "%s: the buffer holds %d frames, the most it keeps, and none has gone stale: is a node broadcasting a frame per object with ever new names?",
+				edgeName(parent, child), len(b.up))
+		}
 		e = &bufEdge{parent: parent}
 		b.up[child] = e
 		b.children[parent]++
@@ -162,6 +177,28 @@ func (b *Buffer) add(s Stamped, static bool) error {
 			edgeName(parent, child), secs(s.Stamp), secs(b.keepNS()))
 	}
 	return nil
+}
+
+// dropStale removes the moving edges whose newest sample is more than
+// Keep older than the newest sample of any edge: frames no longer
+// broadcast, which no lookup near the present can use. It returns how
+// many it removed. Called only when the Buffer is full: O(frames).
+func (b *Buffer) dropStale() int {
+	var newest int64
+	for _, e := range b.up {
+		if e.n > 0 {
+			newest = max(newest, e.at(e.n-1).stamp)
+		}
+	}
+	dropped := 0
+	for child, e := range b.up {
+		if e.ring != nil && e.n > 0 && e.at(e.n-1).stamp < newest-b.keepNS() {
+			b.unref(e.parent)
+			delete(b.up, child)
+			dropped++
+		}
+	}
+	return dropped
 }
 
 func (b *Buffer) keepNS() int64 {

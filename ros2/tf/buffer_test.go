@@ -972,3 +972,44 @@ func TestExtrapolationVelocityOver20ms(t *testing.T) {
 		t.Errorf("extrapolated 100 ms: x %.4f, want 0.2 within 10 mm (off %.4f)", got.Translation[0], d)
 	}
 }
+
+// A peer broadcasting a frame per tracked object, with ever new names,
+// must not grow the Buffer without end (16 KiB per moving frame: 20,000
+// names took 315 MiB, found in review). Past maxEdges frames a new one is
+// refused (ErrFull) while all are live; once some have gone stale (no
+// sample within Keep of the newest) they make room.
+func TestBufferHoldsAtMostMaxEdgesFrames(t *testing.T) {
+	b, err := NewBuffer(BufferConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const t0 = int64(1_700_000_000_000_000_000)
+	add := func(child string, stamp int64) error {
+		return b.Add(Stamped{Parent: "map", Child: child, Transform: Transform{Rotation: FromRPY(0, 0, 0)}, Stamp: stamp})
+	}
+	for i := range maxEdges {
+		if err := add(fmt.Sprintf("object_%d", i), t0+int64(i)); err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+	}
+	if err := add("object_new", t0+maxEdges); !errors.Is(err, ErrFull) {
+		t.Fatalf("frame %d: %v, want ErrFull", maxEdges, err)
+	}
+	// Known frames still take samples.
+	later := t0 + int64(3*time.Second)
+	for i := range 10 {
+		if err := add(fmt.Sprintf("object_%d", i), later); err != nil {
+			t.Fatalf("a new sample of a held frame: %v", err)
+		}
+	}
+	// The others have gone stale: a new frame takes room from them.
+	if err := add("object_new", later); err != nil {
+		t.Fatalf("a new frame once most have gone stale: %v", err)
+	}
+	if n := len(b.up); n != 11 {
+		t.Fatalf("%d frames held, want the 10 live ones and the new one", n)
+	}
+	if _, err := b.LookupAt("map", "object_3", later); err != nil {
+		t.Fatalf("a live frame after the stale ones went: %v", err)
+	}
+}

@@ -36,6 +36,10 @@
 // the CDR encapsulation header included) instead of decoding it: what
 // tests compare with CDR built by hand.
 //
+// With PARAMCLIENT_REPEAT=N (get, types, describe) the names are asked N
+// times over in one request: a request far larger than a real client's.
+// It expects no reply then: it prints `no reply` and `done` after 2 s.
+//
 // With PARAMCLIENT_DEAF=1 the reply reader carries another clientid than
 // the request writer: a client whose reply reader the server cannot find.
 // It waits 2 s for a reply and, when none comes, prints `no reply` and
@@ -298,8 +302,20 @@ int main(int argc, char **argv)
     rcl_interfaces_srv_dds__SetParametersAtomically_Request_ set_atomically;
   } rq;
   memset(&rq, 0, sizeof rq);
+  const char *repeat_env = getenv("PARAMCLIENT_REPEAT");
+  long repeat = repeat_env != NULL ? strtol(repeat_env, NULL, 10) : 1;
+  if (repeat < 1 || repeat > 1000000)
+    usage();
+  char **repeated = args;
+  if (repeat > 1) {
+    repeated = malloc(sizeof(char *) * (size_t)nargs * (size_t)repeat);
+    if (repeated == NULL) die("malloc", DDS_RETCODE_OUT_OF_RESOURCES);
+    for (long r = 0; r < repeat; r++)
+      memcpy(repeated + r * nargs, args, sizeof(char *) * (size_t)nargs);
+  }
+  uint32_t nnames = (uint32_t)(nargs * repeat);
   dds_sequence_string names = {
-    ._maximum = (uint32_t)nargs, ._length = (uint32_t)nargs, ._buffer = args, ._release = false};
+    ._maximum = nnames, ._length = nnames, ._buffer = repeated, ._release = false};
   switch ((enum kind)k) {
   case LIST: {
     char *end;
@@ -333,6 +349,7 @@ int main(int argc, char **argv)
   if (rr_tp < 0) die("create reply topic", rr_tp);
   const char *deaf = getenv("PARAMCLIENT_DEAF");
   bool is_deaf = deaf != NULL && !strcmp(deaf, "1");
+  bool no_reply_ok = is_deaf || repeat > 1;
   dds_qos_t *q = client_qos(is_deaf ? "clientid=9.9.9.9;" : CLIENT_ID);
   dds_entity_t rd = dds_create_reader(pp, rr_tp, q, NULL);
   if (rd < 0) die("create reader", rd);
@@ -406,7 +423,7 @@ int main(int argc, char **argv)
   if (cond < 0) die("create readcondition", cond);
   rc = dds_waitset_attach(ws, cond, 0);
   if (rc < 0) die("attach readcondition", rc);
-  deadline = dds_time() + (is_deaf ? DDS_SECS(2) : WAIT);
+  deadline = dds_time() + (no_reply_ok ? DDS_SECS(2) : WAIT);
   for (bool got = false; !got;) {
     void *buf[1] = {NULL};
     dds_sample_info_t si;
@@ -414,7 +431,7 @@ int main(int argc, char **argv)
     if (n < 0) die("take reply", n);
     if (n == 0) {
       if (dds_time() >= deadline) {
-        if (is_deaf) {
+        if (no_reply_ok) {
           printf("no reply\ndone\n");
           fflush(stdout);
           dds_delete(pp);
