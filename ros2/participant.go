@@ -488,12 +488,39 @@ func (p *Participant) takeDiscovered(rd entity) {
 		if rc < 0 || !ok {
 			break
 		}
-		if !d.alive || d.participant == p.gid || len(p.remoteTypes) >= maxRemoteTypes {
+		if !d.alive || d.participant == p.gid {
+			continue
+		}
+		if len(p.remoteTypes) >= maxRemoteTypes && p.forgetOtherTopicsLocked() == 0 {
 			continue
 		}
 		p.remoteTypes[remoteType{writer: rd == p.seenPubs, topic: d.topic, typ: d.typ}] = struct{}{}
 	}
 	p.typeMismatchesLocked()
+}
+
+// forgetOtherTopicsLocked drops the remote types of topics none of our
+// endpoints is on, when remoteTypes is full: peers coming and going for
+// days (each rqt start brings new service topics) filled it, and the
+// check then went silent for our own topics. It returns how many it
+// dropped. Called with mu held, only when full: O(entries × endpoints).
+func (p *Participant) forgetOtherTopicsLocked() int {
+	dropped := 0
+	for rt := range p.remoteTypes {
+		ours := false
+		for _, ep := range p.endpoints {
+			if ep.ddsTopic == rt.topic {
+				ours = true
+				break
+			}
+		}
+		if !ours {
+			delete(p.remoteTypes, rt)
+			delete(p.warnedTypes, rt)
+			dropped++
+		}
+	}
+	return dropped
 }
 
 // typeMismatchesLocked warns, once per remote type, about a remote endpoint

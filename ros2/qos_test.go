@@ -3,6 +3,7 @@
 package ros2
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -114,5 +115,29 @@ func TestTypeMismatchIsLogged(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // discovery of the second peer has been taken by now
 	if n := logs.FilterMessageSnippet(snippet).Len(); n != 1 {
 		t.Errorf("%d type-mismatch lines, want 1: %v", n, logs.FilterMessageSnippet(snippet).All())
+	}
+}
+
+// Remote types of topics none of our endpoints is on make room when the
+// table is full, so the type check goes on for our topics after days of
+// peers coming and going (each rqt start brings new service topics); it
+// went silent once 1024 such entries had come (found in review). Ours
+// stay.
+func TestRemoteTypesMakeRoomForOurTopics(t *testing.T) {
+	p := &Participant{
+		endpoints:   map[entity]*endpoint{1: {ddsTopic: "rt/cmd_vel", writer: true}},
+		remoteTypes: map[remoteType]struct{}{},
+		warnedTypes: map[remoteType]struct{}{},
+	}
+	ours := remoteType{topic: "rt/cmd_vel", typ: "geometry_msgs::msg::dds_::TwistStamped_"}
+	p.remoteTypes[ours] = struct{}{}
+	for i := range maxRemoteTypes - 1 {
+		p.remoteTypes[remoteType{topic: fmt.Sprintf("rq/rqt_%d/get_parametersRequest", i), typ: "x"}] = struct{}{}
+	}
+	if n := p.forgetOtherTopicsLocked(); n != maxRemoteTypes-1 {
+		t.Fatalf("dropped %d entries, want the %d of other topics", n, maxRemoteTypes-1)
+	}
+	if _, ok := p.remoteTypes[ours]; !ok || len(p.remoteTypes) != 1 {
+		t.Fatalf("remote types left %v, want ours alone", p.remoteTypes)
 	}
 }
