@@ -367,21 +367,36 @@ int32_t zh_client_reply_matched(dds_entity_t request_reader, dds_entity_t reply_
   free_endpoint(wr);
   if (!has_id)
     return 1;
-  dds_instance_handle_t rds[ZH_MAX_MATCHED];
+  // Most graphs have a few matched readers: look on the stack first; on
+  // one with more (dds_get_matched_subscriptions returns how many there
+  // are), look at all of them, or the client would be judged deaf.
+  dds_instance_handle_t stack[ZH_MAX_MATCHED], *rds = stack;
   dds_return_t n = dds_get_matched_subscriptions(reply_writer, rds, ZH_MAX_MATCHED);
   if (n < 0)
     return n;
-  if (n > ZH_MAX_MATCHED)
-    n = ZH_MAX_MATCHED;
-  for (dds_return_t i = 0; i < n; i++) {
+  if (n > ZH_MAX_MATCHED) {
+    size_t want = (size_t)n;
+    rds = malloc(want * sizeof *rds);
+    if (rds == NULL)
+      return DDS_RETCODE_OUT_OF_RESOURCES;
+    n = dds_get_matched_subscriptions(reply_writer, rds, want);
+    if (n < 0) {
+      free(rds);
+      return n;
+    }
+    if ((size_t)n > want)
+      n = (dds_return_t)want; // more matched meanwhile: these are enough for now
+  }
+  int32_t matched = 0;
+  for (dds_return_t i = 0; i < n && !matched; i++) {
     dds_builtintopic_endpoint_t *rd = dds_get_matched_subscription_data(reply_writer, rds[i]);
     char id[128];
-    int same = rd != NULL && userdata_value(rd->qos, "clientid", id, sizeof id) && strcmp(id, clientid) == 0;
+    matched = rd != NULL && userdata_value(rd->qos, "clientid", id, sizeof id) && strcmp(id, clientid) == 0;
     free_endpoint(rd);
-    if (same)
-      return 1;
   }
-  return 0;
+  if (rds != stack)
+    free(rds);
+  return matched;
 }
 
 dds_return_t zh_waitset_attach_reader(dds_entity_t waitset, dds_entity_t reader)
