@@ -33,7 +33,8 @@ const (
 )
 
 // ErrFull: Add refused a transform for a new frame: the Buffer holds
-// maxEdges frames, none of whose moving history has gone stale.
+// maxEdges frames, none of whose moving history has gone stale, or the
+// Tree holds maxEdges frames.
 var ErrFull = errors.New("tf buffer full")
 
 // velocityBase is the shortest time over which LookupAt measures the

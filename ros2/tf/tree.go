@@ -115,8 +115,10 @@ func frameName(f string) string {
 
 // Add stores s, replacing any earlier transform for s.Child (whose parent
 // may differ, as in tf2). It refuses, storing nothing, what tf2's
-// BufferCore::setTransform ignores, and a transform that would close a
-// loop. The rotation is stored normalised.
+// BufferCore::setTransform ignores, a transform that would close a loop,
+// and one for a new frame when the tree holds 2048 (ErrFull): a peer
+// inventing frames must not grow it without end. The rotation is stored
+// normalised.
 func (t *Tree) Add(s Stamped) error {
 	parent, child, valid, err := checkStamped(s)
 	if err != nil {
@@ -141,7 +143,11 @@ func (t *Tree) Add(s Stamped) error {
 		t.up = make(map[string]edge)
 		t.children = make(map[string]int)
 	}
-	if old, ok := t.up[child]; ok {
+	old, known := t.up[child]
+	if !known && len(t.up) >= maxEdges {
+		return errorf(ErrFull, "%s: the tree holds %d frames, the most it keeps (is a node broadcasting a static frame per object with ever new names?)", name, len(t.up))
+	}
+	if known {
 		t.unref(old.parent)
 	}
 	t.up[child] = edge{parent: parent, tf: valid}

@@ -485,3 +485,21 @@ func TestConcurrent(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// The static tree holds at most maxEdges frames: a new one past that is
+// refused (ErrFull); known frames still take new transforms.
+func TestTreeHoldsAtMostMaxEdgesFrames(t *testing.T) {
+	var tr Tree
+	id := Transform{Rotation: FromRPY(0, 0, 0)}
+	for i := range maxEdges {
+		if err := tr.Add(Stamped{Parent: "base_link", Child: fmt.Sprintf("object_%d", i), Transform: id}); err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+	}
+	if err := tr.Add(Stamped{Parent: "base_link", Child: "object_new", Transform: id}); !errors.Is(err, ErrFull) {
+		t.Fatalf("frame %d: %v, want ErrFull", maxEdges, err)
+	}
+	if err := tr.Add(Stamped{Parent: "map", Child: "object_7", Transform: id}); err != nil {
+		t.Fatalf("a known frame, reparented: %v", err)
+	}
+}
