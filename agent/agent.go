@@ -1034,10 +1034,12 @@ func (p *Pipeline) Last() planner.Twist {
 // step under pubMu: the guard cannot zero between the check and the send,
 // nor right after it. (The watchdog is asked before, without
 // pubMu, which is held no longer than the send needs: its incident
-// callbacks log.) The stamp is at: the capture time (the older of the
-// cloud's and its image's), or when the frame arrived if its stamp lay
-// ahead of our clock. A command the sink refused resets the planner; one
-// it took stays in force until the frame's stale moment (cmdUntil).
+// callbacks log.) The stamp is at: the cloud's capture time, or when the
+// frame arrived if its stamp lay ahead of our clock; the age that decides
+// is dataAt's, the older of the cloud's and its image's. A command the
+// sink refused is not planned from (Planner.Resume from the last one
+// taken); one it took stays in force until the frame's stale moment
+// (cmdUntil).
 func (p *Pipeline) publishFrame(cmd planner.Twist, at, dataAt time.Time) {
 	now := time.Now()
 	out := p.cfg.Watchdog.OutputFrame(now, dataAt, cmd, p.cfg.Planner)
