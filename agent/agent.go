@@ -257,6 +257,15 @@ type Pipeline struct {
 	// The watchdog does not see it: fresh frames keep arriving. Written
 	// under pubMu, read by Health.
 	lateSince atomic.Int64
+	// expiredAt is when the stall guard last zeroed a moving command at
+	// its frame's stale moment while the watchdog still called the newest
+	// cloud fresh (wall clock, ns; 0: never): the command ended with its
+	// image, which paired up to --pair-tolerance older than its cloud,
+	// before the next frame came. The watchdog does not see it, and each
+	// frame moves the robot again for a while, so Health holds it for
+	// expiryHealthHold. expiries counts them. Written by the guard.
+	expiredAt atomic.Int64
+	expiries  atomic.Uint64
 	// runDone is Run's ctx.Done(), set before anything publishes: once it
 	// is closed every frame command is zero (publishFrame checks it under
 	// pubMu), also for a frame that gets there before the guard has sent
@@ -1107,8 +1116,27 @@ func (p *Pipeline) Health(now time.Time) error {
 		return fmt.Errorf("stall: frames take longer than the watchdog period (%v) to process, so each command is zeroed (cmd_vel zeroed for %v; pipeline_stalls_total, /latency's stages)",
 			wd.Timeout(), now.Sub(time.Unix(0, since)).Round(time.Millisecond))
 	}
+	if at := p.expiredAt.Load(); at != 0 {
+		if ago := now.Sub(time.Unix(0, at)); ago < expiryHealthHold(wd.Timeout()) {
+			return fmt.Errorf("commands expire between frames: cmd_vel was last zeroed %v ago, as its frame's image grew older than the watchdog period (%v) before the next frame came (images pair up to --pair-tolerance, %v, older than their clouds: lower it, or look at why images arrive late; cmd_vel_expired_total)",
+				max(ago, 0).Round(time.Millisecond), wd.Timeout(), p.pairTolerance())
+		}
+	}
 	return nil
 }
+
+// expiryHealthHold is how long Health reports a command the stall guard
+// let expire between frames (expiredAt): longer than the frames are apart
+// while it recurs, a second or two watchdog periods.
+func expiryHealthHold(watchdog time.Duration) time.Duration {
+	return max(time.Second, 2*watchdog)
+}
+
+// Expiries counts moving commands the stall guard zeroed between frames
+// at their frame's stale moment while the newest cloud was still fresh:
+// each ended with its image, older than its cloud. Safe for concurrent
+// use.
+func (p *Pipeline) Expiries() uint64 { return p.expiries.Load() }
 
 // publishZeroIfBusyUntil publishes zero if the frame named by until is
 // still running, checked under pubMu so that a frame that has just
@@ -1187,14 +1215,28 @@ func (p *Pipeline) expireCommand() {
 		return
 	}
 	p.pubMu.Lock()
-	defer p.pubMu.Unlock()
 	if p.cmdUntil.Load() != until || p.busyUntil.Load() != 0 {
+		p.pubMu.Unlock()
 		return // a frame published or started meanwhile
 	}
 	// Not the timer's own time: one that waited in the channel (this
 	// process paused) would stamp the zero in the past.
-	if p.publishLocked(planner.Zero(), time.Now()) == nil {
+	now := time.Now()
+	err := p.publishLocked(planner.Zero(), now)
+	if err == nil {
 		p.expired = true
+	}
+	p.pubMu.Unlock()
+	// The watchdog's own incident (no fresh cloud: the camera stopped, the
+	// pipeline held up) explains a zero at the newest cloud's stale
+	// moment. A zero it does not explain came earlier, from the image.
+	// After pubMu: an incident Check starts publishes its zero under it.
+	if err != nil {
+		return
+	}
+	if ok, _ := p.cfg.Watchdog.Check(now); ok {
+		p.expiredAt.Store(now.UnixNano())
+		p.expiries.Add(1)
 	}
 }
 

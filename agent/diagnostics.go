@@ -98,6 +98,7 @@ func diagnose(fullName string, st nodeState) []status.Status {
 		kv("stage failure incidents", count(c["watchdog_stage_failure_incidents_total"])),
 		kv("non-finite incidents", count(c["watchdog_non_finite_incidents_total"])),
 		kv("stalls", count(c["pipeline_stalls_total"])),
+		kv("expired between frames", count(c["cmd_vel_expired_total"])),
 		kv("publish failures", count(c["cmd_vel_publish_failures_total"])),
 	}}
 	switch why := brakingShortfall(st.planner); {

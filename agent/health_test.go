@@ -288,3 +288,103 @@ func TestNothingInTheRasterIsBlindToo(t *testing.T) {
 		})
 	}
 }
+
+// TestHealthSaysWhenCommandsExpireBetweenFrames: each image pairs 300 ms
+// older than its cloud (the most --pair-tolerance allows under a 600 ms
+// watchdog), and frames come 400 ms apart, so each command ends with its
+// image, about 300 ms after its cloud, and the stall guard zeroes it
+// before the next frame; the robot crawls from rest, frame after frame.
+// The watchdog, which orders and ages frames by their clouds, saw fresh
+// clouds throughout: /healthz said healthy and nothing counted it. Once
+// the images are as new as their clouds, commands last until the next
+// frame and health returns.
+func TestHealthSaysWhenCommandsExpireBetweenFrames(t *testing.T) {
+	g := newComposedWith(t, composedOptions{watchdog: 600 * time.Millisecond})
+	g.pipe.cfg.PairTolerance = 300 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.pipe.Run(ctx) }()
+	var lag atomic.Int64
+	lag.Store(int64(300 * time.Millisecond))
+	cameraDone := make(chan struct{})
+	go func() {
+		defer close(cameraDone)
+		var h handles.Handle
+		var imageAt int64
+		for seq := uint64(0); ctx.Err() == nil; seq++ {
+			_ = g.cam.Frame(seq, imageAger{g.inproc, time.Duration(lag.Load()), &imageAt}, &h)
+			time.Sleep(400 * time.Millisecond)
+		}
+	}()
+	defer func() { cancel(); <-done; <-cameraDone }()
+
+	for deadline := time.Now().Add(10 * time.Second); g.pipe.Expiries() < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d commands expired within 10 s of images 300 ms older than their clouds, frames 400 ms apart, under a 600 ms watchdog; want 2 or more", g.pipe.Expiries())
+		}
+	}
+	incidents := g.pipe.cfg.Watchdog.Counts()
+	healthy, probes := 0, 0
+	var why string
+	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		probes++
+		if err := g.pipe.Health(time.Now()); err == nil {
+			healthy++
+		} else {
+			why = err.Error()
+		}
+	}
+	if healthy > 0 {
+		t.Fatalf("healthy in %d of %d probes while every command expired before the next frame", healthy, probes)
+	}
+	if !strings.Contains(why, "expire between frames") || !strings.Contains(why, "--pair-tolerance, 300ms") {
+		t.Errorf("health reason %q does not say that commands expire, nor name the pairing tolerance", why)
+	}
+	if now := g.pipe.cfg.Watchdog.Counts(); now != incidents {
+		t.Errorf("watchdog incidents went from %+v to %+v: want none, the clouds were fresh (the test is of the expiries alone)", incidents, now)
+	}
+
+	lag.Store(0)
+	for deadline := time.Now().Add(10 * time.Second); g.pipe.Health(time.Now()) != nil; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("still unhealthy 10 s after images became as new as their clouds: %v", g.pipe.Health(time.Now()))
+		}
+	}
+}
+
+// TestExpiryIsNotCountedWhenTheCloudIsStale: a command the stall guard
+// zeroes at its stale moment is counted as expired (and held against
+// /healthz) only while the newest cloud is fresh; once the cloud is
+// stale too (the camera stopped), the watchdog's incident explains the
+// zero.
+func TestExpiryIsNotCountedWhenTheCloudIsStale(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		wait    time.Duration // after the last frame, under a 300 ms watchdog
+		counted uint64
+	}{{"cloud fresh", 0, 1}, {"cloud stale", 400 * time.Millisecond, 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newComposedWith(t, composedOptions{watchdog: 300 * time.Millisecond})
+			var h handles.Handle
+			for seq := range uint64(5) { // moving by now
+				g.step(t, seq, &h)
+				time.Sleep(20 * time.Millisecond)
+			}
+			if last := g.pipe.Last(); last.IsZero() {
+				t.Fatal("not moving after 5 frames")
+			}
+			time.Sleep(tc.wait)
+			g.pipe.cmdUntil.Store(1) // its stale moment long past
+			g.pipe.expireCommand()
+			if last := g.pipe.Last(); !last.IsZero() {
+				t.Fatalf("the expired command %+v is still in force", last)
+			}
+			if n := g.pipe.Expiries(); n != tc.counted {
+				t.Fatalf("%d expiries counted, want %d", n, tc.counted)
+			}
+			if err := g.pipe.Health(time.Now()); (err != nil && strings.Contains(err.Error(), "expire between frames")) != (tc.counted == 1) {
+				t.Fatalf("health %v; want it to name the expiry: %v", err, tc.counted == 1)
+			}
+		})
+	}
+}

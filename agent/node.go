@@ -520,6 +520,10 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 		func() float64 { return float64(pipe.Stalls()) }); err != nil {
 		log.Warn("metrics: stalls", zap.Error(err))
 	}
+	if err := rec.AddCounterFunc("cmd_vel_expired_total", "Moving cmd_vel zeroed between frames at their frame's stale moment while the newest cloud was still fresh: the command ended with its image, which paired up to --pair-tolerance older than its cloud, before the next frame came (/healthz answers 503 for a while after each).",
+		func() float64 { return float64(pipe.Expiries()) }); err != nil {
+		log.Warn("metrics: expired", zap.Error(err))
+	}
 	// The limits in force: ros2 param set changes them while it runs.
 	if err := rec.AddGaugeFunc("planner_max_speed_mps", "The planner's forward speed limit of cmd_vel, m/s (--max-speed; ros2 param set max_speed changes it while the agent runs).",
 		func() float64 { return pipe.PlannerConfig().MaxSpeed }); err != nil {
@@ -566,7 +570,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 		func() float64 { return float64(pipe.PublishFailures()) }); err != nil {
 		log.Warn("metrics: publish failures", zap.Error(err))
 	}
-	if err := rec.AddGaugeFunc("cmd_vel_zeroed", "1 while commands do not get through, when /healthz answers 503: cmd_vel held at zero by the watchdog (no fresh frame, a failed stage, a blind LiDAR) or because frames take longer than the watchdog period to process, or the sink failing to send (a zero the planner chose, to stop for an obstacle, is 0).",
+	if err := rec.AddGaugeFunc("cmd_vel_zeroed", "1 while commands do not get through, when /healthz answers 503: cmd_vel held at zero by the watchdog (no fresh frame, a failed stage, a blind LiDAR) or because frames take longer than the watchdog period to process, or commands expiring between frames (cmd_vel_expired_total), or the sink failing to send (a zero the planner chose, to stop for an obstacle, is 0).",
 		func() float64 {
 			if pipe.Health(time.Now()) != nil {
 				return 1
