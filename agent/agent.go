@@ -1234,10 +1234,17 @@ func (p *Pipeline) expireCommand() {
 	if err != nil {
 		return
 	}
-	if ok, _ := p.cfg.Watchdog.Check(now); ok {
-		p.expiredAt.Store(now.UnixNano())
-		p.expiries.Add(1)
+	if ok, _ := p.cfg.Watchdog.Check(now); !ok {
+		return
 	}
+	// Logged once per run of them: as /healthz, a run ends when none came
+	// for expiryHealthHold.
+	hold := expiryHealthHold(p.cfg.Watchdog.Timeout())
+	if prev := p.expiredAt.Swap(now.UnixNano()); prev == 0 || now.Sub(time.Unix(0, prev)) >= hold {
+		p.log.Warn("cmd_vel zeroed between frames: the command ended with its frame's image, older than its cloud, before the next frame came (lower --pair-tolerance, or look at why images arrive late or frames far apart; counted in cmd_vel_expired_total, logged once per run of them)",
+			zap.Duration("watchdog", p.cfg.Watchdog.Timeout()), zap.Duration("pair_tolerance", p.pairTolerance()))
+	}
+	p.expiries.Add(1)
 }
 
 // stallWatch is guardStalls' state between looks.

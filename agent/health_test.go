@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/zerohop/zerohop/handles"
 	"github.com/zerohop/zerohop/infer"
 	"github.com/zerohop/zerohop/sensor"
@@ -301,6 +304,8 @@ func TestNothingInTheRasterIsBlindToo(t *testing.T) {
 func TestHealthSaysWhenCommandsExpireBetweenFrames(t *testing.T) {
 	g := newComposedWith(t, composedOptions{watchdog: 600 * time.Millisecond})
 	g.pipe.cfg.PairTolerance = 300 * time.Millisecond
+	core, logs := observer.New(zap.InfoLevel)
+	g.pipe.log = zap.New(core)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- g.pipe.Run(ctx) }()
@@ -339,6 +344,9 @@ func TestHealthSaysWhenCommandsExpireBetweenFrames(t *testing.T) {
 	}
 	if !strings.Contains(why, "expire between frames") || !strings.Contains(why, "--pair-tolerance, 300ms") {
 		t.Errorf("health reason %q does not say that commands expire, nor name the pairing tolerance", why)
+	}
+	if lines := logs.FilterMessageSnippet("cmd_vel zeroed between frames").Len(); lines != 1 {
+		t.Errorf("%d log lines for a run of %d expiries, want 1", lines, g.pipe.Expiries())
 	}
 	if now := g.pipe.cfg.Watchdog.Counts(); now != incidents {
 		t.Errorf("watchdog incidents went from %+v to %+v: want none, the clouds were fresh (the test is of the expiries alone)", incidents, now)
