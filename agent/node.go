@@ -609,7 +609,15 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 		log.Info("/debug/pprof/ is not served on an address other machines can reach (--pprof serves it)", zap.String("http", ln.Addr().String()))
 	}
 	log.Info("latency endpoint", zap.String("url", "http://"+ln.Addr().String()+"/"))
-	goRun(func() error { return web.ServeListener(ctx, ln) })
+	goRun(func() error {
+		// The pipeline runs on without it: commands still go out, and
+		// the watchdog still stops the robot; say that the endpoint died.
+		err := web.ServeListener(ctx, ln)
+		if err != nil && ctx.Err() == nil {
+			log.Error("latency endpoint stopped: /latency, /metrics and /healthz are no longer served (a health check will call this agent dead)", zap.Error(err))
+		}
+		return err
+	})
 	if cfg.Status != nil {
 		loop := statusLoop(cfg, wd.Timeout(), rec, pipe.Health, pipe.PlannerConfig)
 		loop.Log = log

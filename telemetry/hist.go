@@ -167,10 +167,13 @@ func percentilesOf(h histogram) Percentiles {
 	// nearest, which may lie below the p-th percentile: with 1.02% of 1863
 	// samples at 20 ms, its p99 was a 3 ms sample. Ask it for the
 	// percentile whose rounded rank is the nearest-rank one, ceil(p/100 × n).
-	ps := []float64{50, 90, 99, 99.9}
-	for i, p := range ps {
-		rank := max(math.Ceil(p/100*float64(n)-1e-9), 1) // -1e-9: p/100 × n a whole number but for rounding
-		ps[i] = rank / float64(n) * 100
+	// The rank in integers (per mille): in floats, 0.999 × n is off by
+	// more than any fixed slack once n passes about 1.7e7 (days of frames
+	// since start), and its ceiling one sample too high.
+	ps := []float64{500, 900, 990, 999}
+	for i, pm := range ps {
+		rank := max((int64(pm)*n+999)/1000, 1)
+		ps[i] = float64(rank) / float64(n) * 100
 	}
 	v := h.ValueAtPercentilesSlice(ps)
 	return Percentiles{Count: uint64(n),

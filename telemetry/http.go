@@ -50,6 +50,10 @@ const (
 	// more are closed as soon as they are accepted (see LimitConns). A
 	// browser tab holds up to 6, a Prometheus scraper 1.
 	DefaultMaxConns = 64
+	// maxRequestBody bounds what a request may send: no endpoint needs a
+	// body, but /debug/pprof/symbol reads a POST's whole and answers each
+	// address in it, in memory (a 31 MiB body made a 177 MiB reply).
+	maxRequestBody = 64 << 10
 )
 
 // pageSource is the / page, an html/template; parsed per Server, never
@@ -126,6 +130,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("Host %q: this endpoint listens on loopback and answers only requests for localhost or a loopback address", r.Host), http.StatusForbidden)
 		return
 	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxRequestBody)
 	s.mux.ServeHTTP(w, r)
 }
 
@@ -269,7 +274,9 @@ func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 
 	select {
 	case err := <-serveErr:
-		return fmt.Errorf("telemetry: serve on %s: %w", ln.Addr(), err)
+		// Serve has stopped accepting; the connections it serves would
+		// live on until their timeouts.
+		return errors.Join(fmt.Errorf("telemetry: serve on %s: %w", ln.Addr(), err), hs.Close())
 	case <-ctx.Done():
 	}
 	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)

@@ -4,13 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -294,6 +297,30 @@ func TestPprofOnOwnMux(t *testing.T) {
 	}
 }
 
+// TestPprofSymbolReadsABoundedBody: /debug/pprof/symbol answers each
+// address a POST names, built in memory; a body of 4 MiB of one address
+// gave a reply of about 20 MiB. Bodies are cut at maxRequestBody.
+func TestPprofSymbolReadsABoundedBody(t *testing.T) {
+	_, ts := newTestServer(t, nil)
+	word := fmt.Sprintf("%#x+", reflect.ValueOf(NewServer).Pointer())
+	body := strings.Repeat(word, (4<<20)/len(word))
+	resp, err := http.Post(ts.URL+"/debug/pprof/symbol", "text/plain", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	reply, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(reply), "NewServer") {
+		t.Fatalf("the reply does not name the address: %.200q", reply)
+	}
+	if limit := 8 * maxRequestBody; len(reply) > limit {
+		t.Fatalf("a %d-byte body got a %d-byte reply, want at most %d: the body is read whole", len(body), len(reply), limit)
+	}
+}
+
 func TestServeRefusesAmbiguousAddress(t *testing.T) {
 	r, _ := newRecorder(t, Options{})
 	s, err := NewServer(r, ServerOptions{})
@@ -367,6 +394,60 @@ func TestServeReportsListenError(t *testing.T) {
 	}
 	if err := s.Serve(t.Context(), ln.Addr().String()); err == nil || !strings.Contains(err.Error(), ln.Addr().String()) {
 		t.Fatalf("Serve on a busy port = %v, want an error naming it", err)
+	}
+}
+
+// failingListener accepts one connection, then fails every Accept with
+// a permanent error.
+type failingListener struct {
+	net.Listener
+	accepted atomic.Bool
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	if l.accepted.Swap(true) {
+		return nil, errors.New("accept: a permanent failure (fake)")
+	}
+	return l.Listener.Accept()
+}
+
+// TestServeErrorClosesOpenConnections: when accepting fails for good,
+// ServeListener returns the error, and connections still open are
+// closed, not left to their idle timeout (60 s).
+func TestServeErrorClosesOpenConnections(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := &failingListener{Listener: inner}
+	defer ln.Close()
+	r, _ := newRecorder(t, Options{})
+	s, err := NewServer(r, ServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", inner.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	done := make(chan error, 1)
+	go func() { done <- s.ServeListener(t.Context(), ln) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "a permanent failure") {
+			t.Fatalf("ServeListener = %v, want the accept error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("ServeListener still runs 10 s after accepting failed")
+	}
+	// The connection accepted before is closed: a read ends (EOF), and
+	// soon, not at the server's 5 s ReadHeaderTimeout.
+	if err := conn.SetReadDeadline(time.Now().Add(2 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("read on the connection accepted before: %v, want EOF (closed by the server)", err)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -99,6 +100,29 @@ func TestPercentilesAreNearestRank(t *testing.T) {
 				t.Fatalf("percentiles %+v, want %+v", got, want)
 			}
 		})
+	}
+}
+
+// TestPercentileRanksOfLongRuns: since start, a stage holds days of
+// samples. At 3e7 (11.6 days at 30 Hz) with exactly 99.9% of them at
+// 100 µs, p99.9 is 100 µs; ranks taken in floats, ceil(0.999 × n) came out
+// one sample too high (200 µs).
+func TestPercentileRanksOfLongRuns(t *testing.T) {
+	for _, n := range []int64{3e7, 1e8, 7e9, 1e12} {
+		for _, pm := range []int64{500, 900, 990, 999} {
+			// Exactly pm‰ at 100 µs, then one fewer: the rank is the
+			// last of them, then the first at 200 µs.
+			for _, tc := range []struct{ low, want int64 }{{pm * n / 1000, 100}, {pm*n/1000 - 1, 200}} {
+				h := hdr.New(lowestMicros, highestMicros, sigFigs)
+				h.RecordValues(100, tc.low)
+				h.RecordValues(200, n-tc.low)
+				got := percentilesOf(h)
+				v := map[int64]float64{500: got.P50, 900: got.P90, 990: got.P99, 999: got.P999}[pm]
+				if v != float64(tc.want) {
+					t.Errorf("%d samples, %d of them at 100 µs, the rest at 200: p%v = %v µs, want %d", n, tc.low, float64(pm)/10, v, tc.want)
+				}
+			}
+		}
 	}
 }
 

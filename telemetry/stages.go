@@ -6,7 +6,7 @@ type StageID int
 // IDs of the default stages (DefaultStages). A Recorder made with other
 // stage names looks IDs up with Recorder.Stage.
 const (
-	StageHandoff    StageID = iota // handle received → lease taken
+	StageHandoff    StageID = iota // camera published the handle → agent received it (CLOCK_MONOTONIC, both)
 	StageVoxel                     // voxel-grid filter
 	StageBEV                       // bird's-eye-view raster
 	StagePreprocess                // camera image → model input
