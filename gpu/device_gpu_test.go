@@ -239,6 +239,11 @@ func TestGPUDeviceMemoryCopiesAndEvents(t *testing.T) {
 	start.Record(s)
 	f.launch(t, dx, dy, n, s)
 	end.Record(s)
+	// The copy in reads host asynchronously: it must be done before host
+	// is cleared (the fake copies at enqueue; a GPU does not).
+	if err := s.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
 	clear(host)
 	if err := f.c.CopyFromDevice(host, dy, s); err != nil {
 		t.Fatal(err)

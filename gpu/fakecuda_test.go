@@ -286,6 +286,40 @@ func TestFakeCUDACubinCacheSkipsNVRTC(t *testing.T) {
 	}
 }
 
+// TestFakeCUDACubinCacheReplacesARefusedEntry: a cache entry the driver
+// refuses (damaged on disk: CUDA_ERROR_INVALID_IMAGE) is compiled anew
+// and replaced, not refused again at every start.
+func TestFakeCUDACubinCacheReplacesARefusedEntry(t *testing.T) {
+	f := openFakeCUDA(t)
+	dir := t.TempDir()
+	cfg, opt := voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}, VoxelOptions{MaxPoints: 100, CacheDir: dir}
+	vf, err := NewVoxelFilter(f.c, f.nv, cfg, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vf.Close()
+	entries, err := filepath.Glob(filepath.Join(dir, "*.cubin"))
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("cache entries %v (%v), want one", entries, err)
+	}
+	if err := os.WriteFile(entries[0], []byte("not a cubin: damaged on disk"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i, wantHit := range []bool{false, true} { // compiled anew, then a hit again
+		vf, err := NewVoxelFilter(f.c, f.nv, cfg, opt)
+		if err != nil {
+			t.Fatalf("filter %d after the entry was damaged: %v", i, err)
+		}
+		if vf.Timing().CacheHit != wantHit || vf.Target() == EmbeddedTarget {
+			t.Fatalf("filter %d after the entry was damaged: cache hit %t, target %s; want hit %t, NVRTC's target", i, vf.Timing().CacheHit, vf.Target(), wantHit)
+		}
+		vf.Close()
+	}
+	if b, err := os.ReadFile(entries[0]); err != nil || strings.HasPrefix(string(b), "not a cubin") {
+		t.Fatalf("the damaged entry was not replaced (%v): %.40q", err, b)
+	}
+}
+
 func TestFakeCUDACopiesAndFrameAllocations(t *testing.T) {
 	f := openFakeCUDA(t)
 	// Async copies refuse pageable memory before the driver sees it.

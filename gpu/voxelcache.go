@@ -81,3 +81,9 @@ func cachedCubin(dir, key string, compile compileFunc, source, name string, opti
 	}
 	return image, false, nil
 }
+
+// dropCachedCubin removes dir's entry for key (one the driver refused),
+// so that cachedCubin compiles and stores it anew.
+func dropCachedCubin(dir, key string) {
+	os.Remove(filepath.Join(dir, key+".cubin"))
+}

@@ -209,6 +209,7 @@ func NewVoxelFilter(c *Context, nv *NVRTC, cfg voxel.Config, opt VoxelOptions) (
 
 	var cubin []byte
 	var hit bool
+	var recompile func() ([]byte, error) // a refused cache entry: compile anew, replace it
 	if nv == nil {
 		// No NVRTC: the embedded PTX, JIT-compiled by the driver at load.
 		f.target, cubin = EmbeddedTarget, voxelPTX
@@ -229,9 +230,31 @@ func NewVoxelFilter(c *Context, nv *NVRTC, cfg voxel.Config, opt VoxelOptions) (
 		if cubin, hit, err = cachedCubin(dir, key, nv.Compile, voxelSource, "voxel.cu", options); err != nil {
 			return nil, fmt.Errorf("gpu voxel filter: %w: %w", ErrKernelImage, err)
 		}
+		recompile = func() ([]byte, error) {
+			dropCachedCubin(dir, key)
+			cubin, _, err := cachedCubin(dir, key, nv.Compile, voxelSource, "voxel.cu", options)
+			return cubin, err
+		}
 	}
 	f.timing.CacheHit = hit
-	if err := f.setup(cubin); err != nil {
+	err = f.setup(cubin)
+	if err != nil && hit && errors.Is(err, ErrKernelImage) {
+		// A cached image the driver refuses (damaged on disk, or made by
+		// an NVRTC whose output this driver does not take) would be
+		// refused at every start, each falling back to the embedded PTX:
+		// compiled anew and replaced instead. setup refuses an image
+		// before it allocates anything but the module.
+		if f.mod != nil {
+			f.mod.Unload()
+			f.mod = nil
+		}
+		f.timing.CacheHit = false
+		var again []byte
+		if again, err = recompile(); err == nil {
+			err = f.setup(again)
+		}
+	}
+	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("gpu voxel filter: %w", err)
 	}
