@@ -4,7 +4,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -43,8 +45,20 @@ type Options struct {
 // participant (ros2.Config.Remaps) and Applied, what the parameters set.
 func ParseFlags(fs *flag.FlagSet, args []string, opt Options) (*Args, error) {
 	own, ros := Split(args)
-	if err := fs.Parse(own); err != nil {
+	// The flag package prints a refused flag's error and then the whole
+	// usage, a hundred lines that bury it (a restart loop's log shows only
+	// the usage's end): the error is returned alone, explained, and the
+	// usage printed only when asked for.
+	out := fs.Output()
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(own)
+	fs.SetOutput(out)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.Usage()
 		return nil, err
+	}
+	if err != nil {
+		return nil, explainFlagError(fs, "", err)
 	}
 	a, err := Parse(ros...)
 	if err != nil {
@@ -79,7 +93,7 @@ func ParseFlags(fs *flag.FlagSet, args []string, opt Options) (*Args, error) {
 			return nil, fmt.Errorf("parameter %s (%s): %w", p.Name, p.Source, err)
 		}
 		if err := fs.Set(f.Name, s); err != nil {
-			return nil, fmt.Errorf("parameter %s = %q (%s), for --%s: %w", p.Name, s, p.Source, f.Name, err)
+			return nil, fmt.Errorf("parameter %s = %q (%s), for --%s: %w", p.Name, s, p.Source, f.Name, explainFlagError(fs, f.Name, err))
 		}
 		a.Applied = append(a.Applied, fmt.Sprintf("--%s=%s (%s)", f.Name, s, p.Source))
 		byParam[f.Name] = true
@@ -88,6 +102,42 @@ func ParseFlags(fs *flag.FlagSet, args []string, opt Options) (*Args, error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// refusedFlag finds the flag's name in the flag package's error for a
+// value it refused.
+var refusedFlag = regexp.MustCompile(`^invalid (?:boolean )?value ".*" for flag -([^:]+): `)
+
+// explainFlagError adds to err, the flag package's error for flag name
+// ("": taken from err), what the flag's values look like where err says
+// only "parse error", and a pointer to --help.
+func explainFlagError(fs *flag.FlagSet, name string, err error) error {
+	if name == "" {
+		if m := refusedFlag.FindStringSubmatch(err.Error()); m != nil {
+			name = m[1]
+		}
+	}
+	f := fs.Lookup(name)
+	if f == nil || !strings.HasSuffix(err.Error(), "parse error") {
+		return fmt.Errorf("%w (see --help)", err)
+	}
+	want := ""
+	if g, ok := f.Value.(flag.Getter); ok {
+		switch g.Get().(type) {
+		case time.Duration:
+			want = "a duration with its unit, e.g. 200ms or 1.5s"
+		case float64:
+			want = "a number"
+		case int, int64, uint, uint64:
+			want = "a whole number"
+		case bool:
+			want = "true or false"
+		}
+	}
+	if want == "" {
+		return fmt.Errorf("%w (see --help)", err)
+	}
+	return fmt.Errorf("%w: want %s (see --help)", err, want)
 }
 
 // lookupParam finds the flag a parameter name stands for.

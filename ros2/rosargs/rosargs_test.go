@@ -1,7 +1,9 @@
 package rosargs
 
 import (
+	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"reflect"
 	"strings"
@@ -322,10 +324,42 @@ func TestParseFlagsRefuses(t *testing.T) {
 		{[]string{"--ros-args", "-p", "watchdog:=.inf"}, `parameter watchdog (-p watchdog:=.inf): ".inf": want a duration in seconds`},
 		{[]string{"--log-level", "warn", "--ros-args", "--log-level", "debug"}, "--log-level debug and --log-level on the command line: give it once"},
 		{[]string{"--ros-args", "--log-level", "verbose"}, `--log-level "verbose": want DEBUG, INFO`},
-		{[]string{"--nope", "--ros-args", "-p", "rate:=1"}, "flag provided but not defined: -nope"},
+		{[]string{"--nope", "--ros-args", "-p", "rate:=1"}, "flag provided but not defined: -nope (see --help)"},
+		// A duration without its unit (ZEROHOP_PAIR_TOLERANCE=0.05 in a
+		// compose file): the flag package says only "parse error".
+		{[]string{"--watchdog", "0.05"}, `invalid value "0.05" for flag -watchdog: parse error: want a duration with its unit, e.g. 200ms or 1.5s (see --help)`},
+		{[]string{"--rate=fast"}, `for flag -rate: parse error: want a number (see --help)`},
+		{[]string{"--voxel-min-points", "1.5"}, `parse error: want a whole number (see --help)`},
+		{[]string{"--ros2=maybe"}, `invalid boolean value "maybe" for -ros2: parse error (see --help)`},
+		{[]string{"--ros-args", "-p", "watchdog:=soon"}, `for --watchdog: parse error: want a duration with its unit`},
+		{[]string{"--ros-args", "-p", "rate:=fast"}, `for --rate: parse error: want a number (see --help)`},
 	} {
 		if _, err := ParseFlags(testFlags(), tc.args, testOptions); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("ParseFlags(%q) = %v, want an error with %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// A refused flag's error is returned alone: the flag package's print of
+// the whole usage after it buried it. -h prints the usage.
+func TestParseFlagsPrintsUsageOnlyForHelp(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		usage bool
+	}{{[]string{"--watchdog", "0.05"}, false}, {[]string{"--nope"}, false}, {[]string{"-h"}, true}, {[]string{"--help"}, true}} {
+		fs := testFlags()
+		var out strings.Builder
+		fs.SetOutput(&out)
+		fs.Usage = func() { fmt.Fprintln(fs.Output(), "Usage: agent [flags]") }
+		_, err := ParseFlags(fs, tc.args, testOptions)
+		if err == nil {
+			t.Fatalf("ParseFlags(%q) = nil, want an error", tc.args)
+		}
+		if printed := strings.Contains(out.String(), "Usage:"); printed != tc.usage || strings.Count(out.String(), "Usage:") > 1 {
+			t.Errorf("ParseFlags(%q) printed %q; want the usage once: %t", tc.args, out.String(), tc.usage)
+		}
+		if errors.Is(err, flag.ErrHelp) != tc.usage {
+			t.Errorf("ParseFlags(%q) = %v; want flag.ErrHelp: %t", tc.args, err, tc.usage)
 		}
 	}
 }
