@@ -95,12 +95,10 @@ func NewCopyServer(cfg CopyServerConfig) (*CopyServer, error) {
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
-	if err := checkSocketPath(path); err != nil {
-		return nil, fmt.Errorf("copy server: %w", err)
-	}
-	// A socket left by a camera that was killed is removed, as the unix
-	// transport does; it used to fail the restart with EADDRINUSE.
-	if err := removeStaleSocket(path, unix.SOCK_STREAM); err != nil {
+	// As the unix transport: its folder created if missing, a socket left
+	// by a camera that was killed removed (it used to fail the restart
+	// with EADDRINUSE).
+	if err := prepareSocketPath(path, unix.SOCK_STREAM); err != nil {
 		return nil, fmt.Errorf("copy server: %w", err)
 	}
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
@@ -109,7 +107,7 @@ func NewCopyServer(cfg CopyServerConfig) (*CopyServer, error) {
 	}
 	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("copy server: bind %q: %w", path, err)
+		return nil, fmt.Errorf("copy server: %w", withPermissionHint(fmt.Errorf("bind %q: %w", path, err)))
 	}
 	if err := os.Chmod(path, 0o660); err != nil {
 		unix.Close(fd)
@@ -314,7 +312,11 @@ func DialCopy(ctx context.Context, path string, maxPayload int) (*CopySubscriber
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("copy subscriber: connect %q: %w (last: %v)", path, ctx.Err(), err)
+			hint := ""
+			if err == unix.ENOENT {
+				hint = "; is the camera running, and with --transport copy? that serves SOCKET.points and SOCKET.image, its default SOCKET alone"
+			}
+			return nil, fmt.Errorf("copy subscriber: connect %q: %w (last: %v%s)", path, ctx.Err(), err, hint)
 		case <-time.After(copyDialRetry):
 		}
 	}

@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -514,5 +515,55 @@ func TestCopyServerReplacesAStaleSocket(t *testing.T) {
 	}
 	if _, err := os.Stat(f.path); err != nil {
 		t.Fatalf("the live socket is gone: %v", err)
+	}
+}
+
+// TestCopyServerCreatesItsSocketFolder: as the unix transport's, the copy
+// server creates a missing socket folder (--socket's help promises it);
+// it failed with "bind …: no such file or directory" on a fresh machine.
+func TestCopyServerCreatesItsSocketFolder(t *testing.T) {
+	path := filepath.Join(sockdir.Short(t), "new", "copy.sock")
+	srv, err := NewCopyServer(CopyServerConfig{Path: path, AllowGID: -1})
+	if err != nil {
+		t.Fatalf("NewCopyServer in a missing folder: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	defer srv.Serve(ctx) // closes its socket
+	st, err := os.Stat(filepath.Dir(path))
+	if err != nil || st.Mode().Perm() != 0o750 {
+		t.Fatalf("socket folder: %v, %v; want it created 0750", st, err)
+	}
+}
+
+// A permission error on the socket's path says what to do about it.
+func TestSocketPermissionErrorsSayWhatToDo(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		hint bool
+	}{
+		{fmt.Errorf("bind %q: %w", "/run/zerohop/camera.sock", unix.EACCES), true},
+		{fmt.Errorf("create socket directory: %w", unix.EPERM), true},
+		{fmt.Errorf("bind: %w", unix.EADDRINUSE), false},
+		{nil, false},
+	} {
+		err := withPermissionHint(tc.err)
+		if hint := err != nil && strings.Contains(err.Error(), "give --socket a path in a folder it can write"); hint != tc.hint {
+			t.Errorf("withPermissionHint(%v) = %v; want the hint: %t", tc.err, err, tc.hint)
+		}
+		if tc.err != nil && !errors.Is(err, tc.err) {
+			t.Errorf("withPermissionHint(%v) = %v, which does not wrap it", tc.err, err)
+		}
+	}
+}
+
+// An agent on the copy baseline with no copy camera (none, or one on the
+// unix transport, which serves SOCKET alone) is told to check both.
+func TestDialCopyWithoutACopyCameraSaysWhy(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := DialCopy(ctx, filepath.Join(sockdir.Short(t), "camera.sock.points"), 16)
+	if err == nil || !strings.Contains(err.Error(), "with --transport copy?") {
+		t.Fatalf("DialCopy with no camera = %v, want it to ask whether the camera runs with --transport copy", err)
 	}
 }

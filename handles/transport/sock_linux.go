@@ -36,14 +36,31 @@ func checkSocketPath(path string) error {
 	return nil
 }
 
-func listenSeqpacket(path string) (int, error) {
+// prepareSocketPath readies path for a listening socket of sockType: a
+// path that fits, its folder (created if missing), no stale socket left
+// by a camera that died.
+func prepareSocketPath(path string, sockType int) error {
 	if err := checkSocketPath(path); err != nil {
-		return -1, err
+		return err
 	}
 	if err := ensureSocketDir(filepath.Dir(path)); err != nil {
-		return -1, err
+		return withPermissionHint(err)
 	}
-	if err := removeStaleSocket(path, unix.SOCK_SEQPACKET); err != nil {
+	return withPermissionHint(removeStaleSocket(path, sockType))
+}
+
+// withPermissionHint says what to do when err is a permission error on
+// the socket's path: the default path, /run/zerohop (no XDG_RUNTIME_DIR),
+// is root's.
+func withPermissionHint(err error) error {
+	if err == nil || !errors.Is(err, fs.ErrPermission) {
+		return err
+	}
+	return fmt.Errorf("%w (this user cannot write there: give --socket a path in a folder it can write, or set XDG_RUNTIME_DIR, under which the default path lies; unset, the default is under /run/zerohop)", err)
+}
+
+func listenSeqpacket(path string) (int, error) {
+	if err := prepareSocketPath(path, unix.SOCK_SEQPACKET); err != nil {
 		return -1, err
 	}
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
@@ -52,7 +69,7 @@ func listenSeqpacket(path string) (int, error) {
 	}
 	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
 		unix.Close(fd)
-		return -1, fmt.Errorf("bind %q: %w", path, err)
+		return -1, withPermissionHint(fmt.Errorf("bind %q: %w", path, err))
 	}
 	if err := os.Chmod(path, 0o660); err != nil {
 		unix.Close(fd)
