@@ -81,6 +81,7 @@ type Server struct {
 	log    *zap.Logger
 	lfd    int
 	topics []*serverTopic
+	ownUID int // the uid peers must have (os.Getuid(); tests change it)
 
 	mu    sync.Mutex
 	conns map[*conn]struct{}
@@ -137,7 +138,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if len(cfg.Topics) == 0 || len(cfg.Topics) > MaxTopics {
 		return nil, fmt.Errorf("transport server: %d topics, want 1..%d", len(cfg.Topics), MaxTopics)
 	}
-	s := &Server{cfg: cfg, log: cfg.Log, conns: map[*conn]struct{}{}}
+	s := &Server{cfg: cfg, log: cfg.Log, conns: map[*conn]struct{}{}, ownUID: os.Getuid()}
 	seen := map[string]bool{}
 	poolOf := map[uint32]string{} // pool id → topic: a subscriber's validator refuses a welcome with one id twice
 	for _, t := range cfg.Topics {
@@ -339,7 +340,7 @@ func (s *Server) admit(c *conn) error {
 		return fmt.Errorf("SO_PEERCRED: %w", err)
 	}
 	c.pid = cred.Pid
-	if err := admitPeer(cred.Pid, cred.Uid, cred.Gid, os.Getuid(), s.cfg.AllowGID); err != nil {
+	if err := admitPeer(cred.Pid, cred.Uid, cred.Gid, s.ownUID, s.cfg.AllowGID); err != nil {
 		return permanentRefusal{err}
 	}
 	if err := setRecvTimeout(c.fd, 5); err != nil {

@@ -156,9 +156,21 @@ func dialUnix(path string, sockType int) (int, error) {
 	}
 	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: path}); err != nil {
 		unix.Close(fd)
-		return -1, fmt.Errorf("connect %q: %w", path, err)
+		return -1, fmt.Errorf("connect %q: %w%s", path, err, accessHint(path, err))
 	}
 	return fd, nil
+}
+
+// accessHint says, for a connect refused by the socket's permissions
+// (EACCES), whose socket it is and who may connect: its owner, and its
+// group when the camera allows it (--allow-gid); "" otherwise.
+func accessHint(path string, err error) string {
+	var st unix.Stat_t
+	if err != unix.EACCES || unix.Stat(path, &st) != nil {
+		return ""
+	}
+	return fmt.Sprintf(" (the socket is uid %d gid %d, mode %#o, and this process uid %d gid %d: run it as uid %d, or in gid %d with the camera's --allow-gid %d)",
+		st.Uid, st.Gid, st.Mode&0o777, os.Getuid(), os.Getgid(), st.Uid, st.Gid, st.Gid)
 }
 
 func accept(lfd int) (int, error) {
@@ -177,6 +189,23 @@ func peerCred(fd int) (*unix.Ucred, error) {
 
 func setRecvTimeout(fd int, sec int64) error {
 	return unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: sec})
+}
+
+// pendingRefusal reads, without waiting, a refuse message the camera sent
+// before it closed the connection (a refusal carries no fds; any the
+// kernel drops for want of room were not ours to keep).
+func pendingRefusal(fd int) (string, bool) {
+	buf := make([]byte, 512)
+	for {
+		n, _, err := unix.Recvfrom(fd, buf, unix.MSG_DONTWAIT)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n <= 0 {
+			return "", false
+		}
+		return refusal(buf[:n])
+	}
 }
 
 // sendNow sends one datagram without blocking.

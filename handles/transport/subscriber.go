@@ -334,6 +334,13 @@ func (s *Subscriber) connect(ctx context.Context) (*session, error) {
 		h.flags |= helloRing
 	}
 	if err := sendBlocking(fd, h.marshal(), nil); err != nil {
+		// A camera that refuses our credentials says so as it accepts,
+		// before it reads our hello, and closes: the hello may then fail
+		// (EPIPE) with the refusal waiting to be read. Retrying would be
+		// refused the same way, forever, only sometimes told why.
+		if reason, refused := pendingRefusal(fd); refused {
+			return nil, fmt.Errorf("%w: %s", ErrRefused, reason)
+		}
 		return nil, fmt.Errorf("send hello: %w", err)
 	}
 	if err := setRecvTimeout(fd, 5); err != nil {
@@ -342,6 +349,14 @@ func (s *Subscriber) connect(ctx context.Context) (*session, error) {
 	buf := make([]byte, 512)
 	n, fds, err := recvWithFds(fd, buf, MaxTopics+1)
 	if err != nil {
+		// A refusal sent before our hello was read: the camera closed
+		// with the hello unread, and the reset is reported ahead of the
+		// refusal queued before it.
+		if errors.Is(err, unix.ECONNRESET) {
+			if reason, refused := pendingRefusal(fd); refused {
+				return nil, fmt.Errorf("%w: %s", ErrRefused, reason)
+			}
+		}
 		return nil, fmt.Errorf("waiting for welcome: %w", err)
 	}
 	if n == 0 && len(fds) == 0 {

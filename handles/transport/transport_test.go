@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+	"golang.org/x/sys/unix"
 
 	"github.com/zerohop/zerohop/handles"
 	"github.com/zerohop/zerohop/internal/sockdir"
@@ -572,5 +573,86 @@ func TestTransientAdmitFailureIsRetried(t *testing.T) {
 	f.pool.Unsubscribe(ids[0])
 	if err := s.WaitConnected(ctxT(t)); err != nil {
 		t.Fatalf("not connected once an id was free: %v", err)
+	}
+}
+
+// A camera refusing our credentials says so and closes before it reads
+// our hello: the hello may then fail (EPIPE), and the refusal waits to
+// be read. The subscriber read it only when its hello got there first;
+// else it retried, refused again each time, and never said why.
+func TestRefusalReadAfterTheHelloFailed(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	camera, sub := fds[0], fds[1]
+	defer unix.Close(sub)
+	if err := sendBlocking(camera, marshalRefuse("peer uid 1000: not the camera's uid 0"), nil); err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(camera)
+	if err := sendBlocking(sub, []byte("hello"), nil); !errors.Is(err, unix.EPIPE) {
+		t.Fatalf("hello to a closed camera: %v, want EPIPE", err)
+	}
+	if reason, ok := pendingRefusal(sub); !ok || reason != "peer uid 1000: not the camera's uid 0" {
+		t.Fatalf("pendingRefusal = %q, %t; want the camera's refusal", reason, ok)
+	}
+}
+
+// A subscriber of another uid is refused once and stops, saying why,
+// whichever of its hello and the camera's refusal comes first.
+func TestCredentialRefusalStopsTheSubscriberAtOnce(t *testing.T) {
+	pool, err := pinned.New(pinned.Geometry{SlotCount: 2, SlotSize: 4096}, pinned.Options{Name: "points", ID: 1, Shared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	for i := range 20 {
+		path := filepath.Join(sockdir.Short(t), "camera.sock")
+		srv, err := NewServer(ServerConfig{Path: path, AllowGID: -1, Topics: []Topic{{Name: "points", Kind: handles.KindPoints, Pool: pool}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.ownUID = os.Getuid() + 1 // before Serve reads it
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- srv.Serve(ctx) }()
+		s, err := NewSubscriber(SubscriberConfig{Path: path, Name: "x", Topics: []string{"points"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.Run(ctxT(t))
+		refused := srv.Stats().Refused
+		cancel()
+		<-done
+		if !errors.Is(err, ErrRefused) || !contains(err.Error(), "not the camera's uid") {
+			t.Fatalf("run %d: Run = %v, want ErrRefused naming the uid", i, err)
+		}
+		if refused != 1 {
+			t.Fatalf("run %d: refused %d times, want once: the subscriber retried a refusal", i, refused)
+		}
+	}
+}
+
+// A connect refused by the socket's permissions says whose socket it is
+// and who may connect.
+func TestAccessHintNamesTheSocketsOwner(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "camera.sock")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o660); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	hint := accessHint(path, unix.EACCES)
+	if want := fmt.Sprintf("the socket is uid %d gid %d, mode 0660", st.Uid, st.Gid); !strings.Contains(hint, want) || !strings.Contains(hint, "--allow-gid") {
+		t.Errorf("accessHint = %q, want it to say %q and name --allow-gid", hint, want)
+	}
+	if hint := accessHint(path, unix.ECONNREFUSED); hint != "" {
+		t.Errorf("accessHint for ECONNREFUSED = %q, want none", hint)
 	}
 }
