@@ -7,6 +7,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${DEMO_SECONDS:-20}"
+# The latency table is read 2 s before the end.
+if ! [[ $secs =~ ^[0-9]+$ ]] || ((secs < 3)); then
+	echo "demo: DEMO_SECONDS=$secs: want a whole number of seconds, 3 or more (the latency table is read 2 s before the end)" >&2
+	exit 2
+fi
 http="${DEMO_HTTP:-127.0.0.1:9090}"
 dir="$(mktemp -d)"
 sock="$dir/camera.sock"

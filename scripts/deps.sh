@@ -2,7 +2,8 @@
 # Install what zerohop's build and tests need on a fresh Debian/Ubuntu machine
 # that has only Go and gcc, idempotently: npm (to fetch the pinned ONNX
 # Runtime library from the onnxruntime-node package), Cyclone DDS (for the
-# ros2 build tag) and g++ (the fake CUDA driver of the GPU tests). Nothing is installed when it is already present.
+# ros2 build tag), OpenSSL (the SROS2 tests' keystores), g++ (the fake CUDA
+# driver of the GPU tests), curl and python3 (make demo's latency table). Nothing is installed when it is already present.
 set -euo pipefail
 need=()
 command -v npm >/dev/null || need+=(npm)
@@ -13,6 +14,9 @@ command -v idlc >/dev/null || need+=(cyclonedds-tools)
 command -v openssl >/dev/null || need+=(openssl)
 # The GPU binding's plumbing tests build a fake libcuda/libnvrtc in C++20.
 command -v g++ >/dev/null || need+=(g++)
+# make demo's closing latency table reads the agent's /latency.
+command -v curl >/dev/null || need+=(curl)
+[[ -x /usr/bin/python3 ]] || need+=(python3)
 # `deps.sh arm64` (make test-arm64): the Jetson cross build and the core
 # packages' tests under user-mode emulation.
 if [[ ${1:-} == arm64 ]]; then

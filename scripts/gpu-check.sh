@@ -246,9 +246,13 @@ run)
 				failures="$(grep -o '"gpu_voxel_failures_total": *[0-9]*' <<<"$latency_json" | grep -o '[0-9]*$')"
 				# (Not for the ONNX Runtime GPU step: a TensorRT engine build
 				# may take most of its run.)
-				if [ $((${processed:-0} - ${ready_n:-0})) -lt "$want" ] && [ "${skip_rate_check:-0}" != 1 ]; then
-					echo "---- FAIL: $((${processed:-0} - ${ready_n:-0})) frames processed in the $((window_ms / 1000)).$(printf '%03d' $((window_ms % 1000))) s between the endpoint's first answer and the /latency read, want at least $want (5 Hz of the camera's 30)"
+				local frames=$((${processed:-0} - ${ready_n:-0})) window
+				window="$((window_ms / 1000)).$(printf '%03d' $((window_ms % 1000))) s"
+				if [ "$frames" -lt "$want" ] && [ "${skip_rate_check:-0}" != 1 ]; then
+					echo "---- FAIL: $frames frames processed in the $window between the endpoint's first answer and the /latency read, want at least $want (5 Hz of the camera's 30)"
 					rc=1
+				else
+					echo "---- $frames frames processed in the $window between the endpoint's first answer ($(((ready_ms - t0) / 1000)).$(printf '%03d' $(((ready_ms - t0) % 1000))) s after the start) and the /latency read"
 				fi
 				if [[ " $* " == *" --gpu on "* ]]; then
 					if [ "${failures:-1}" != 0 ]; then
