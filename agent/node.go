@@ -470,7 +470,11 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 		var topics []transport.Topic
 		for i := range streams(images) {
 			if cam.Pool(i) == nil {
-				return fmt.Errorf("--camera %s: the source has no %s stream, which the model needs (a model without an image input, as --lidar-only's, needs no images)", cfg.Camera, camera.TopicName(i))
+				hint := ""
+				if i == TopicImage {
+					hint = ": for a robot without a camera run with --lidar-only (its model takes no image)"
+				}
+				return fmt.Errorf("--camera %s: the source has no %s stream, which the model needs%s", cfg.Camera, camera.TopicName(i), hint)
 			}
 			topics = append(topics, transport.Topic{Name: camera.TopicName(i), Kind: camera.Kind(i), Pool: cam.Pool(i)})
 		}
@@ -510,11 +514,16 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 	if err != nil {
 		return err
 	}
-	if staging != nil {
-		if err := rec.AddCounterFunc("gpu_voxel_staged_total", "Clouds the GPU filtered after one CPU copy into pinned memory, as their camera pool could not be registered with the GPU (0 when the GPU reads every slot in place).",
-			func() float64 { return float64(staging.staged.Load()) }); err != nil {
-			log.Warn("metrics: gpu staged", zap.Error(err))
-		}
+	// Always there, as its siblings gpu_voxel_failures_total and
+	// gpu_voxel_oversize_total are: 0 on the CPU path.
+	if err := rec.AddCounterFunc("gpu_voxel_staged_total", "Clouds the GPU filtered after one CPU copy into pinned memory, as their camera pool could not be registered with the GPU (0 when the GPU reads every slot in place, and on the CPU path).",
+		func() float64 {
+			if staging == nil {
+				return 0
+			}
+			return float64(staging.staged.Load())
+		}); err != nil {
+		log.Warn("metrics: gpu staged", zap.Error(err))
 	}
 	if err := rec.AddCounterFunc("pipeline_stalls_total", "Frames that became older than the watchdog period while their stages ran (each answered by a zero cmd_vel from the stall guard).",
 		func() float64 { return float64(pipe.Stalls()) }); err != nil {

@@ -286,6 +286,13 @@ func testEndToEndTwoProcesses(t *testing.T, spin bool) {
 	if z, m, tilt := metricValue(t, mb, "zerohop_ground_found_z_m"), metricValue(t, mb, "zerohop_ground_mismatch"), metricValue(t, mb, "zerohop_ground_tilt_deg"); !(math.Abs(z) < 0.1) || m != 0 || !(tilt < 0.5) {
 		t.Errorf("/metrics: ground_found_z_m %v, ground_mismatch %v, ground_tilt_deg %v; want about 0 (the synthetic ground), 0 and under 0.5", z, m, tilt)
 	}
+	// The GPU path's counters are there on the CPU path too, at 0
+	// (metricValue fails the test on a missing one).
+	for _, name := range []string{"zerohop_gpu_voxel_failures_total", "zerohop_gpu_voxel_oversize_total", "zerohop_gpu_voxel_staged_total", "zerohop_cmd_vel_expired_total"} {
+		if v := metricValue(t, mb, name); v != 0 {
+			t.Errorf("/metrics: %s %v on the CPU path, want 0", name, v)
+		}
+	}
 
 	// Kill the camera: zero command within the watchdog period.
 	cam.Process.Signal(syscall.SIGKILL)
@@ -399,6 +406,14 @@ func TestStartupErrorsNameTheProblem(t *testing.T) {
 	}
 	badConfig := filepath.Join(dir, "config.json")
 	os.WriteFile(badConfig, []byte(strings.Replace(string(ref), `"name": "bev"`, `"name": "nope"`, 1)), 0o644)
+	// A replay folder of clouds alone, for the camera model.
+	cloudsOnly := filepath.Join(dir, "clouds")
+	if err := os.Mkdir(cloudsOnly, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join("..", "sensor", "testdata", "replay", "mixed", "000000.bin")); err != nil || os.WriteFile(filepath.Join(cloudsOnly, "000000.bin"), b, 0o644) != nil {
+		t.Fatalf("replay cloud: %v", err)
+	}
 	centredConfig := filepath.Join(dir, "config.centred.json")
 	os.WriteFile(centredConfig, []byte(strings.Replace(string(ref), `"cell_m": 0.2`, `"cell_m": 0.2, "min_x_m": -12.8`, 1)), 0o644)
 	tests := []struct {
@@ -412,6 +427,7 @@ func TestStartupErrorsNameTheProblem(t *testing.T) {
 		{"model config of another raster for the embedded model", NodeConfig{ModelConfig: centredConfig}, []string{"config.centred.json", "from x = -12.8 m", "--model"}},
 		{"missing library", NodeConfig{ORTLib: filepath.Join(dir, "libonnxruntime.so.1")}, []string{"libonnxruntime.so.1"}},
 		{"unknown provider", NodeConfig{Providers: "warp-drive"}, []string{"warp-drive"}},
+		{"replay of clouds alone for the camera model", NodeConfig{Camera: "replay:" + cloudsOnly}, []string{"no image stream", "run with --lidar-only"}},
 	}
 	if _, err := gpu.Open(); err != nil {
 		// Only where no CUDA driver is installed (here, CI).

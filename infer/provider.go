@@ -101,9 +101,6 @@ func appendTensorRT(so *ort.SessionOptions, o SessionOptions) error {
 	defer trt.Destroy()
 	settings := map[string]string{"device_id": strconv.Itoa(o.DeviceID)}
 	if o.TensorRTCacheDir != "" {
-		if err := os.MkdirAll(o.TensorRTCacheDir, 0o755); err != nil {
-			return fmt.Errorf("TensorRT engine cache: %w", err)
-		}
 		settings["trt_engine_cache_enable"] = "1"
 		settings["trt_engine_cache_path"] = o.TensorRTCacheDir
 		settings["trt_timing_cache_enable"] = "1"
@@ -117,6 +114,13 @@ func appendTensorRT(so *ort.SessionOptions, o SessionOptions) error {
 	}
 	if err := so.AppendExecutionProviderTensorRT(trt); err != nil {
 		return fmt.Errorf("append TensorRT: %w", err)
+	}
+	// Only once TensorRT is taken: a CPU build of ONNX Runtime refuses it
+	// above, and left an empty cache folder wherever the agent ran.
+	if o.TensorRTCacheDir != "" {
+		if err := os.MkdirAll(o.TensorRTCacheDir, 0o755); err != nil {
+			return fmt.Errorf("TensorRT engine cache: %w", err)
+		}
 	}
 	return nil
 }

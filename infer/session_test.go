@@ -149,8 +149,19 @@ func TestProviderPreference(t *testing.T) {
 				t.Errorf("%s skipped for %q; want the CPU-only build named as the reason, without ONNX Runtime's error text", sk.Name, sk.Reason)
 			}
 		}
+		// TensorRT's engine cache folder is made only once TensorRT is
+		// taken: a CPU build left an empty one wherever the agent ran.
+		cache := filepath.Join(t.TempDir(), "trt")
+		cs, err := NewSession(rt, refModel, ReferenceConfig(), SessionOptions{TensorRTCacheDir: cache})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs.Close()
+		if _, err := os.Stat(cache); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("TensorRT cache folder after a CPU build skipped TensorRT: %v, want none made", err)
+		}
 		// Without cpu in the list, nothing initialises.
-		_, err := NewSession(rt, refModel, ReferenceConfig(), SessionOptions{Providers: []string{ProviderTensorRT, ProviderCUDA}})
+		_, err = NewSession(rt, refModel, ReferenceConfig(), SessionOptions{Providers: []string{ProviderTensorRT, ProviderCUDA}})
 		if !errors.Is(err, ErrNoProvider) || !strings.Contains(err.Error(), "tensorrt: ") || !strings.Contains(err.Error(), "cuda: ") {
 			t.Fatalf("GPU-only preference on a CPU build: got %v, want ErrNoProvider listing both", err)
 		}

@@ -220,7 +220,7 @@ func Listen(ctx context.Context, addr string) (net.Listener, error) {
 	}
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return nil, fmt.Errorf("telemetry: listen address %q: %w", addr, err)
+		return nil, fmt.Errorf("telemetry: listen address %q: %w (want HOST:PORT, e.g. 127.0.0.1:9090)", addr, err)
 	}
 	if host == "" {
 		return nil, fmt.Errorf("telemetry: listen address %q has no host, which would listen on all interfaces; "+

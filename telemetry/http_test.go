@@ -340,6 +340,9 @@ func TestServeRefusesAmbiguousAddress(t *testing.T) {
 			t.Errorf("Serve(%q) = %v, want an error naming the address", addr, err)
 		}
 	}
+	if err := s.Serve(short(), "9090"); err == nil || !strings.Contains(err.Error(), "want HOST:PORT, e.g. 127.0.0.1:9090") {
+		t.Errorf("Serve(9090) = %v, want it to say what an address looks like", err)
+	}
 	if err := s.Serve(short(), ":0"); err == nil || !strings.Contains(err.Error(), "all interfaces") {
 		t.Errorf("Serve(:0) = %v, want a refusal to listen on all interfaces", err)
 	}

@@ -23,7 +23,8 @@ import (
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "camera:", err)
+		// The camera package's errors already begin "camera: ".
+		fmt.Fprintln(os.Stderr, "camera:", strings.TrimPrefix(err.Error(), "camera: "))
 		os.Exit(1)
 	}
 }
