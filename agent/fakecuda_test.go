@@ -202,16 +202,23 @@ func composedFakeCUDANode(t *testing.T, driver, wantKernels string, lidarOnly bo
 	go func() {
 		done <- RunNode(ctx, NodeConfig{Camera: "synthetic", Rate: 10, Beams: smallScene.Beams,
 			AzimuthSteps: smallScene.AzimuthSteps, Listener: ln, Sink: &recordingSink{},
-			Threads: 1, Providers: "cpu", GPU: GPUOn, CubinCache: t.TempDir(), Watchdog: 5 * time.Second, LidarOnly: lidarOnly})
+			Threads: 1, Providers: "cpu", GPU: GPUOn, GPUSync: "block", CubinCache: t.TempDir(), Watchdog: 5 * time.Second, LidarOnly: lidarOnly})
 	}()
 	// The emulation is slow, under -race slower still.
+	var flags uint64
 	lat := waitFrames(t, ln.Addr().String(), done, 2, 90*time.Second, func() {
 		n, err := fakecuda.Live(driver, fakecuda.LiveHostAllocs)
 		if err != nil {
 			t.Fatal(err)
 		}
 		hostAllocs = n
+		if flags, err = fakecuda.Live(driver, fakecuda.PrimaryFlags); err != nil {
+			t.Fatal(err)
+		}
 	})
+	if flags != 4 {
+		t.Errorf("--gpu-sync block: the primary context's flags are %d, want 4 (CU_CTX_SCHED_BLOCKING_SYNC)", flags)
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

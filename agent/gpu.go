@@ -92,6 +92,7 @@ type gpuVoxelConfig struct {
 	MaxPoints int
 	CopyInput bool
 	CacheDir  string
+	Sync      gpu.SyncMode // how waits for the GPU wait (--gpu-sync)
 	Log       *zap.Logger
 }
 
@@ -127,7 +128,7 @@ func openGPUVoxel(cfg gpuVoxelConfig) (*gpuVoxel, error) {
 		return fail("", "device 0 name", err)
 	}
 	v := &gpuVoxel{name: name}
-	if v.ctx, err = dev.NewContext(gpu.ContextOptions{Logf: func(format string, args ...any) {
+	if v.ctx, err = dev.NewContext(gpu.ContextOptions{Sync: cfg.Sync, Logf: func(format string, args ...any) {
 		log.Info(fmt.Sprintf(format, args...))
 	}}); err != nil {
 		return fail(name, "primary context", err)
@@ -290,24 +291,27 @@ func (b *bestEffortAllocator) Free(mem []byte) error {
 	return b.gpu.Free(mem)
 }
 
-// gpuModes returns cfg's --gpu and --gpu-input, defaults applied, or an
-// error naming the flag.
-func gpuModes(cfg NodeConfig) (mode, input string, err error) {
+// gpuModes returns cfg's --gpu, --gpu-input and --gpu-sync, defaults
+// applied, or an error naming the flag.
+func gpuModes(cfg NodeConfig) (mode, input string, sync gpu.SyncMode, err error) {
 	mode, input = orDefault(cfg.GPU, GPUAuto), orDefault(cfg.GPUInput, GPUInputMapped)
 	switch {
 	case mode != GPUAuto && mode != GPUOn && mode != GPUOff:
-		return "", "", fmt.Errorf("--gpu %q: want %q, %q or %q", cfg.GPU, GPUAuto, GPUOn, GPUOff)
+		return "", "", 0, fmt.Errorf("--gpu %q: want %q, %q or %q", cfg.GPU, GPUAuto, GPUOn, GPUOff)
 	case input != GPUInputMapped && input != GPUInputCopy:
-		return "", "", fmt.Errorf("--gpu-input %q: want %q or %q", cfg.GPUInput, GPUInputMapped, GPUInputCopy)
+		return "", "", 0, fmt.Errorf("--gpu-input %q: want %q or %q", cfg.GPUInput, GPUInputMapped, GPUInputCopy)
 	}
-	return mode, input, nil
+	if sync, err = gpu.ParseSyncMode(orDefault(cfg.GPUSync, gpu.SyncAuto.String())); err != nil {
+		return "", "", 0, fmt.Errorf("--gpu-sync: %w", err)
+	}
+	return mode, input, sync, nil
 }
 
 // startGPU applies NodeConfig.GPU and GPUInput. It returns the GPU path, or
 // nil and why the CPU path is used; device names the GPU when one was
 // found ("none" otherwise). An error only for --gpu on (or a bad value).
 func startGPU(cfg NodeConfig, bevCfg voxel.BEVConfig, log *zap.Logger) (g *gpuVoxel, device, why string, err error) {
-	mode, input, err := gpuModes(cfg)
+	mode, input, sync, err := gpuModes(cfg)
 	if err != nil {
 		return nil, "none", "", err
 	}
@@ -320,7 +324,7 @@ func startGPU(cfg NodeConfig, bevCfg voxel.BEVConfig, log *zap.Logger) (g *gpuVo
 	}
 	g, err = openGPUVoxel(gpuVoxelConfig{
 		Filter: filter, BEV: bevCfg,
-		MaxPoints: cfg.MaxPoints, CopyInput: input == GPUInputCopy, CacheDir: cfg.CubinCache, Log: log,
+		MaxPoints: cfg.MaxPoints, CopyInput: input == GPUInputCopy, CacheDir: cfg.CubinCache, Sync: sync, Log: log,
 	})
 	if err != nil {
 		device = "none"

@@ -100,6 +100,10 @@ type NodeConfig struct {
 	// GPU is GPUAuto (default), GPUOn or GPUOff; GPUInput is
 	// GPUInputMapped (default) or GPUInputCopy.
 	GPU, GPUInput string
+	// GPUSync is how a thread waiting for the GPU waits: "auto" (default,
+	// the driver's choice: it spins), "spin", "yield" or "block" (sleeps;
+	// no core spent waiting).
+	GPUSync string
 	// CubinCache holds the compiled voxel kernels; "" is
 	// gpu.DefaultCubinCacheDir().
 	CubinCache string
@@ -344,7 +348,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 	var allocator pinned.HostAllocator
 	if gv != nil {
 		log.Info("voxel filter and BEV on the GPU", zap.String("gpu", gpuName),
-			zap.String("input", orDefault(cfg.GPUInput, GPUInputMapped)), zap.String("kernels_for", gv.filter.Target()),
+			zap.String("input", orDefault(cfg.GPUInput, GPUInputMapped)), zap.String("sync", orDefault(cfg.GPUSync, "auto")), zap.String("kernels_for", gv.filter.Target()),
 			zap.Bool("cubin_cached", gv.filter.Timing().CacheHit))
 		pinner = &bestEffortPinner{pinner: gv.ctx, report: func(err error) {
 			log.Warn("GPU registration of a camera pool failed; its frames are copied into pinned memory for the GPU (one CPU copy each)", zap.Error(err))
@@ -675,7 +679,7 @@ func resolveNodeConfig(cfg NodeConfig) (NodeConfig, error) {
 	if err := cfg.Planner.Check(); err != nil {
 		return cfg, err
 	}
-	if _, _, err := gpuModes(cfg); err != nil {
+	if _, _, _, err := gpuModes(cfg); err != nil {
 		return cfg, err
 	}
 	if _, err := infer.ParseProviders(orDefault(cfg.Providers, infer.DefaultProviders)); err != nil {

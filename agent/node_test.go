@@ -494,6 +494,7 @@ func TestFlagErrorsComeBeforeAnythingStarts(t *testing.T) {
 		{"transport", NodeConfig{Transport: "carrier-pigeon"}, []string{"--transport", "carrier-pigeon"}},
 		{"GPU mode", NodeConfig{GPU: "maybe"}, []string{"--gpu", "maybe"}},
 		{"GPU input", NodeConfig{GPUInput: "teleport"}, []string{"--gpu-input", "teleport"}},
+		{"GPU sync", NodeConfig{GPUSync: "blocking"}, []string{"--gpu-sync", `"blocking"`, "auto, spin, yield or block"}},
 		{"unknown execution provider", NodeConfig{Providers: "cuda,tpu"}, []string{"--providers", `unknown provider "tpu"`}},
 		{"negative watchdog", NodeConfig{Watchdog: -time.Second}, []string{"--watchdog", "-1s"}},
 		{"watchdog too short to tick", NodeConfig{Watchdog: 3}, []string{"--watchdog 3ns", "1ms to 1h"}},

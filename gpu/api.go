@@ -20,6 +20,7 @@ type cudaAPI interface {
 	deviceGetName(dev int32) (string, Result)
 	deviceGetAttribute(a DeviceAttribute, dev int32) (int32, Result)
 
+	primaryCtxSetFlags(dev int32, flags uint32) Result
 	primaryCtxRetain(dev int32) (uintptr, Result)
 	primaryCtxRelease(dev int32) Result
 	ctxSetCurrent(ctx uintptr) Result

@@ -14,6 +14,54 @@ type ContextOptions struct {
 	// Logf receives the few notes worth a log line (e.g. a read-only
 	// registration that fell back). Default: discard.
 	Logf func(format string, args ...any)
+	// Sync is how a thread waiting for the GPU waits (SyncAuto: the
+	// primary context's flags are left as they are).
+	Sync SyncMode
+}
+
+// SyncMode is how a CPU thread waits for the GPU in a synchronize: the
+// primary context's scheduling flags (CU_CTX_SCHED_*). It applies to the
+// whole process's use of the device's primary context, ONNX Runtime's CUDA
+// provider included.
+type SyncMode uint32
+
+const (
+	// SyncAuto is the driver's choice: spin while the process has fewer
+	// active contexts than the machine has CPUs (one context, so: spin).
+	SyncAuto SyncMode = 0
+	// SyncSpin spins: the lowest wake-up latency, a core busy for as long
+	// as the GPU works.
+	SyncSpin SyncMode = 1
+	// SyncYield spins, yielding the CPU between looks.
+	SyncYield SyncMode = 2
+	// SyncBlock sleeps on a synchronisation primitive until the GPU is
+	// done (CU_CTX_SCHED_BLOCKING_SYNC): no core spent waiting, a wake-up
+	// per synchronize.
+	SyncBlock SyncMode = 4
+)
+
+// ParseSyncMode reads a SyncMode's name: auto, spin, yield or block.
+func ParseSyncMode(s string) (SyncMode, error) {
+	for _, m := range []SyncMode{SyncAuto, SyncSpin, SyncYield, SyncBlock} {
+		if s == m.String() {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("GPU sync mode %q: want auto, spin, yield or block", s)
+}
+
+func (m SyncMode) String() string {
+	switch m {
+	case SyncAuto:
+		return "auto"
+	case SyncSpin:
+		return "spin"
+	case SyncYield:
+		return "yield"
+	case SyncBlock:
+		return "block"
+	}
+	return fmt.Sprintf("SyncMode(%d)", uint32(m))
 }
 
 // Context is a device's primary context made current on one OS thread,
@@ -61,13 +109,20 @@ func (d Device) NewContext(opts ContextOptions) (*Context, error) {
 		return nil, err
 	}
 	api := d.drv.api
-	ctx, r := api.primaryCtxRetain(d.handle)
-	if err := check(api, "cuDevicePrimaryCtxRetain", r); err != nil {
-		return nil, fmt.Errorf("gpu: device %d (%s): %w", d.ordinal, caps.Name, err)
-	}
 	logf := opts.Logf
 	if logf == nil {
 		logf = func(string, ...any) {}
+	}
+	// Before the retain, which activates the context with its flags. A
+	// refusal costs the wait's CPU, not the GPU path: logged, not failed.
+	if opts.Sync != SyncAuto {
+		if err := check(api, "cuDevicePrimaryCtxSetFlags_v2", api.primaryCtxSetFlags(d.handle, uint32(opts.Sync))); err != nil {
+			logf("gpu: device %d (%s): waits for the GPU are the driver's default, not %s: %v", d.ordinal, caps.Name, opts.Sync, err)
+		}
+	}
+	ctx, r := api.primaryCtxRetain(d.handle)
+	if err := check(api, "cuDevicePrimaryCtxRetain", r); err != nil {
+		return nil, fmt.Errorf("gpu: device %d (%s): %w", d.ordinal, caps.Name, err)
 	}
 	c := &Context{
 		api: api, dev: d, caps: caps, logf: logf, ctx: ctx,

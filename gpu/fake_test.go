@@ -72,6 +72,7 @@ func (f *fakeDriver) deviceGetAttribute(a DeviceAttribute, _ int32) (int32, Resu
 	}
 	return f.caps[a], 0
 }
+func (f *fakeDriver) primaryCtxSetFlags(int32, uint32) Result  { return 0 }
 func (f *fakeDriver) primaryCtxRetain(int32) (uintptr, Result) { return fakeCtx, 0 }
 func (f *fakeDriver) primaryCtxRelease(int32) Result {
 	f.mu.Lock()

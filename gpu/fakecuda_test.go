@@ -320,6 +320,56 @@ func TestFakeCUDACubinCacheReplacesARefusedEntry(t *testing.T) {
 	}
 }
 
+// TestFakeCUDAContextSyncMode: ContextOptions.Sync sets the primary
+// context's scheduling flags before the retain; SyncAuto leaves them as
+// they are; flags the driver refuses cost a log line, not the context.
+func TestFakeCUDAContextSyncMode(t *testing.T) {
+	libs := buildFakeCUDA(t)
+	drv, err := OpenLibrary(libs.Driver)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := drv.Device(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		mode  SyncMode
+		flags uint64 // the fake's after NewContext
+		note  bool   // a log line says the flags were refused
+	}{
+		{SyncBlock, 4, false},
+		{SyncYield, 2, false},
+		{SyncAuto, 2, false}, // left as the last context set them
+		{SyncMode(3), 2, true},
+		{SyncSpin, 1, false},
+	} {
+		var notes []string
+		c, err := dev.NewContext(ContextOptions{Sync: tc.mode, Logf: func(f string, a ...any) { notes = append(notes, fmt.Sprintf(f, a...)) }})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.mode, err)
+		}
+		flags, ferr := fakecuda.Live(libs.Driver, fakecuda.PrimaryFlags)
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if ferr != nil || flags != tc.flags {
+			t.Errorf("%s: primary context flags %d (%v), want %d", tc.mode, flags, ferr, tc.flags)
+		}
+		if noted := slices.ContainsFunc(notes, func(n string) bool { return strings.Contains(n, "CUDA_ERROR_INVALID_VALUE") }); noted != tc.note {
+			t.Errorf("%s: notes %q; want a refusal noted: %t", tc.mode, notes, tc.note)
+		}
+	}
+	for _, name := range []string{"auto", "spin", "yield", "block"} {
+		if m, err := ParseSyncMode(name); err != nil || m.String() != name {
+			t.Errorf("ParseSyncMode(%q) = %v, %v", name, m, err)
+		}
+	}
+	if _, err := ParseSyncMode("blocking"); err == nil {
+		t.Error("ParseSyncMode(blocking) accepted")
+	}
+}
+
 func TestFakeCUDACopiesAndFrameAllocations(t *testing.T) {
 	f := openFakeCUDA(t)
 	// Async copies refuse pageable memory before the driver sees it.

@@ -66,6 +66,7 @@ type dlDriver struct {
 	cuInit, cuDriverGetVersion                                              uintptr
 	cuDeviceGetCount, cuDeviceGet, cuDeviceGetName, cuDeviceGetAttribute    uintptr
 	cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRelease, cuCtxSetCurrent    uintptr
+	cuDevicePrimaryCtxSetFlags                                              uintptr
 	cuMemHostAlloc, cuMemFreeHost, cuMemHostRegister, cuMemHostUnregister   uintptr
 	cuMemHostGetDevicePointer                                               uintptr
 	cuMemAlloc, cuMemFree, cuMemsetD8, cuMemcpyHtoDAsync, cuMemcpyDtoHAsync uintptr
@@ -82,41 +83,42 @@ type dlDriver struct {
 // 12.8, and the original still exists in every driver.
 func (d *dlDriver) symbols() map[string]*uintptr {
 	return map[string]*uintptr{
-		"cuGetErrorName":               &d.cuGetErrorName,
-		"cuGetErrorString":             &d.cuGetErrorString,
-		"cuInit":                       &d.cuInit,
-		"cuDriverGetVersion":           &d.cuDriverGetVersion,
-		"cuDeviceGetCount":             &d.cuDeviceGetCount,
-		"cuDeviceGet":                  &d.cuDeviceGet,
-		"cuDeviceGetName":              &d.cuDeviceGetName,
-		"cuDeviceGetAttribute":         &d.cuDeviceGetAttribute,
-		"cuDevicePrimaryCtxRetain":     &d.cuDevicePrimaryCtxRetain,
-		"cuDevicePrimaryCtxRelease_v2": &d.cuDevicePrimaryCtxRelease,
-		"cuCtxSetCurrent":              &d.cuCtxSetCurrent,
-		"cuMemHostAlloc":               &d.cuMemHostAlloc,
-		"cuMemFreeHost":                &d.cuMemFreeHost,
-		"cuMemHostRegister_v2":         &d.cuMemHostRegister,
-		"cuMemHostUnregister":          &d.cuMemHostUnregister,
-		"cuMemHostGetDevicePointer_v2": &d.cuMemHostGetDevicePointer,
-		"cuMemAlloc_v2":                &d.cuMemAlloc,
-		"cuMemFree_v2":                 &d.cuMemFree,
-		"cuMemsetD8_v2":                &d.cuMemsetD8,
-		"cuMemcpyHtoDAsync_v2":         &d.cuMemcpyHtoDAsync,
-		"cuMemcpyDtoHAsync_v2":         &d.cuMemcpyDtoHAsync,
-		"cuMemcpyHtoD_v2":              &d.cuMemcpyHtoD,
-		"cuMemcpyDtoH_v2":              &d.cuMemcpyDtoH,
-		"cuStreamCreate":               &d.cuStreamCreate,
-		"cuStreamDestroy_v2":           &d.cuStreamDestroy,
-		"cuStreamSynchronize":          &d.cuStreamSynchronize,
-		"cuEventCreate":                &d.cuEventCreate,
-		"cuEventRecord":                &d.cuEventRecord,
-		"cuEventSynchronize":           &d.cuEventSynchronize,
-		"cuEventElapsedTime":           &d.cuEventElapsedTime,
-		"cuEventDestroy_v2":            &d.cuEventDestroy,
-		"cuModuleLoadDataEx":           &d.cuModuleLoadDataEx,
-		"cuModuleGetFunction":          &d.cuModuleGetFunction,
-		"cuModuleUnload":               &d.cuModuleUnload,
-		"cuLaunchKernel":               &d.cuLaunchKernel,
+		"cuGetErrorName":                &d.cuGetErrorName,
+		"cuGetErrorString":              &d.cuGetErrorString,
+		"cuInit":                        &d.cuInit,
+		"cuDriverGetVersion":            &d.cuDriverGetVersion,
+		"cuDeviceGetCount":              &d.cuDeviceGetCount,
+		"cuDeviceGet":                   &d.cuDeviceGet,
+		"cuDeviceGetName":               &d.cuDeviceGetName,
+		"cuDeviceGetAttribute":          &d.cuDeviceGetAttribute,
+		"cuDevicePrimaryCtxRetain":      &d.cuDevicePrimaryCtxRetain,
+		"cuDevicePrimaryCtxRelease_v2":  &d.cuDevicePrimaryCtxRelease,
+		"cuDevicePrimaryCtxSetFlags_v2": &d.cuDevicePrimaryCtxSetFlags,
+		"cuCtxSetCurrent":               &d.cuCtxSetCurrent,
+		"cuMemHostAlloc":                &d.cuMemHostAlloc,
+		"cuMemFreeHost":                 &d.cuMemFreeHost,
+		"cuMemHostRegister_v2":          &d.cuMemHostRegister,
+		"cuMemHostUnregister":           &d.cuMemHostUnregister,
+		"cuMemHostGetDevicePointer_v2":  &d.cuMemHostGetDevicePointer,
+		"cuMemAlloc_v2":                 &d.cuMemAlloc,
+		"cuMemFree_v2":                  &d.cuMemFree,
+		"cuMemsetD8_v2":                 &d.cuMemsetD8,
+		"cuMemcpyHtoDAsync_v2":          &d.cuMemcpyHtoDAsync,
+		"cuMemcpyDtoHAsync_v2":          &d.cuMemcpyDtoHAsync,
+		"cuMemcpyHtoD_v2":               &d.cuMemcpyHtoD,
+		"cuMemcpyDtoH_v2":               &d.cuMemcpyDtoH,
+		"cuStreamCreate":                &d.cuStreamCreate,
+		"cuStreamDestroy_v2":            &d.cuStreamDestroy,
+		"cuStreamSynchronize":           &d.cuStreamSynchronize,
+		"cuEventCreate":                 &d.cuEventCreate,
+		"cuEventRecord":                 &d.cuEventRecord,
+		"cuEventSynchronize":            &d.cuEventSynchronize,
+		"cuEventElapsedTime":            &d.cuEventElapsedTime,
+		"cuEventDestroy_v2":             &d.cuEventDestroy,
+		"cuModuleLoadDataEx":            &d.cuModuleLoadDataEx,
+		"cuModuleGetFunction":           &d.cuModuleGetFunction,
+		"cuModuleUnload":                &d.cuModuleUnload,
+		"cuLaunchKernel":                &d.cuLaunchKernel,
 	}
 }
 
@@ -238,6 +240,10 @@ func (d *dlDriver) primaryCtxRetain(dev int32) (uintptr, Result) {
 	var ctx uintptr // CUcontext: an opaque driver handle, not Go memory
 	r := call(d.cuDevicePrimaryCtxRetain, uintptr(unsafe.Pointer(&ctx)), uintptr(dev))
 	return ctx, r
+}
+
+func (d *dlDriver) primaryCtxSetFlags(dev int32, flags uint32) Result {
+	return call(d.cuDevicePrimaryCtxSetFlags, uintptr(dev), uintptr(flags))
 }
 
 func (d *dlDriver) primaryCtxRelease(dev int32) Result {

@@ -536,6 +536,10 @@ run)
 		# sm_XY from NVRTC, or the embedded compute_70 PTX) and why.
 		common=(--ort-lib "$ortlib" --providers cpu --log-level info)
 		agent_step "agent, GPU voxel, mapped input, 20 s" "$(limit 60)" 9391 20 "$tmp/agent-mapped.log" --gpu on --gpu-input mapped "${common[@]}"
+		# The same with waits for the GPU sleeping instead of spinning (the
+		# driver's default, auto, spins): its "agent CPU" line against the
+		# step above's, and its latency against theirs.
+		agent_step "agent, GPU voxel, mapped input, --gpu-sync block, 10 s" "$(limit 45)" 9398 10 "$tmp/agent-block.log" --gpu on --gpu-input mapped --gpu-sync block "${common[@]}"
 		camera_agent_step "camera + agent processes, GPU voxel, 10 s" "$(limit 45)" 9395 10 "$tmp/agent-socket.log" --gpu on --gpu-input mapped "${common[@]}"
 		agent_step "agent, GPU voxel, copied input, 10 s" "$(limit 45)" 9392 10 "$tmp/agent-copy.log" --gpu on --gpu-input copy "${common[@]}"
 		agent_step "agent, CPU voxel (--gpu off), 10 s" "$(limit 45)" 9393 10 "$tmp/agent-cpu.log" --gpu off "${common[@]}"

@@ -110,6 +110,7 @@ Flags:
 	fs.IntVar(&cfg.MinPoints, "min-points", 1, "minimum points per voxel, 0 or more (0 and 1: every voxel with a point)")
 	fs.IntVar(&cfg.MaxPoints, "max-points", 500000, "largest point cloud accepted, 1 to 16777216 points (0: 500000)")
 	fs.StringVar(&cfg.GPU, "gpu", agent.GPUAuto, `voxel filter and BEV on the GPU: "auto" (the GPU when one works, else the CPU with a log line saying why), "on" (fail at start-up without it) or "off"`)
+	fs.StringVar(&cfg.GPUSync, "gpu-sync", "auto", `how a thread waiting for the GPU waits (the device's primary context, ONNX Runtime's CUDA provider's too): "auto" (the driver's choice, which spins: a core busy while the GPU works), "spin", "yield" or "block" (sleeps until the GPU is done: no core spent waiting, a wake-up each time)`)
 	fs.StringVar(&cfg.GPUInput, "gpu-input", agent.GPUInputMapped, `how the GPU kernels read a cloud: "mapped" (in place from the pinned slot, zero-copy) or "copy" (one async copy to device memory first)`)
 	fs.StringVar(&cfg.CubinCache, "cubin-cache", "", "folder for the compiled GPU kernels (default $XDG_CACHE_HOME/zerohop/cubin or ~/.cache/zerohop/cubin)")
 	fs.DurationVar(&cfg.Watchdog, "watchdog", 200*time.Millisecond, "zero cmd_vel when no fresh frame arrives within this period, and drop frames whose capture stamp is further than this from this machine's clock; 1ms to 1h (0: 200ms)")

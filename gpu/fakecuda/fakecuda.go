@@ -113,6 +113,7 @@ const (
 	LiveModules
 	LivePrimaryRefs
 	Launches
+	PrimaryFlags // the primary context's flags (cuDevicePrimaryCtxSetFlags_v2)
 )
 
 // callFake calls the exported function name of the fake library at path

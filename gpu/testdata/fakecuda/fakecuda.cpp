@@ -70,6 +70,7 @@ struct HostRange {
 std::mutex mu;
 bool inited = false;
 int primaryRefs = 0;
+unsigned primaryFlags = 0; // cuDevicePrimaryCtxSetFlags_v2
 char primaryCtx; // the one context's handle is its address
 thread_local void* current = nullptr;
 std::map<uintptr_t, HostRange> hostRanges;  // by host address
@@ -287,6 +288,18 @@ CUresult cuDeviceGetAttribute(int* v, int attr, int dev) {
 	case 113: *v = 1; break;  // read-only host register supported
 	default: return CUDA_ERROR_INVALID_VALUE;
 	}
+	return CUDA_SUCCESS;
+}
+
+// The flags a later retain activates the context with; the driver takes
+// one scheduling mode (CU_CTX_SCHED_*: 0, 1, 2 or 4) in the low 3 bits.
+CUresult cuDevicePrimaryCtxSetFlags_v2(int dev, unsigned int flags) {
+	GUARD;
+	if (!inited) return CUDA_ERROR_NOT_INITIALIZED;
+	if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+	unsigned sched = flags & 7;
+	if (sched == 3 || sched > 4 || (flags & ~0xffu)) return CUDA_ERROR_INVALID_VALUE;
+	primaryFlags = flags;
 	return CUDA_SUCCESS;
 }
 
@@ -634,7 +647,8 @@ void zhfake_move_after_bounds_to(unsigned int bits) {
 
 // Not CUDA: for the tests' leak checks. kind 0: host allocations, 1: host
 // registrations, 2: device allocations, 3: streams, 4: events, 5: modules,
-// 6: primary context references, 7: kernel launches so far.
+// 6: primary context references, 7: kernel launches so far, 8: the
+// primary context's flags (cuDevicePrimaryCtxSetFlags_v2).
 unsigned long long zhfake_live(int kind) {
 	GUARD;
 	unsigned long long n = 0;
@@ -647,6 +661,7 @@ unsigned long long zhfake_live(int kind) {
 	case 5: return modules.size();
 	case 6: return primaryRefs;
 	case 7: return launches;
+	case 8: return primaryFlags;
 	}
 	return ~0ull;
 }
