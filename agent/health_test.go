@@ -47,6 +47,20 @@ func runCamera(ctx context.Context, g *composed, period time.Duration) (wait fun
 	return func() { <-done }
 }
 
+// probeHealth asks g's pipeline for its health every 10 ms for d: how
+// many answers were healthy, of how many, and the last reason given.
+func probeHealth(g *composed, d time.Duration) (healthy, probes int, why string) {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		probes++
+		if err := g.pipe.Health(time.Now()); err == nil {
+			healthy++
+		} else {
+			why = err.Error()
+		}
+	}
+	return healthy, probes, why
+}
+
 // TestHealthSaysWhenSlowFramesZeroEveryCommand: every frame's stages take
 // 300 ms under a 200 ms watchdog, so every command is zero (the stall
 // guard's, then the late frame's) while fresh frames keep arriving. The
@@ -71,16 +85,7 @@ func TestHealthSaysWhenSlowFramesZeroEveryCommand(t *testing.T) {
 			t.Fatal("no stall within 10 s of 300 ms frames under a 200 ms watchdog")
 		}
 	}
-	healthy, probes := 0, 0
-	var why string
-	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		probes++
-		if err := g.pipe.Health(time.Now()); err == nil {
-			healthy++
-		} else {
-			why = err.Error()
-		}
-	}
+	healthy, probes, why := probeHealth(g, 1500*time.Millisecond)
 	if healthy > 0 {
 		t.Fatalf("healthy in %d of %d probes while every frame outlasted the watchdog", healthy, probes)
 	}
@@ -329,16 +334,7 @@ func TestHealthSaysWhenCommandsExpireBetweenFrames(t *testing.T) {
 		}
 	}
 	incidents := g.pipe.cfg.Watchdog.Counts()
-	healthy, probes := 0, 0
-	var why string
-	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		probes++
-		if err := g.pipe.Health(time.Now()); err == nil {
-			healthy++
-		} else {
-			why = err.Error()
-		}
-	}
+	healthy, probes, why := probeHealth(g, 1500*time.Millisecond)
 	if healthy > 0 {
 		t.Fatalf("healthy in %d of %d probes while every command expired before the next frame", healthy, probes)
 	}
