@@ -1311,6 +1311,10 @@ func pixelFormat(e handles.Encoding) infer.PixelFormat {
 		return infer.PixelBGR8
 	case handles.EncodingMono8:
 		return infer.PixelMono8
+	case handles.EncodingRGBA8:
+		return infer.PixelRGBA8
+	case handles.EncodingBGRA8:
+		return infer.PixelBGRA8
 	}
 	return 0
 }

@@ -377,3 +377,19 @@ func TestUnpairedCloudsAreWarnedOncePerRun(t *testing.T) {
 // default 200 ms, and its frame then goes stale (Health, Watchdog.Check
 // say so) before the test looks.
 const slowStepWatchdog = 10 * time.Second
+
+// TestEveryHandleEncodingHasAPixelFormat: every image encoding a handle
+// may carry (the camera publishes a ROS driver's rgba8 and bgra8 as they
+// are) preprocesses as its own pixel format, with its size and name. The
+// agent took rgba8 and bgra8 for no format and failed every frame.
+func TestEveryHandleEncodingHasAPixelFormat(t *testing.T) {
+	for e := handles.EncodingRGB8; e <= handles.EncodingBGRA8; e++ {
+		f := pixelFormat(e)
+		if f.BytesPerPixel() != int(e.BytesPerPixel()) || f.String() != e.String() {
+			t.Errorf("encoding %v (%d bytes a pixel): pixel format %v (%d bytes)", e, e.BytesPerPixel(), f, f.BytesPerPixel())
+		}
+	}
+	if f := pixelFormat(handles.EncodingBGRA8 + 1); f.BytesPerPixel() != 0 {
+		t.Errorf("an unknown encoding maps to %v", f)
+	}
+}

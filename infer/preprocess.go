@@ -16,19 +16,26 @@ const (
 	PixelRGB8  PixelFormat = iota + 1 // 3 bytes per pixel: R, G, B
 	PixelBGR8                         // 3 bytes per pixel: B, G, R
 	PixelMono8                        // 1 byte per pixel: grey
+	PixelRGBA8                        // 4 bytes per pixel: R, G, B, alpha (not read)
+	PixelBGRA8                        // 4 bytes per pixel: B, G, R, alpha (not read): the ZED wrapper's
 )
 
-// BytesPerPixel is 3 for RGB8 and BGR8, 1 for Mono8 and 0 for an unknown
-// format.
+// BytesPerPixel is 3 for RGB8 and BGR8, 4 for RGBA8 and BGRA8, 1 for Mono8
+// and 0 for an unknown format.
 func (f PixelFormat) BytesPerPixel() int {
 	switch f {
 	case PixelRGB8, PixelBGR8:
 		return 3
+	case PixelRGBA8, PixelBGRA8:
+		return 4
 	case PixelMono8:
 		return 1
 	}
 	return 0
 }
+
+// blueFirst: the format's first byte is blue.
+func (f PixelFormat) blueFirst() bool { return f == PixelBGR8 || f == PixelBGRA8 }
 
 // String is the ROS sensor_msgs/Image encoding name.
 func (f PixelFormat) String() string {
@@ -39,19 +46,23 @@ func (f PixelFormat) String() string {
 		return "bgr8"
 	case PixelMono8:
 		return "mono8"
+	case PixelRGBA8:
+		return "rgba8"
+	case PixelBGRA8:
+		return "bgra8"
 	}
 	return fmt.Sprintf("PixelFormat(%d)", uint8(f))
 }
 
 // PixelFormatFromEncoding maps a ROS sensor_msgs/Image encoding ("rgb8",
-// "bgr8", "mono8") to a PixelFormat.
+// "bgr8", "mono8", "rgba8", "bgra8") to a PixelFormat.
 func PixelFormatFromEncoding(encoding string) (PixelFormat, error) {
-	for _, f := range []PixelFormat{PixelRGB8, PixelBGR8, PixelMono8} {
+	for _, f := range []PixelFormat{PixelRGB8, PixelBGR8, PixelMono8, PixelRGBA8, PixelBGRA8} {
 		if f.String() == encoding {
 			return f, nil
 		}
 	}
-	return 0, fmt.Errorf("infer: %w: encoding %q: want rgb8, bgr8 or mono8", ErrImage, encoding)
+	return 0, fmt.Errorf("infer: %w: encoding %q: want rgb8, bgr8, mono8, rgba8 or bgra8", ErrImage, encoding)
 }
 
 // ImageView describes an image in memory someone else owns (typically a
@@ -200,7 +211,7 @@ func newPrepPlan(dst []float32, src ImageView, p PreprocessParams) (prepPlan, er
 	}
 	// outChan[k]: the output channel fed by source byte k.
 	outChan := [3]int{0, 1, 2}
-	if (src.Format == PixelBGR8) != (p.Order == ColorBGR) && src.Format != PixelMono8 {
+	if src.Format.blueFirst() != (p.Order == ColorBGR) && src.Format != PixelMono8 {
 		outChan = [3]int{2, 1, 0}
 	}
 	for k, c := range outChan {
@@ -220,7 +231,7 @@ func (pl *prepPlan) rows(i0, i1 int) {
 	switch {
 	case pl.area && pl.packedOK():
 		pl.areaPacked(i0, i1)
-	case pl.area && pl.bpp == 3:
+	case pl.area && pl.bpp >= 3:
 		pl.areaRGB(i0, i1)
 	case pl.area:
 		pl.areaMono(i0, i1)
@@ -302,9 +313,9 @@ func (pl *prepPlan) areaPacked(i0, i1 int) {
 				next := (j + 1) * srcW / dstW
 				x1 := max(next, x0+1)
 				sums := col[(x0-cx)*bpp : (x1-cx)*bpp]
-				if bpp == 3 {
+				if bpp >= 3 { // a fourth byte, alpha, is summed and not read
 					var s0, s1, s2 uint32
-					for k := 0; k+2 < len(sums); k += 3 {
+					for k := 0; k+2 < len(sums); k += bpp {
 						s0 += sums[k]
 						s1 += sums[k+1]
 						s2 += sums[k+2]
@@ -340,10 +351,11 @@ func footprint(i, n, src int) (lo, hi int) {
 	return lo, hi
 }
 
+// areaRGB takes 3 or 4 bytes per pixel (the fourth, alpha, not read).
 func (pl *prepPlan) areaRGB(i0, i1 int) {
 	// Locals, not fields: stores into the planes would otherwise make the
 	// compiler reload pl's fields in the inner loops.
-	pix, step := pl.pix, pl.step
+	pix, step, bpp := pl.pix, pl.step, pl.bpp
 	srcW, srcH, dstW, dstH := pl.srcW, pl.srcH, pl.dstW, pl.dstH
 	p0, p1, p2 := pl.planes[0], pl.planes[1], pl.planes[2]
 	a0, a1, a2 := pl.scale[0], pl.scale[1], pl.scale[2]
@@ -361,8 +373,8 @@ func (pl *prepPlan) areaRGB(i0, i1 int) {
 			// image to a tiny input) would overflow 32 bits.
 			var s0, s1, s2 uint64
 			for y := y0; y < y1; y++ {
-				row := pix[y*step+x0*3 : y*step+x1*3]
-				for k := 0; k+2 < len(row); k += 3 {
+				row := pix[y*step+x0*bpp : y*step+x1*bpp]
+				for k := 0; k+2 < len(row); k += bpp {
 					s0 += uint64(row[k])
 					s1 += uint64(row[k+1])
 					s2 += uint64(row[k+2])

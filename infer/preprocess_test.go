@@ -189,10 +189,10 @@ func TestPreprocessRejects(t *testing.T) {
 			}
 		})
 	}
-	if _, err := PixelFormatFromEncoding("rgba8"); !errors.Is(err, ErrImage) {
-		t.Fatalf("rgba8: %v", err)
+	if _, err := PixelFormatFromEncoding("rgb16"); !errors.Is(err, ErrImage) {
+		t.Fatalf("rgb16: %v", err)
 	}
-	for _, f := range []PixelFormat{PixelRGB8, PixelBGR8, PixelMono8} {
+	for _, f := range []PixelFormat{PixelRGB8, PixelBGR8, PixelMono8, PixelRGBA8, PixelBGRA8} {
 		if got, err := PixelFormatFromEncoding(f.String()); got != f || err != nil {
 			t.Fatalf("%v round trip: %v, %v", f, got, err)
 		}
@@ -378,7 +378,7 @@ func TestAreaPackedMatchesDirect(t *testing.T) {
 		{1280, 720, 0, 256, 144}, {1280, 720, 5, 256, 144}, {640, 480, 3, 224, 224}, {1920, 1080, 0, 300, 170},
 		{13, 7, 1, 5, 3}, {100, 50, 0, 100, 50}, {3000, 40, 7, 7, 3}, {997, 613, 11, 211, 97}, {64, 514, 0, 2, 2}, {1364, 3, 0, 2, 3}, {2000, 3, 0, 3, 3},
 	} {
-		for _, f := range []PixelFormat{PixelRGB8, PixelBGR8, PixelMono8} {
+		for _, f := range []PixelFormat{PixelRGB8, PixelBGR8, PixelMono8, PixelRGBA8, PixelBGRA8} {
 			bpp := f.BytesPerPixel()
 			pattern := noise
 			if tc.h == 514 { // 257-row footprints of 255: the 16-bit lanes' limit
@@ -393,10 +393,13 @@ func TestAreaPackedMatchesDirect(t *testing.T) {
 				t.Fatal(err)
 			}
 			pp, _ := newPrepPlan(packed, src, p)
+			if cols := (tc.w + tc.dw - 1) / tc.dw; cols*bpp > areaChunkBytes {
+				continue // a footprint wider than a chunk (cases made for 3 bytes per pixel, at 4)
+			}
 			if !pp.packedOK() {
 				t.Fatalf("%dx%d → %dx%d %v: packed path not taken", tc.w, tc.h, tc.dw, tc.dh, f)
 			}
-			if bpp == 3 {
+			if bpp >= 3 {
 				pd.areaRGB(0, tc.dh)
 			} else {
 				pd.areaMono(0, tc.dh)
@@ -407,6 +410,56 @@ func TestAreaPackedMatchesDirect(t *testing.T) {
 					t.Fatalf("%dx%d (pad %d) → %dx%d %v: value %d is %v packed, %v direct", tc.w, tc.h, tc.pad, tc.dw, tc.dh, f, k, packed[k], direct[k])
 				}
 			}
+		}
+	}
+}
+
+// TestFourByteFormatsAreTheirThreeByteOnes: an rgba8 or bgra8 image (the
+// ZED wrapper's bgra8, cv_bridge's 8UC4) preprocesses to exactly what the
+// same image in rgb8 or bgr8 does, whatever its alpha bytes, on every
+// resize path. The agent took them for an unknown format and failed every
+// frame.
+func TestFourByteFormatsAreTheirThreeByteOnes(t *testing.T) {
+	for _, tc := range []struct {
+		four, three PixelFormat
+	}{{PixelRGBA8, PixelRGB8}, {PixelBGRA8, PixelBGR8}} {
+		for _, sz := range []struct {
+			w, h, dw, dh int
+			resize       ResizeMethod
+		}{
+			{1280, 720, 256, 144, ResizeArea},     // packed sums
+			{3000, 40, 7, 3, ResizeArea},          // footprints wider than a chunk: direct sums
+			{64, 36, 256, 144, ResizeBilinear},    // enlarged
+			{1280, 720, 256, 144, ResizeBilinear}, // reduced, bilinear
+		} {
+			three := testImage(sz.w, sz.h, sz.w*3+5, tc.three, noise)
+			four := testImage(sz.w, sz.h, sz.w*4+7, tc.four, func(x, y, k int) byte {
+				if k == 3 {
+					return byte(x*31 + y*17) // alpha: anything
+				}
+				return noise(x, y, k)
+			})
+			for _, order := range []ColorOrder{ColorRGB, ColorBGR} {
+				p := PreprocessParams{Width: sz.dw, Height: sz.dh, Resize: sz.resize, Order: order, Mean: [3]float32{0.4, 0.5, 0.6}, Std: [3]float32{0.2, 0.25, 0.3}}
+				want := make([]float32, 3*sz.dw*sz.dh)
+				got := make([]float32, 3*sz.dw*sz.dh)
+				if err := Preprocess(want, three, p); err != nil {
+					t.Fatal(err)
+				}
+				if err := Preprocess(got, four, p); err != nil {
+					t.Fatalf("%v %dx%d: %v", tc.four, sz.w, sz.h, err)
+				}
+				for k := range want {
+					if math.Float32bits(got[k]) != math.Float32bits(want[k]) {
+						t.Fatalf("%v %dx%d → %dx%d (resize %d, order %d): value %d is %v, %v gives %v", tc.four, sz.w, sz.h, sz.dw, sz.dh, sz.resize, order, k, got[k], tc.three, want[k])
+					}
+				}
+			}
+		}
+	}
+	for _, e := range []string{"rgba8", "bgra8"} {
+		if f, err := PixelFormatFromEncoding(e); err != nil || f.String() != e || f.BytesPerPixel() != 4 {
+			t.Errorf("PixelFormatFromEncoding(%q) = %v, %v", e, f, err)
 		}
 	}
 }
