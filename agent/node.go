@@ -462,7 +462,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 		})
 	default:
 		source, err := camera.OpenSource(ctx, "--camera", cfg.Camera, camera.NodeConfig{Rate: cfg.Rate, Loop: true,
-			Beams: cfg.Beams, AzimuthSteps: cfg.AzimuthSteps, NoImage: !images, PlanarLidar: cfg.PlanarLidar})
+			Beams: cfg.Beams, AzimuthSteps: cfg.AzimuthSteps, NoImage: !images, PlanarLidar: cfg.PlanarLidar, Log: log})
 		if err != nil {
 			return err
 		}

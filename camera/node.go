@@ -56,15 +56,30 @@ type NodeConfig struct {
 	Log       *zap.Logger
 }
 
+// ReplayPreloadLimit is how much of a replay folder, decoded, is read into
+// memory before it plays (no file reads and no allocation per frame); a
+// larger recording is read as it plays, each frame's files then.
+const ReplayPreloadLimit = 1 << 30
+
 // OpenSource builds the source named by spec: "synthetic" or "replay:DIR"
-// (read into memory, until ctx is done). flag names the flag spec came
-// from, for errors ("--source", or the agent's "--camera").
+// (read into memory up to ReplayPreloadLimit, until ctx is done). flag
+// names the flag spec came from, for errors ("--source", or the agent's
+// "--camera").
 func OpenSource(ctx context.Context, flag, spec string, cfg NodeConfig) (sensor.Source, error) {
 	if err := CheckSource(flag, spec); err != nil {
 		return nil, err
 	}
 	if dir, ok := strings.CutPrefix(spec, "replay:"); ok {
-		return sensor.NewReplayContext(ctx, dir, sensor.ReplayConfig{Loop: cfg.Loop, Preload: true, NoImages: cfg.NoImage, Planar: cfg.PlanarLidar})
+		r, err := sensor.NewReplayContext(ctx, dir, sensor.ReplayConfig{Loop: cfg.Loop, Preload: true, PreloadLimit: ReplayPreloadLimit,
+			NoImages: cfg.NoImage, Planar: cfg.PlanarLidar})
+		if err != nil {
+			return nil, err
+		}
+		if log := cfg.Log; log != nil && !r.Preloaded() {
+			log.Info("replay: the recording is read as it plays, each frame's files then (decoded, it is larger than what is read into memory first)",
+				zap.String("dir", dir), zap.Int64("decoded_bytes", r.DecodedBytes()), zap.Int64("preload_limit_bytes", ReplayPreloadLimit))
+		}
+		return r, nil
 	}
 	return sensor.NewSynthetic(sensor.SyntheticConfig{
 		Rate: cfg.Rate, Beams: cfg.Beams, AzimuthSteps: cfg.AzimuthSteps,

@@ -26,6 +26,11 @@ type ReplayConfig struct {
 	// access, no allocation per frame). Without it each frame reads its files
 	// (and decodes its image, which allocates).
 	Preload bool
+	// PreloadLimit bounds what Preload keeps in memory: a recording whose
+	// decoded clouds and images total more is read as it plays instead
+	// (Preloaded says which; a KITTI sequence of 4541 frames is about
+	// 15 GB decoded). 0: no bound.
+	PreloadLimit int64
 	// ImageDir, if set, is where the images are; points stay in the
 	// directory given to NewReplay (KITTI keeps velodyne_points and image_02
 	// apart). Images in the points directory are then ignored.
@@ -79,6 +84,7 @@ type Replay struct {
 	frames        int
 	maxPoints     int
 	maxImageBytes int
+	decodedBytes  int64         // the clouds' and images' decoded sizes, summed
 	br            *bufio.Reader // reused by every fill
 }
 
@@ -92,6 +98,7 @@ type pointFile struct {
 type imageFile struct {
 	path string
 	enc  ImageEncoding
+	size int       // bytes its pixels take, from the header
 	info ImageInfo // geometry when preloaded
 	data []byte    // the converted pixels when preloaded
 }
@@ -146,6 +153,10 @@ func NewReplayContext(ctx context.Context, dir string, cfg ReplayConfig) (*Repla
 			len(pointNames), dir, len(imageNames), imageDir)
 	}
 	r.frames = max(len(pointNames), len(imageNames))
+	// Headers first: their sizes decide whether the recording fits the
+	// preload limit before anything is decoded.
+	preload := cfg.Preload
+	r.cfg.Preload = false
 	for _, name := range pointNames {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("replay: reading %q stopped: %w", dir, err)
@@ -156,6 +167,7 @@ func NewReplayContext(ctx context.Context, dir string, cfg ReplayConfig) (*Repla
 		}
 		r.points = append(r.points, pf)
 		r.maxPoints = max(r.maxPoints, pf.count)
+		r.decodedBytes += int64(pf.count) * PointStep
 	}
 	for _, name := range imageNames {
 		if err := ctx.Err(); err != nil {
@@ -167,9 +179,46 @@ func NewReplayContext(ctx context.Context, dir string, cfg ReplayConfig) (*Repla
 		}
 		r.images = append(r.images, im)
 		r.maxImageBytes = max(r.maxImageBytes, size)
+		r.decodedBytes += int64(size)
 	}
+	if !preload || (cfg.PreloadLimit > 0 && r.decodedBytes > cfg.PreloadLimit) {
+		return r, nil
+	}
+	for i := range r.points {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("replay: reading %q stopped: %w", dir, err)
+		}
+		pf := &r.points[i]
+		buf := make([]byte, pf.count*PointStep)
+		n, err := r.readPoints(pf, buf)
+		if err != nil {
+			return nil, err
+		}
+		pf.data = buf[:n*PointStep]
+	}
+	for i := range r.images {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("replay: reading %q stopped: %w", imageDir, err)
+		}
+		im := &r.images[i]
+		buf := make([]byte, im.size)
+		info, err := r.decodeImage(im, buf)
+		if err != nil {
+			return nil, err
+		}
+		im.info, im.data = info, buf[:info.Bytes():info.Bytes()]
+	}
+	r.cfg.Preload = true
 	return r, nil
 }
+
+// Preloaded reports whether the frames are in memory (ReplayConfig.Preload
+// within PreloadLimit); else each frame reads its files as it plays.
+func (r *Replay) Preloaded() bool { return r.cfg.Preload }
+
+// DecodedBytes is the recording's decoded size: its clouds' points and its
+// images' pixels, summed (what Preload keeps in memory).
+func (r *Replay) DecodedBytes() int64 { return r.decodedBytes }
 
 // kittiFolders are KITTI's layouts, tried in order for a directory with no
 // frame files of its own: an odometry sequence (sequences/NN) and a raw
@@ -227,7 +276,7 @@ func listFrames(dir string) (points, images []string, err error) {
 	return points, images, nil
 }
 
-// openPoints reads a point file's header (and, with Preload, its points).
+// openPoints reads a point file's header.
 func (r *Replay) openPoints(path string) (pointFile, error) {
 	pf := pointFile{path: path, isPCD: strings.EqualFold(filepath.Ext(path), ".pcd")}
 	f, err := os.Open(path)
@@ -250,14 +299,6 @@ func (r *Replay) openPoints(path string) (pointFile, error) {
 			return pf, fmt.Errorf("replay: %q: %w", path, err)
 		}
 		pf.count = h.Points
-	}
-	if r.cfg.Preload {
-		buf := make([]byte, pf.count*PointStep)
-		n, err := r.readPoints(&pf, buf)
-		if err != nil {
-			return pf, err
-		}
-		pf.data = buf[:n*PointStep]
 	}
 	return pf, nil
 }
@@ -345,8 +386,8 @@ func (r *Replay) readPoints(pf *pointFile, dst []byte) (int, error) {
 	return n, nil
 }
 
-// openImage reads an image's header (and, with Preload, decodes it) and
-// returns the bytes its frame needs.
+// openImage reads an image's header and returns the bytes its frame
+// needs.
 func (r *Replay) openImage(path string) (imageFile, int, error) {
 	im := imageFile{path: path}
 	f, err := os.Open(path)
@@ -368,14 +409,7 @@ func (r *Replay) openImage(path string) (imageFile, int, error) {
 	}
 	im.enc = encodingFor(c.ColorModel, r.cfg.Encoding)
 	size := c.Width * c.Height * im.enc.BytesPerPixel()
-	if r.cfg.Preload {
-		buf := make([]byte, size)
-		info, err := r.decodeImage(&im, buf)
-		if err != nil {
-			return im, 0, err
-		}
-		im.info, im.data = info, buf[:info.Bytes()]
-	}
+	im.size = size
 	return im, size, nil
 }
 

@@ -45,11 +45,37 @@ func TestReplayReadsEveryFormat(t *testing.T) {
 		enc ImageEncoding
 		tol int
 	}{{EncodingRGB8, 0}, {EncodingRGB8, 12}, {EncodingMono8, 0}, {EncodingMono8, 6}}
-	for _, preload := range []bool{false, true} {
-		t.Run(map[bool]string{false: "read per frame", true: "preloaded"}[preload], func(t *testing.T) {
-			r, err := NewReplay(mixedDir, ReplayConfig{Preload: preload})
+	probe, err := NewReplay(mixedDir, ReplayConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoded := probe.DecodedBytes()
+	want := int64(0)
+	for k, c := range clouds {
+		want += int64(len(c)*PointStep + testImageW*testImageH*images[k].enc.BytesPerPixel())
+	}
+	if decoded != want {
+		t.Fatalf("DecodedBytes = %d, want %d: every cloud's points and every image's pixels", decoded, want)
+	}
+	for _, tc := range []struct {
+		name      string
+		cfg       ReplayConfig
+		preloaded bool
+	}{
+		{"read per frame", ReplayConfig{}, false},
+		{"preloaded", ReplayConfig{Preload: true}, true},
+		{"preloaded, at its limit", ReplayConfig{Preload: true, PreloadLimit: decoded}, true},
+		// Over the limit, read as it plays: a whole KITTI sequence
+		// decoded did not fit a Jetson's memory.
+		{"over the preload limit", ReplayConfig{Preload: true, PreloadLimit: decoded - 1}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := NewReplay(mixedDir, tc.cfg)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if r.Preloaded() != tc.preloaded || r.DecodedBytes() != decoded {
+				t.Fatalf("preloaded %t, %d decoded bytes; want %t, %d", r.Preloaded(), r.DecodedBytes(), tc.preloaded, decoded)
 			}
 			if got := r.Frames(); got != uint64(len(clouds)) {
 				t.Fatalf("Frames = %d, want %d", got, len(clouds))
