@@ -4,7 +4,7 @@
 # in docs/bench-raw/:
 #   pool      go test -bench . ./pinned/         (pool vs make([]byte) vs sync.Pool)
 #   voxel     go test -bench . -cpu 1,2 ./voxel/ (filter vs brute-force reference)
-#   resize    go test -bench 'AreaPaths|Preprocess1280x720/.*/serial' ./infer/
+#   resize    go test -bench 'AreaPaths|Preprocess1280x720/.*/.*/serial' ./infer/
 #             (column-wise vs direct area resize)
 #   handoff   bin/bench-handoff                  (event-driven zero-copy vs copy vs
 #             pipe floor, 1 KiB … 16 MiB, one run; no --spin, no --pin-cpu)
@@ -44,7 +44,7 @@ medians() { # benchmark lines → "| name | median ns/op | runs |" (POSIX awk + 
 	awk '/^Benchmark/ {print $1, $3}' "$1" | # the -N suffix is GOMAXPROCS: keep -cpu runs apart
 		sort -k1,1 -k2,2g |
 		awk '{n[$1]++; v[$1, n[$1]] = $2}
-		END {for (k in n) printf "| %s | %s | %d |\n", k, v[k, int((n[k] + 1) / 2)], n[k]}' |
+		END {for (k in n) {m = n[k] % 2 ? v[k, (n[k] + 1) / 2] : (v[k, n[k] / 2] + v[k, n[k] / 2 + 1]) / 2; printf "| %s | %s | %d |\n", k, m, n[k]}}' |
 		sort
 }
 

@@ -81,7 +81,7 @@ Flags:
 	fs.BoolVar(&long, "long", false, "3-minute mode (--seconds 180)")
 	fs.Float64Var(&o.rate, "rate", 30, "camera frame rate, Hz")
 	fs.StringVar(&o.bin, "bin", "bin", "directory holding the camera and agent binaries")
-	fs.StringVar(&o.out, "out", "docs/bench-e2e.md", `markdown output file ("" for stdout only)`)
+	fs.StringVar(&o.out, "out", "", `markdown output file, its SVG charts beside it ("", the default: stdout only; make bench-e2e writes the committed docs/bench-e2e.md)`)
 	fs.StringVar(&transports, "transports", "unix,copy", `transports to measure, in order: unix, copy, unix+spin (the agent spinning on its handle rings, --spin), unix+lidar (a robot without a camera: camera --image-size none, agent --lidar-only) or unix+scan (a robot with a planar 2D LiDAR and no camera: camera --planar-lidar --image-size none, agent --planar-lidar)`)
 	if err := fs.Parse(args); err != nil {
 		return o, err

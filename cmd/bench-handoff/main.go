@@ -86,7 +86,7 @@ Flags:
 	fs.IntVar(&cfg.PinCPU, "pin-cpu", -1, "also run the event-driven cases with both processes confined to this CPU (-1: don't)")
 	fs.IntVar(&cfg.Slots, "slots", 8, "slots in each zero-copy pool")
 	fs.IntVar(&cfg.Runs, "runs", 1, "repeat every case this many times and report the median of each figure")
-	fs.StringVar(&out, "out", "docs/bench-handoff.md", `also write the report to this file ("" to skip)`)
+	fs.StringVar(&out, "out", "", `also write the report to this file ("", the default: stdout only; make bench-handoff writes the committed docs/bench-handoff.md)`)
 	if err := fs.Parse(args); err != nil {
 		return cfg, out, err
 	}
