@@ -1,8 +1,9 @@
 // Command bench-e2e measures the whole pipeline end to end: a camera
 // process (synthetic scene, 1280×720 rgb8 + 115,200 points at 30 Hz) and an
 // agent process (voxel → BEV → preprocess → infer → plan), once over the
-// zero-copy unix transport and once over the copy baseline, side by side in
-// one run. It reports per-stage and end-to-end percentiles from the agent's
+// zero-copy unix transport and once over the copy baseline, one after the
+// other in one run, in the order given (not interleaved: drift on a shared
+// machine between the two windows favours one side; compare over runs). It reports per-stage and end-to-end percentiles from the agent's
 // /latency, the CPU use of both processes, and frames published vs
 // processed, and writes them as markdown.
 package main
@@ -458,7 +459,7 @@ func report(o options, rs []result) string {
 			return fmt.Sprintf("%.2f×", a/b)
 		}
 		a, z := rs[1], rs[0]
-		fmt.Fprintf(&b, "## %s vs %s, same run\n\n| | %s | %s | ratio |\n| --- | ---: | ---: | ---: |\n", a.transport, z.transport, z.transport, a.transport)
+		fmt.Fprintf(&b, "## %s vs %s, same run (measured one after the other, in this order)\n\n| | %s | %s | ratio |\n| --- | ---: | ---: | ---: |\n", a.transport, z.transport, z.transport, a.transport)
 		for _, row := range []struct {
 			name string
 			f    func(percentiles) float64
