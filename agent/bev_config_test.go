@@ -447,3 +447,26 @@ func wantRefusal(t *testing.T, err error, want []string) {
 		}
 	}
 }
+
+// TestMaxObstacleHeightTopsTheCrop: --max-obstacle-height puts the voxel
+// filter's crop top at the robot's height above the ground, in the
+// clouds' frame (the LiDAR 1.73 m up: 2 m above the ground is 0.27 m
+// above the sensor); without it the top is CropFarZ away.
+func TestMaxObstacleHeightTopsTheCrop(t *testing.T) {
+	bev, err := bevConfig(infer.ReferenceConfig(), lidarPose{height: 1.73})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		robot float32
+		top   float32
+	}{{0, -1.73 + voxel.CropFarZ}, {2, 0.27}} {
+		fcfg, err := filterConfig(NodeConfig{Leaf: 0.2, MaxObstacleHeight: tc.robot}, bev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fcfg.Crop.Max[2]; math.Abs(float64(got-tc.top)) > 1e-5 {
+			t.Errorf("--max-obstacle-height %v: crop top %v, want %v", tc.robot, got, tc.top)
+		}
+	}
+}

@@ -75,6 +75,11 @@ type NodeConfig struct {
 	// (the synthetic scene). The BEV measures heights from the ground, so
 	// with this wrong an obstacle lower than the sensor reads as flat.
 	LidarHeight float32
+	// MaxObstacleHeight, if set, is the robot's height: points more than
+	// this above the ground (a ceiling, an overhang the robot passes
+	// under) are left out before the voxel filter, so they mark no cell.
+	// 0: none left out (up to 1000 m), as outdoors.
+	MaxObstacleHeight float32
 	// LidarXY and LidarRPY place the point cloud frame's origin on the
 	// robot: x ahead of and y left of the robot's origin, in metres, and
 	// its roll, pitch and yaw in radians: the transform from the robot's
@@ -143,6 +148,9 @@ const (
 	// No robot's LiDAR sits 100 m up; a bigger value is a unit mix-up
 	// (centimetres), and would raise the crop's z window off the scene.
 	maxLidarHeightM = 100.0
+	// minObstacleCeilingM is the lowest --max-obstacle-height: above the
+	// reference model's obstacle height, 0.2 m.
+	minObstacleCeilingM = 0.3
 	// Nor 100 m from the robot's origin.
 	maxLidarOffsetM = 100.0
 	// Roll and yaw run from -π to π (π typed as 3.1416 included), pitch
@@ -295,6 +303,14 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 	fcfg, err := filterConfig(cfg, bevCfg)
 	if err != nil {
 		return err
+	}
+	if cfg.MaxObstacleHeight > 0 {
+		if _, exact := bev.CropUnder(fcfg.Leaf, cfg.MaxObstacleHeight); exact {
+			log.Info("points higher than the robot are left out (a ceiling, an overhang it passes under)", zap.Float32("max_obstacle_height_m", cfg.MaxObstacleHeight))
+		} else {
+			log.Warn("points higher than the robot are left out only roughly: the LiDAR's mount rolls or pitches, so the cut follows the tilted raster's bounding box and keeps some points above --max-obstacle-height, more the farther they are",
+				zap.Float32("max_obstacle_height_m", cfg.MaxObstacleHeight), zap.Float64("roll_deg", bc.Mount.Roll*180/math.Pi), zap.Float64("pitch_deg", bc.Mount.Pitch*180/math.Pi))
+		}
 	}
 	filter, err := voxel.NewFilter(fcfg, cfg.MaxPoints)
 	if err != nil {
@@ -698,6 +714,10 @@ func resolveNodeConfig(cfg NodeConfig) (NodeConfig, error) {
 		return cfg, fmt.Errorf("--leaf %g: want 0.001 to 100 metres", cfg.Leaf)
 	case !(cfg.LidarHeight >= 0 && cfg.LidarHeight <= maxLidarHeightM):
 		return cfg, fmt.Errorf("--lidar-height %g: want 0 (clouds in the robot frame, origin on the ground) to %g metres", cfg.LidarHeight, maxLidarHeightM)
+	// Under the reference model's obstacle height (0.2 m) it would leave
+	// every obstacle out.
+	case cfg.MaxObstacleHeight != 0 && !(cfg.MaxObstacleHeight >= minObstacleCeilingM && cfg.MaxObstacleHeight <= maxLidarHeightM):
+		return cfg, fmt.Errorf("--max-obstacle-height %g: want 0 (none: nothing left out for its height) or the robot's height, %g to %g metres", cfg.MaxObstacleHeight, minObstacleCeilingM, maxLidarHeightM)
 	case !(math.Abs(cfg.LidarXY[0]) <= maxLidarOffsetM && math.Abs(cfg.LidarXY[1]) <= maxLidarOffsetM):
 		return cfg, fmt.Errorf("--lidar-xy %g,%g: want -%g to %g metres each (0,0: the clouds' origin above the robot's)", cfg.LidarXY[0], cfg.LidarXY[1], maxLidarOffsetM, maxLidarOffsetM)
 	case !(math.Abs(cfg.LidarRPY[0]) <= maxLidarAngle && math.Abs(cfg.LidarRPY[1]) <= maxLidarAngle/2 && math.Abs(cfg.LidarRPY[2]) <= maxLidarAngle):
@@ -882,6 +902,9 @@ func filterConfig(cfg NodeConfig, bevCfg voxel.BEVConfig) (voxel.Config, error) 
 	}
 	leaf := [3]float32{cfg.Leaf, cfg.Leaf, cfg.Leaf}
 	crop := bev.CropFor(leaf)
+	if cfg.MaxObstacleHeight > 0 {
+		crop, _ = bev.CropUnder(leaf, cfg.MaxObstacleHeight)
+	}
 	return voxel.Config{Leaf: leaf, MinPoints: cfg.MinPoints, Crop: &crop}, nil
 }
 

@@ -509,6 +509,8 @@ func TestFlagErrorsComeBeforeAnythingStarts(t *testing.T) {
 		{"LiDAR below the ground", NodeConfig{LidarHeight: -1.73}, []string{"--lidar-height -1.73", "0 (clouds in the robot frame"}},
 		{"LiDAR height in centimetres", NodeConfig{LidarHeight: 173}, []string{"--lidar-height 173", "to 100 metres"}},
 		{"NaN LiDAR height", NodeConfig{LidarHeight: float32(math.NaN())}, []string{"--lidar-height NaN"}},
+		{"robot height under the obstacle height", NodeConfig{MaxObstacleHeight: 0.1}, []string{"--max-obstacle-height 0.1", "0.3 to 100 metres"}},
+		{"NaN robot height", NodeConfig{MaxObstacleHeight: float32(math.NaN())}, []string{"--max-obstacle-height NaN"}},
 		{"LiDAR 150 m ahead", NodeConfig{LidarXY: [2]float64{150, 0}}, []string{"--lidar-xy 150,0", "-100 to 100 metres"}},
 		{"NaN LiDAR y", NodeConfig{LidarXY: [2]float64{0, math.NaN()}}, []string{"--lidar-xy 0,NaN"}},
 		{"LiDAR pitch in degrees as radians", NodeConfig{LidarRPY: [3]float64{0, 8, 0}}, []string{"--lidar-rpy 0,8,0", "in degrees 0,458.4,0", "pitch -π/2 to π/2", "8deg"}},

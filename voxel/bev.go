@@ -174,6 +174,41 @@ func (b *BEV) CropFor(leaf [3]float32) Box {
 	return box
 }
 
+// CropUnder is CropFor with the box's top at ceiling metres above
+// GroundZ in the robot frame (ceiling > 0): points above it (a ceiling, an
+// overhang the robot passes under) are left out before the filter, so
+// they mark no cell. exact reports whether the cut is at ceiling
+// everywhere: with a mount that rolls or pitches, the box in the clouds'
+// frame is the tilted band's bounding box, whose top keeps points above
+// ceiling at some places in the window (farther the more it tilts).
+func (b *BEV) CropUnder(leaf [3]float32, ceiling float32) (box Box, exact bool) {
+	c := b.cfg
+	top := c.GroundZ + ceiling
+	if !b.mounted {
+		box = b.CropFor(leaf)
+		box.Max[2] = top
+		return box, true
+	}
+	halfW := float32(float64(c.W) / 2 * b.cell)
+	maxX := c.MinX + float32(float64(c.H)*b.cell)
+	band := float32(CropFarZ)
+	tilted := c.Mount.Roll != 0 || c.Mount.Pitch != 0
+	if tilted {
+		band = CropFarZTilted
+	}
+	box = b.tf.inverseBox(Box{
+		Min: [3]float32{c.MinX, -halfW, c.GroundZ - band},
+		Max: [3]float32{maxX, halfW, top},
+	})
+	for a := range 3 {
+		box.Min[a] -= 2 * leaf[a]
+		if a < 2 || tilted { // level: the top is the ceiling's own height
+			box.Max[a] += 2 * leaf[a]
+		}
+	}
+	return box, !tilted
+}
+
 // Len returns the tensor length Fill needs: Channels·H·W.
 func (b *BEV) Len() int { return BEVChannels * b.cfg.H * b.cfg.W }
 

@@ -334,3 +334,86 @@ func TestGroundZEstimateWithNothingToGoOn(t *testing.T) {
 		})
 	}
 }
+
+// TestCropUnderLeavesTheCeilingOut: a room's floor, a box 0.5 m tall and
+// a ceiling 2.5 m up. Without a ceiling cut the ceiling marks every cell
+// under it at the height cap (the reference model's obstacle everywhere:
+// an indoor robot with an upward-looking LiDAR stopped in every
+// direction); cut at 2 m only the box stands up. Level and yawed mounts
+// cut at the ceiling exactly; a pitched one keeps its bounding box's top
+// (exact false).
+func TestCropUnderLeavesTheCeilingOut(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		bev   BEVConfig
+		exact bool
+	}{
+		{"robot frame", BEVConfig{}, true},
+		{"LiDAR 0.6 m up", BEVConfig{GroundZ: -0.6}, true},
+		{"LiDAR 0.6 m up, yawed", BEVConfig{GroundZ: -0.6, Mount: Mount{Yaw: 0.5}}, true},
+		{"LiDAR 0.6 m up, pitched", BEVConfig{GroundZ: -0.6, Mount: Mount{Pitch: 0.1}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := NewBEV(tc.bev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Points at heights z above the ground, in the robot frame
+			// (the ground at GroundZ), moved into the clouds' frame by the
+			// inverse of the mount.
+			var pts [][4]float32
+			add := func(x, y, z float32) {
+				cx, cy, cz := float64(x), float64(y), float64(z+tc.bev.GroundZ)
+				if b.mounted {
+					cx, cy, cz = b.tf.ApplyInverse(cx, cy, cz)
+				}
+				pts = append(pts, [4]float32{float32(cx), float32(cy), float32(cz), 1})
+			}
+			for i := range 55 {
+				for j := range 60 {
+					x, y := 0.5+float32(i)*0.1, -3+float32(j)*0.1
+					add(x, y, 0)   // floor
+					add(x, y, 2.5) // ceiling
+				}
+			}
+			for z := float32(0); z <= 0.5; z += 0.05 {
+				add(3, 0, z) // a box 0.5 m tall, 3 m ahead
+			}
+			box, exact := b.CropUnder(cube(0.1), 2)
+			if exact != tc.exact {
+				t.Fatalf("exact %t, want %t", exact, tc.exact)
+			}
+			highest := func(crop *Box) float32 {
+				f, err := NewFilter(Config{Leaf: cube(0.1), Crop: crop}, len(pts))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				out := NewPoints(len(pts))
+				if err := f.Run(kittiCloud(pts), out); err != nil {
+					t.Fatal(err)
+				}
+				dst := make([]float32, b.Len())
+				if err := b.Fill(out, dst); err != nil {
+					t.Fatal(err)
+				}
+				plane := b.cfg.H * b.cfg.W
+				var hi float32
+				row, col, _ := b.Cell(3, 0)
+				for k, h := range dst[ChannelHeight*plane : (ChannelHeight+1)*plane] {
+					if k != row*b.cfg.W+col {
+						hi = max(hi, h)
+					}
+				}
+				return hi
+			}
+			whole := b.CropFor(cube(0.1))
+			if h := highest(&whole); h < 2.4 {
+				t.Fatalf("without a ceiling cut the highest cell is %v m, want the ceiling's 2.5 m: the test sees no ceiling", h)
+			}
+			if h := highest(&box); tc.exact && h > 0.1 {
+				t.Errorf("cut at 2 m, a cell off the box stands %v m high: the ceiling is still in", h)
+			}
+		})
+	}
+}

@@ -101,6 +101,7 @@ Flags:
 	fs.IntVar(&cfg.Threads, "ort-threads", 1, "ONNX Runtime intra-op threads, 0 to 256 (0: ONNX Runtime's default; 1 keeps jitter and CPU use low for small models)")
 	fs.IntVar(&cfg.PrepThreads, "prep-threads", 0, "goroutines sharing each frame's image preprocessing (0: one per core, at most 4; on the GPU path it runs beside the GPU voxel filter and often sets e2e)")
 	fs.Float64Var(&leaf, "leaf", 0.2, "voxel leaf size in metres, 0.001 to 100 (0: 0.2)")
+	maxObstacleHeight := fs.Float64("max-obstacle-height", 0, "the robot's height, metres above the ground (0.3 to 100; 0, the default: none): points higher than this (a ceiling, a table top or branch the robot passes under) are left out before the voxel filter, so they block no sector; indoors, with a LiDAR that sees the ceiling, without it the ceiling is an obstacle everywhere")
 	fs.Float64Var(&lidarHeight, "lidar-height", 0, "height of the point clouds' frame origin above the ground, in metres, 0 to 100: the LiDAR's mounting height when clouds come in the sensor's frame, as ROS 2 drivers publish them (KITTI: 1.73); the default, 0, is for clouds in a robot frame with its origin on the ground (the synthetic scene). The BEV measures heights from the ground: with this too low, obstacles shorter than the sensor read as flat. A ground check logs once a second's finding if it disagrees (suggested_lidar_height_m)")
 	fs.Var(&lidarXY, "lidar-xy", "X,Y: where the point clouds' frame origin (the LiDAR) sits on the robot, in metres ahead of (x) and left of (y) the robot's origin, -100 to 100 each; the BEV raster is drawn around the robot's origin. With --lidar-height and --lidar-rpy: the transform from the robot's frame on the ground (base_footprint) to the LiDAR's frame, as ros2 run tf2_ros tf2_echo base_footprint <lidar frame> prints it (its translation is x, y and --lidar-height)")
 	fs.Var(&lidarRPY, "lidar-rpy", "ROLL,PITCH,YAW: the point clouds' frame's rotation on the robot, in radians (or degrees written as 8deg): roll and yaw -π to π, pitch -π/2 to π/2, as tf2_echo prints the rotation in RPY (roll about x, then pitch about y, then yaw about z, all the robot's axes). A LiDAR tilted down to see the ground near the robot has a positive pitch (0,10deg,0); one mounted upside down has roll π. Without it, a tilted LiDAR's ground reads as a slope: rising ahead into a wall of obstacles, or sinking until obstacles vanish; the ground check warns and logs suggested_lidar_rpy")
@@ -146,6 +147,7 @@ Flags:
 	}
 	cfg.Leaf = float32(leaf)
 	cfg.LidarHeight = float32(lidarHeight)
+	cfg.MaxObstacleHeight = float32(*maxObstacleHeight)
 	cfg.LidarXY = [2]float64(lidarXY.v[:2])
 	cfg.LidarRPY = [3]float64(lidarRPY.v[:3])
 	// Every flag before the ROS 2 participant opens.
