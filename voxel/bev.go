@@ -13,8 +13,11 @@ const BEVChannels = 3
 const (
 	// ChannelOccupancy is 1 in cells that hold at least one point, else 0.
 	ChannelOccupancy = 0
-	// ChannelHeight is the highest point's height above BEVConfig.GroundZ in
-	// metres, clamped to [0, MaxHeight]; 0 in empty cells.
+	// ChannelHeight is the highest drawn point's height above
+	// BEVConfig.GroundZ in metres, clamped to [0, MaxHeight]; 0 in empty
+	// cells. The agent draws the voxel filter's centroids, each the mean
+	// of its leaf's points: a surface's top reads up to half a leaf low,
+	// by how the leaf boundaries fall (README, "Where the ground is").
 	ChannelHeight = 1
 	// ChannelIntensity is the mean intensity of the cell's points; 0 in
 	// empty cells.
