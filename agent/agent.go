@@ -183,6 +183,9 @@ type Pipeline struct {
 	// oldImageLogged: a frame was dropped for its image's age (logged
 	// once per run).
 	oldImageLogged bool
+	// imageNoted: the first image was looked at for what the model may
+	// not get from it (checkImage). Pipeline goroutine only.
+	imageNoted bool
 	// outOfOrderAt is when the last out-of-order line was written (zero:
 	// never), outOfOrder how many such frames were dropped since: two
 	// publishers that alternate on one topic make every other frame one,
@@ -804,6 +807,10 @@ func (p *Pipeline) stages(cloud *transport.Lease) error {
 	ih := &p.image.Handle
 	view := infer.ImageView{Pix: p.image.Bytes(), Width: int(ih.Image.Width), Height: int(ih.Image.Height),
 		Step: int(ih.Image.RowStep), Format: pixelFormat(ih.Image.Encoding)}
+	if !p.imageNoted {
+		p.imageNoted = true
+		p.noteImage(view)
+	}
 	if p.gpu != nil && p.prepJobs != nil {
 		// The GPU filters while the CPU preprocesses: the two write
 		// different inputs of the model (BEV, image).
@@ -975,6 +982,25 @@ func (p *Pipeline) checkCloud() error {
 	}
 	p.cfg.Watchdog.Fail("voxel", errLooksPlanar)
 	return errLooksPlanar
+}
+
+// noteImage says, once, what the model does not get from the camera's
+// images as they come: colour from a grey camera (the reference model's
+// hazard term reads red over green and blue: a grey image has none), or
+// the scene's proportions from images of another aspect ratio than the
+// model's input, which are stretched to it (a hazard then lands in
+// another sector than where it is).
+func (p *Pipeline) noteImage(v infer.ImageView) {
+	pp := p.cfg.Prep.Params()
+	if v.Format == infer.PixelMono8 {
+		p.log.Warn("the camera's images are grey (mono8): the model's colour input gets the same value in every channel, so what only colour shows (the reference model's hazard marking) is not seen",
+			zap.Int("width", v.Width), zap.Int("height", v.Height))
+	}
+	src, dst := float64(v.Width)/float64(v.Height), float64(pp.Width)/float64(pp.Height)
+	if r := src / dst; r > 1.1 || r < 1/1.1 {
+		p.log.Warn("the camera's images have another aspect ratio than the model's image input and are stretched to it: what the model sees at a heading is not what is there (use a camera, or a crop, of the model's proportions)",
+			zap.Int("width", v.Width), zap.Int("height", v.Height), zap.Int("model_width", pp.Width), zap.Int("model_height", pp.Height))
+	}
 }
 
 // gpuFailed ends the GPU path after it failed on a frame the CPU could

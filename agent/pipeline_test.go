@@ -432,3 +432,36 @@ func TestEveryHandleEncodingHasAPixelFormat(t *testing.T) {
 		t.Errorf("an unknown encoding maps to %v", f)
 	}
 }
+
+// TestStretchedImagesAreSaidOnce: a 4:3 camera's images are stretched to
+// the reference model's 16:9 input, and a hazard then lands in another
+// sector than where it is: said once, at the first image; a 16:9 camera
+// gets no line.
+func TestStretchedImagesAreSaidOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		synth sensor.SyntheticConfig
+		lines int
+	}{{"16:9", sensor.SyntheticConfig{}, 0}, {"4:3", sensor.SyntheticConfig{ImageWidth: 640, ImageHeight: 480}, 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newComposedWith(t, composedOptions{synth: tc.synth})
+			core, logs := observer.New(zap.InfoLevel)
+			g.pipe.log = zap.New(core)
+			var h handles.Handle
+			for seq := range uint64(3) {
+				g.step(t, seq, &h)
+			}
+			if n := logs.FilterMessageSnippet("another aspect ratio").Len(); n != tc.lines {
+				t.Fatalf("%d lines about the aspect ratio after 3 frames, want %d", n, tc.lines)
+			}
+			if n := logs.FilterMessageSnippet("grey").Len(); n != 0 {
+				t.Fatalf("%d lines about grey images from a colour camera", n)
+			}
+			// A grey camera's image (KITTI's image_0, a mono camera).
+			g.pipe.noteImage(infer.ImageView{Width: 1280, Height: 720, Format: infer.PixelMono8})
+			if n := logs.FilterMessageSnippet("images are grey").Len(); n != 1 {
+				t.Fatalf("%d lines about a grey image, want 1", n)
+			}
+		})
+	}
+}
