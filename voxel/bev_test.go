@@ -384,15 +384,7 @@ func TestCropUnderLeavesTheCeilingOut(t *testing.T) {
 				t.Fatalf("exact %t, want %t", exact, tc.exact)
 			}
 			highest := func(crop *Box) float32 {
-				f, err := NewFilter(Config{Leaf: cube(0.1), Crop: crop}, len(pts))
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer f.Close()
-				out := NewPoints(len(pts))
-				if err := f.Run(kittiCloud(pts), out); err != nil {
-					t.Fatal(err)
-				}
+				out := filterAt(t, pts, 0.1, crop)
 				dst := make([]float32, b.Len())
 				if err := b.Fill(out, dst); err != nil {
 					t.Fatal(err)
