@@ -254,6 +254,13 @@ type Pipeline struct {
 	// not clamped to follow the last (lastUntil is, to name the frame):
 	// cmdUntil once it publishes. Pipeline goroutine only.
 	frameUntil int64
+	// frameCloudUntil is the running frame's stale moment by its cloud's
+	// time alone, the watchdog's (monotonic); cmdCloudUntil that of the
+	// frame whose moving command is in force (written with cmdUntil, under
+	// pubMu). An expiry before it is the image's, which the watchdog does
+	// not see (expiredAt).
+	frameCloudUntil int64
+	cmdCloudUntil   atomic.Int64
 	// lateSince is when the commands began to be zeroed for frames whose
 	// stages outlast the watchdog period (the stall guard's zero, or a
 	// late frame's), wall clock in ns; 0 once a frame publishes in time.
@@ -709,6 +716,7 @@ func (p *Pipeline) frame(cloud transport.Lease) {
 	// start, which may be most of a period later).
 	start := monotime.Now()
 	p.frameUntil = start + int64(p.cfg.Watchdog.Timeout()-now.Sub(dataAt))
+	p.frameCloudUntil = start + int64(p.cfg.Watchdog.Timeout()-now.Sub(at))
 	p.lastUntil = max(p.frameUntil, p.lastUntil+1)
 	p.busySince.Store(start)
 	p.busyUntil.Store(p.lastUntil)
@@ -1098,6 +1106,7 @@ func (p *Pipeline) publishFrame(cmd planner.Twist, at, dataAt time.Time) {
 		// could jump past the acceleration limit (or brake from it).
 		p.cfg.Planner.Resume(p.taken)
 	case err == nil && !out.IsZero():
+		p.cmdCloudUntil.Store(p.frameCloudUntil)
 		p.cmdUntil.Store(p.frameUntil)
 	}
 	p.framePubAt = time.Now()
@@ -1248,19 +1257,18 @@ func (p *Pipeline) expireCommand() {
 	// Not the timer's own time: one that waited in the channel (this
 	// process paused) would stamp the zero in the past.
 	now := time.Now()
+	cloudUntil := p.cmdCloudUntil.Load()
 	err := p.publishLocked(planner.Zero(), now)
 	if err == nil {
 		p.expired = true
 	}
 	p.pubMu.Unlock()
 	// The watchdog's own incident (no fresh cloud: the camera stopped, the
-	// pipeline held up) explains a zero at the newest cloud's stale
-	// moment. A zero it does not explain came earlier, from the image.
-	// After pubMu: an incident Check starts publishes its zero under it.
-	if err != nil {
-		return
-	}
-	if ok, _ := p.cfg.Watchdog.Check(now); !ok {
+	// pipeline held up) explains a zero at the command's cloud's stale
+	// moment. One before it came from the image. (Not asked of the
+	// watchdog: its Check would start that incident here, on the guard,
+	// with its log line.)
+	if err != nil || monotime.Now() >= cloudUntil {
 		return
 	}
 	// Logged once per run of them: as /healthz, a run ends when none came
