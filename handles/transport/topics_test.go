@@ -100,6 +100,10 @@ func TestSubscriberOfOneTopicOfTwo(t *testing.T) {
 		if n := images.Stats().InUse; n != 0 {
 			t.Fatalf("%d image slots in use, want 0", n)
 		}
+		// Received counts a lease after it is queued (so that whoever
+		// sees the count can take it): the third may be taken before it
+		// is counted.
+		waitFor(t, 5*time.Second, "3 leases counted", func() bool { return sub.Stats().Received >= 3 })
 		if st := sub.Stats(); st.Received != 3 || st.Invalid != 0 {
 			t.Fatalf("subscriber %+v: want 3 received, none invalid", st)
 		}
