@@ -1,11 +1,14 @@
 // Command bench-e2e measures the whole pipeline end to end: a camera
 // process (synthetic scene, 1280×720 rgb8 + 115,200 points at 30 Hz) and an
-// agent process (voxel → BEV → preprocess → infer → plan), once over the
-// zero-copy unix transport and once over the copy baseline, one after the
-// other in one run, in the order given (not interleaved: drift on a shared
-// machine between the two windows favours one side; compare over runs). It reports per-stage and end-to-end percentiles from the agent's
-// /latency, the CPU use of both processes, and frames published vs
-// processed, and writes them as markdown.
+// agent process (voxel → BEV → preprocess → infer → plan), over the
+// zero-copy unix transport and over the copy baseline in one run,
+// interleaved: each transport's time is split into --segments segments,
+// run in rounds that alternate A B B A (A B C C B A with three), each with
+// fresh processes and its own warm-up left out, so that drift of a shared
+// machine weighs on both sides alike. It reports per-stage and end-to-end
+// percentiles from the agent's /latency (the segments' windows pooled), the
+// CPU use of both processes, frames published vs processed, and the ratio
+// per round of segments, and writes them as markdown.
 package main
 
 import (
@@ -38,6 +41,7 @@ func main() {
 
 type options struct {
 	seconds    int
+	segments   int // per transport
 	rate       float64
 	bin        string
 	out        string
@@ -65,11 +69,17 @@ func parseOptions(args []string, output io.Writer) (options, error) {
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: bench-e2e [flags]
 
-Runs bin/camera and bin/agent as two processes on the synthetic scene, for
-each transport in turn (zero-copy "unix", then the "copy" baseline), and
-writes per-stage latency percentiles, CPU %% of each process and frame
-counts as a markdown table (stdout and --out). Build the binaries first
-(make build).
+Runs bin/camera and bin/agent as two processes on the synthetic scene for
+each transport (zero-copy "unix" and the "copy" baseline), and writes
+per-stage latency percentiles, CPU %% of each process and frame counts as a
+markdown table (stdout and --out). Build the binaries first (make build).
+
+The transports are interleaved: each one's --seconds is split into
+--segments segments, run in rounds that go forward and back (two
+transports, 4 segments: unix copy copy unix unix copy copy unix; three:
+A B C C B A ...), each segment with a fresh camera and agent whose warm-up
+is left out. A transport's table pools its segments' windows; the report
+adds the ratio per round of segments and their median.
 
 Flags:
 `)
@@ -78,7 +88,8 @@ Flags:
 	var o options
 	var long bool
 	var transports string
-	fs.IntVar(&o.seconds, "seconds", 60, "measured seconds per transport")
+	fs.IntVar(&o.seconds, "seconds", 60, "measured seconds per transport, over all its segments")
+	fs.IntVar(&o.segments, "segments", 0, fmt.Sprintf("segments per transport, each measuring at least %g s (default %d with two or more transports, then even; %d with one)", minSegment.Seconds(), defaultSegments(2), defaultSegments(1)))
 	fs.BoolVar(&long, "long", false, "3-minute mode (--seconds 180)")
 	fs.Float64Var(&o.rate, "rate", 30, "camera frame rate, Hz")
 	fs.StringVar(&o.bin, "bin", "bin", "directory holding the camera and agent binaries")
@@ -112,6 +123,14 @@ Flags:
 		}
 		o.transports = append(o.transports, t)
 	}
+	segmentsGiven := false
+	fs.Visit(func(f *flag.Flag) { segmentsGiven = segmentsGiven || f.Name == "segments" })
+	if !segmentsGiven {
+		o.segments = defaultSegments(len(o.transports))
+	}
+	if err := checkSegments(o.seconds, o.segments, len(o.transports)); err != nil {
+		return o, err
+	}
 	return o, nil
 }
 
@@ -128,15 +147,35 @@ func run(ctx context.Context, args []string) error {
 			return fmt.Errorf("%s: %w (run make build first)", filepath.Join(o.bin, b), err)
 		}
 	}
-	var results []result
-	for _, t := range o.transports {
-		fmt.Fprintf(os.Stderr, "bench-e2e: %s transport, %d s ...\n", t, o.seconds)
-		r, err := measure(ctx, o, t)
+	// windows[i] are transport i's segments, in run order: windows[i][r]
+	// is its segment of round r.
+	windows := make([][]window, len(o.transports))
+	order := segmentOrder(len(o.transports), o.segments)
+	d := segmentLength(o.seconds, o.segments)
+	for k, i := range order {
+		t := o.transports[i]
+		fmt.Fprintf(os.Stderr, "bench-e2e: segment %d of %d: %s transport, %g s ...\n", k+1, len(order), t, d.Seconds())
+		w, err := measure(ctx, o, t, d)
 		if ctx.Err() != nil {
 			return interrupted(ctx)
 		}
 		if err != nil {
+			return fmt.Errorf("%s transport, segment %d of %d: %w", t, k+1, len(order), err)
+		}
+		windows[i] = append(windows[i], w)
+	}
+	var results []result
+	for i, t := range o.transports {
+		r, err := summarize(t, windows[i])
+		if err != nil {
 			return fmt.Errorf("%s transport: %w", t, err)
+		}
+		for j := range windows[i] {
+			s, err := summarize(t, windows[i][j:j+1])
+			if err != nil {
+				return fmt.Errorf("%s transport, its segment %d: %w", t, j+1, err)
+			}
+			r.segments = append(r.segments, s)
 		}
 		results = append(results, r)
 	}
@@ -194,7 +233,8 @@ type result struct {
 	counters            map[string]float64 // the agent's, over the measured window
 	cameraCPU, agentCPU float64            // percent of one core
 	published           float64            // camera frames published (points topic)
-	seconds             float64
+	seconds             float64            // measured, summed over the segments
+	segments            []result           // each segment alone, one per round in run order
 }
 
 func freePort() (string, error) {
@@ -206,7 +246,9 @@ func freePort() (string, error) {
 	return ln.Addr().String(), nil
 }
 
-func measure(ctx context.Context, o options, transport string) (result, error) {
+// measure runs one segment: a fresh camera and agent over transport,
+// warmed up, then measured for d.
+func measure(ctx context.Context, o options, transport string, d time.Duration) (window, error) {
 	// The children's Pdeathsig is bound to the thread that forks them (see
 	// startProc): keep this goroutine, and no other, on that thread until
 	// they are stopped. The deferred unlock runs after their deferred stops.
@@ -214,17 +256,17 @@ func measure(ctx context.Context, o options, transport string) (result, error) {
 	defer runtime.UnlockOSThread()
 	dir, err := os.MkdirTemp("", "zerohop-bench")
 	if err != nil {
-		return result{}, err
+		return window{}, err
 	}
 	defer os.RemoveAll(dir)
 	sock := filepath.Join(dir, "camera.sock")
 	camAddr, err := freePort()
 	if err != nil {
-		return result{}, err
+		return window{}, err
 	}
 	agentAddr, err := freePort()
 	if err != nil {
-		return result{}, err
+		return window{}, err
 	}
 	// "unix+spin": the unix transport with the agent spinning on its
 	// handle rings (--spin); "unix+lidar": a robot without a camera;
@@ -242,7 +284,7 @@ func measure(ctx context.Context, o options, transport string) (result, error) {
 	}
 	cam, err := startProc("camera", filepath.Join(o.bin, "camera"), camArgs...)
 	if err != nil {
-		return result{}, err
+		return window{}, err
 	}
 	defer cam.stop()
 	agentArgs := []string{"--socket", sock, "--transport", base, "--http", agentAddr, "--providers", "cpu", "--log-level", "warn"}
@@ -257,7 +299,7 @@ func measure(ctx context.Context, o options, transport string) (result, error) {
 	}
 	agent, err := startProc("agent", filepath.Join(o.bin, "agent"), agentArgs...)
 	if err != nil {
-		return result{}, err
+		return window{}, err
 	}
 	defer agent.stop()
 
@@ -267,41 +309,35 @@ func measure(ctx context.Context, o options, transport string) (result, error) {
 	// are left out. A child that exits meanwhile ends the run with its
 	// exit status and stderr.
 	if err := waitHealthy(ctx, "http://"+agentAddr+"/healthz", cam, agent); err != nil {
-		return result{}, err
+		return window{}, err
 	}
 	if err := hold(ctx, 2*time.Second, "during warm-up", cam, agent); err != nil {
-		return result{}, err
+		return window{}, err
 	}
 	c0, a0 := cpuTicks(cam.cmd.Process.Pid), cpuTicks(agent.cmd.Process.Pid)
 	w0, err := readCounts(ctx, camAddr, agentAddr)
 	if err != nil {
-		return result{}, fmt.Errorf("at the window's start: %w", err)
+		return window{}, fmt.Errorf("at the window's start: %w", err)
 	}
 	start := time.Now()
-	if err := hold(ctx, time.Duration(o.seconds)*time.Second, "while measuring", cam, agent); err != nil {
-		return result{}, err
+	if err := hold(ctx, d, "while measuring", cam, agent); err != nil {
+		return window{}, err
 	}
 	el := time.Since(start).Seconds()
 	c1, a1 := cpuTicks(cam.cmd.Process.Pid), cpuTicks(agent.cmd.Process.Pid)
 	w1, err := readCounts(ctx, camAddr, agentAddr)
 	if err != nil {
-		return result{}, fmt.Errorf("at the window's end: %w", err)
+		return window{}, fmt.Errorf("at the window's end: %w", err)
 	}
-	snap0, snap1, h0, h1 := w0.snap, w1.snap, w0.hist, w1.hist
-	r := result{transport: transport, seconds: el, published: w1.published - w0.published, counters: map[string]float64{}}
-	for _, st := range snap1.Stages {
-		p, err := telemetry.Between(h0.Stages[st.Name], h1.Stages[st.Name])
-		if err != nil {
-			return result{}, fmt.Errorf("agent stage %s over the window: %w", st.Name, err)
-		}
-		r.stages = append(r.stages, stage{st.Name, p})
+	w := window{seconds: el, cameraTicks: c1 - c0, agentTicks: a1 - a0, published: w1.published - w0.published,
+		counters: map[string]float64{}, start: w0.hist.Stages, end: w1.hist.Stages}
+	for _, st := range w1.snap.Stages {
+		w.stages = append(w.stages, st.Name)
 	}
-	for name, v := range snap1.Counters {
-		r.counters[name] = v - snap0.Counters[name]
+	for name, v := range w1.snap.Counters {
+		w.counters[name] = v - w0.snap.Counters[name]
 	}
-	const hz = 100 // USER_HZ on Linux
-	r.cameraCPU, r.agentCPU = float64(c1-c0)/hz/el*100, float64(a1-a0)/hz/el*100
-	return r, nil
+	return w, nil
 }
 
 // counts is what a window's start and end read: the camera's published
@@ -424,10 +460,20 @@ func report(o options, rs []result) string {
 	var b strings.Builder
 	host, _ := os.Hostname()
 	fmt.Fprintf(&b, "# End-to-end benchmark\n\n")
-	fmt.Fprintf(&b, "`bench-e2e --seconds %d --rate %g --transports %s` — %s, %s, %d CPUs, %s, %s, commit %s.\n\n",
-		o.seconds, o.rate, strings.Join(o.transports, ","), time.Now().UTC().Format("2006-01-02 15:04 UTC"), cpuModel(), runtime.NumCPU(), runtime.Version(), host, commit())
+	fmt.Fprintf(&b, "`bench-e2e --seconds %d --segments %d --rate %g --transports %s` — %s, %s, %d CPUs, %s, %s, commit %s.\n\n",
+		o.seconds, o.segments, o.rate, strings.Join(o.transports, ","), time.Now().UTC().Format("2006-01-02 15:04 UTC"), cpuModel(), runtime.NumCPU(), runtime.Version(), host, commit())
 	fmt.Fprintf(&b, "Camera: synthetic scene, 1280×720 rgb8 (none in the +lidar and +scan runs) + 115,200 points per frame (1,800 of a planar scan in the +scan runs) at %g Hz. Agent: CPU execution provider, ONNX Runtime 1 intra-op thread. ", o.rate)
-	b.WriteString("Latencies in µs over the measured window, warm-up left out: the agent's since-start HDR histograms (`/latency/hdr`) at the window's end less those at its start; nearest-rank percentiles. Frame counts and CPU (% of one core, /proc utime+stime) over the same window.\n\n")
+	b.WriteString("Latencies in µs over the measured window, warm-up left out: the agent's since-start HDR histograms (`/latency/hdr`) at the window's end less those at its start; nearest-rank percentiles. Frame counts and CPU (% of one core, /proc utime+stime) over the same window.")
+	if o.segments > 1 {
+		order := segmentOrder(len(o.transports), o.segments)
+		names := make([]string, len(order))
+		for k, i := range order {
+			names[k] = o.transports[i]
+		}
+		fmt.Fprintf(&b, " Each transport's %d s are %d segments of %g s, each with a fresh camera and agent and its own warm-up and window; the segments ran interleaved, in this order: %s. A transport's table pools its segments' windows (histograms merged, frames and CPU time summed).",
+			o.seconds, o.segments, segmentLength(o.seconds, o.segments).Seconds(), strings.Join(names, ", "))
+	}
+	b.WriteString("\n\n")
 	for _, r := range rs {
 		fmt.Fprintf(&b, "## %s transport\n\n", r.transport)
 		b.WriteString("| stage | count | p50 | p90 | p99 | p99.9 | max |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
@@ -443,31 +489,25 @@ func report(o options, rs []result) string {
 		fmt.Fprintf(&b, "\nCPU: camera %.1f %%, agent %.1f %%. Frames in %.0f s: camera published %.0f clouds; agent processed %.0f frames (took up %.0f %s, dropped %.0f, superseded %.0f).\n\n",
 			r.cameraCPU, r.agentCPU, r.seconds, r.published, c["frames_processed"], c["frames_received"], took, c["frames_dropped"], c["frames_superseded"])
 	}
-	if len(rs) == 2 {
-		e := func(r result, f func(percentiles) float64) float64 {
-			for _, s := range r.stages {
-				if s.name == "e2e" {
-					return f(s.p)
-				}
-			}
-			return 0
-		}
+	// Each transport against the first one (zero-copy by default).
+	for _, a := range rs[min(1, len(rs)):] {
+		z := rs[0]
 		ratio := func(a, b float64) string {
 			if b == 0 {
 				return "n/a"
 			}
-			return fmt.Sprintf("%.2f×", a/b)
+			return times(a / b)
 		}
-		a, z := rs[1], rs[0]
-		fmt.Fprintf(&b, "## %s vs %s, same run (measured one after the other, in this order)\n\n| | %s | %s | ratio |\n| --- | ---: | ---: | ---: |\n", a.transport, z.transport, z.transport, a.transport)
+		fmt.Fprintf(&b, "## %s vs %s, same run (interleaved, %d segments each)\n\n| | %s | %s | ratio |\n| --- | ---: | ---: | ---: |\n", a.transport, z.transport, o.segments, z.transport, a.transport)
 		for _, row := range []struct {
 			name string
 			f    func(percentiles) float64
 		}{{"e2e p50 µs", func(p percentiles) float64 { return p.P50 }}, {"e2e p99 µs", func(p percentiles) float64 { return p.P99 }}, {"e2e max µs", func(p percentiles) float64 { return p.Max }}} {
-			fmt.Fprintf(&b, "| %s | %.0f | %.0f | %s |\n", row.name, e(z, row.f), e(a, row.f), ratio(e(a, row.f), e(z, row.f)))
+			fmt.Fprintf(&b, "| %s | %.0f | %.0f | %s |\n", row.name, row.f(z.e2e()), row.f(a.e2e()), ratio(row.f(a.e2e()), row.f(z.e2e())))
 		}
 		fmt.Fprintf(&b, "| camera CPU %% | %.1f | %.1f | %s |\n", z.cameraCPU, a.cameraCPU, ratio(a.cameraCPU, z.cameraCPU))
 		fmt.Fprintf(&b, "| agent CPU %% | %.1f | %.1f | %s |\n\n", z.agentCPU, a.agentCPU, ratio(a.agentCPU, z.agentCPU))
+		b.WriteString(pairLine(z, a))
 	}
 	return b.String()
 }

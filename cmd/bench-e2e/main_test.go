@@ -19,16 +19,32 @@ func TestParseOptions(t *testing.T) {
 	tests := []struct {
 		args       []string
 		seconds    int
+		segments   int
 		rate       float64
 		transports []string
 		err        string // substring of the error; "" for none
 	}{
-		{args: nil, seconds: 60, rate: 30, transports: []string{"unix", "copy"}},
-		{args: []string{"--long"}, seconds: 180, rate: 30, transports: []string{"unix", "copy"}},
-		{args: []string{"--seconds", "5", "--rate", "0.1", "--transports", "copy, unix+spin"}, seconds: 5, rate: 0.1, transports: []string{"copy", "unix+spin"}},
-		{args: []string{"--rate", "10000", "--transports", "unix"}, seconds: 60, rate: 10000, transports: []string{"unix"}},
-		{args: []string{"--transports", "unix,unix+lidar"}, seconds: 60, rate: 30, transports: []string{"unix", "unix+lidar"}},
-		{args: []string{"--transports", "unix+lidar,unix+scan"}, seconds: 60, rate: 30, transports: []string{"unix+lidar", "unix+scan"}},
+		{args: nil, seconds: 60, segments: 4, rate: 30, transports: []string{"unix", "copy"}},
+		{args: []string{"--long"}, seconds: 180, segments: 4, rate: 30, transports: []string{"unix", "copy"}},
+		{args: []string{"--seconds", "10", "--segments", "2", "--rate", "0.1", "--transports", "copy, unix+spin"}, seconds: 10, segments: 2, rate: 0.1, transports: []string{"copy", "unix+spin"}},
+		{args: []string{"--rate", "10000", "--transports", "unix"}, seconds: 60, segments: 1, rate: 10000, transports: []string{"unix"}},
+		{args: []string{"--seconds", "5", "--transports", "unix"}, seconds: 5, segments: 1, rate: 30, transports: []string{"unix"}},
+		{args: []string{"--seconds", "15", "--segments", "3", "--transports", "unix"}, seconds: 15, segments: 3, rate: 30, transports: []string{"unix"}},
+		{args: []string{"--transports", "unix,unix+lidar"}, seconds: 60, segments: 4, rate: 30, transports: []string{"unix", "unix+lidar"}},
+		{args: []string{"--transports", "unix+lidar,unix+scan"}, seconds: 60, segments: 4, rate: 30, transports: []string{"unix+lidar", "unix+scan"}},
+		{args: []string{"--seconds", "20", "--segments", "4"}, seconds: 20, segments: 4, rate: 30, transports: []string{"unix", "copy"}},
+		{args: []string{"--segments", "12"}, seconds: 60, segments: 12, rate: 30, transports: []string{"unix", "copy"}},
+		{args: []string{"--transports", "unix,copy,unix+spin", "--segments", "2"}, seconds: 60, segments: 2, rate: 30, transports: []string{"unix", "copy", "unix+spin"}},
+		{args: []string{"--segments", "3"}, err: "--segments 3: want an even number (2, 4, ...) with 2 transports"},
+		{args: []string{"--segments", "1"}, err: "--segments 1: want an even number"},
+		{args: []string{"--transports", "unix,copy,unix+spin", "--segments", "5"}, err: "--segments 5: want an even number (2, 4, ...) with 3 transports"},
+		{args: []string{"--segments", "0"}, err: "--segments 0: want 1 or more"},
+		{args: []string{"--segments", "-2", "--transports", "unix"}, err: "--segments -2: want 1 or more"},
+		{args: []string{"--seconds", "5"}, err: "--seconds 5 over --segments 4 gives 1.25s per segment: want 5s or more"},
+		{args: []string{"--seconds", "19", "--segments", "4"}, err: "--seconds 19 over --segments 4 gives 4.75s per segment"},
+		{args: []string{"--segments", "14"}, err: "--seconds 60 over --segments 14"},
+		{args: []string{"--seconds", "9", "--segments", "2", "--transports", "unix"}, err: "--seconds 9 over --segments 2 gives 4.5s"},
+		{args: []string{"--segments", "9223372036854775807", "--transports", "unix"}, err: "--seconds 60 over --segments 9223372036854775807 gives 0s"},
 		{args: []string{"--transports", "copy+lidar"}, err: `unknown transport "copy+lidar"`},
 		{args: []string{"--transports", "bogus"}, err: `--transports "bogus": unknown transport "bogus"`},
 		{args: []string{"--transports", "unix,"}, err: `unknown transport ""`},
@@ -60,8 +76,8 @@ func TestParseOptions(t *testing.T) {
 			if err != nil {
 				t.Fatalf("parseOptions(%q): %v", tt.args, err)
 			}
-			if o.seconds != tt.seconds || o.rate != tt.rate || !slices.Equal(o.transports, tt.transports) {
-				t.Fatalf("parseOptions(%q) = %+v, want seconds %d, rate %g, transports %q", tt.args, o, tt.seconds, tt.rate, tt.transports)
+			if o.seconds != tt.seconds || o.segments != tt.segments || o.rate != tt.rate || !slices.Equal(o.transports, tt.transports) {
+				t.Fatalf("parseOptions(%q) = %+v, want seconds %d, segments %d, rate %g, transports %q", tt.args, o, tt.seconds, tt.segments, tt.rate, tt.transports)
 			}
 		})
 	}
@@ -92,7 +108,7 @@ func TestChildExitingBeforeHealthyIsReported(t *testing.T) {
 	if err == nil {
 		t.Fatal("run succeeded with children that exit at once")
 	}
-	for _, want := range []string{"copy transport: before the agent became healthy", "camera exited (exit status 3)", "camera: something is wrong", "agent exited (exit status 4)", "agent: no camera"} {
+	for _, want := range []string{"copy transport, segment 1 of 1: before the agent became healthy", "camera exited (exit status 3)", "camera: something is wrong", "agent exited (exit status 4)", "agent: no camera"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not contain %q", err, want)
 		}
@@ -113,7 +129,7 @@ func TestCancelStopsChildren(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(500*time.Millisecond, cancel)
 	start := time.Now()
-	err := run(ctx, []string{"--bin", bin, "--seconds", "5", "--out", ""})
+	err := run(ctx, []string{"--bin", bin, "--seconds", "20", "--out", ""})
 	if err == nil || !strings.Contains(err.Error(), "interrupted") {
 		t.Fatalf("run after cancel = %v, want an interrupted error", err)
 	}
