@@ -59,6 +59,11 @@ type Publisher interface {
 type Config struct {
 	Source sensor.Source
 	Rate   float64 // frames per second; default 30
+	// Schedule, if set, paces the frames by a recording's timing instead
+	// of Rate (ReplaySchedule makes it): frame seq goes out at the start
+	// of Run plus Schedule.At(seq), on the monotonic clock. The slot pools
+	// are then sized for its median interval.
+	Schedule *sensor.Schedule
 	// Slots per pool; 0 applies pinned.SlotsFor(period, ConsumerTime,
 	// Subscribers).
 	Slots        uint32
@@ -93,7 +98,7 @@ type Stats struct {
 	Frames     uint64 // frame ticks handled
 	Published  [2]uint64
 	Exhausted  [2]uint64 // no free slot: frame skipped
-	Late       uint64    // ticks missed: a frame took longer than the period, or the camera did not run (paused, starved)
+	Late       uint64    // ticks missed: a frame took longer than the period, or the camera did not run (paused, starved); with a Schedule, frame times passed while a frame was still due
 	Delivered  [2]uint64 // handles sent, summed over subscribers
 	FillErrors uint64
 }
@@ -157,6 +162,9 @@ func New(cfg Config) (*Camera, error) {
 	slots := cfg.Slots
 	if slots == 0 {
 		period := time.Duration(float64(time.Second) / cfg.Rate)
+		if cfg.Schedule != nil && cfg.Schedule.Interval() > 0 {
+			period = cfg.Schedule.Interval()
+		}
 		if slots, err = pinned.SlotsFor(period, cfg.ConsumerTime, cfg.Subscribers); err != nil {
 			return nil, fmt.Errorf("camera: %w", err)
 		}
@@ -200,7 +208,7 @@ func New(cfg Config) (*Camera, error) {
 	}
 	c.log.Info("camera pools ready", zap.Uint32("slots", slots),
 		zap.Uint64("points_slot_bytes", sizes[0]), zap.Uint64("image_slot_bytes", sizes[1]),
-		zap.Bool("shared", cfg.Shared), zap.Float64("rate_hz", cfg.Rate), zap.Bool("planar_lidar", planar))
+		zap.Bool("shared", cfg.Shared), zap.Float64("rate_hz", cfg.Rate), zap.Bool("recorded_timing", cfg.Schedule != nil), zap.Bool("planar_lidar", planar))
 	if cfg.Shared {
 		for _, p := range c.pools {
 			if p != nil && !p.WriteSealed() {
@@ -274,27 +282,20 @@ func (c *Camera) Close() error {
 	return errors.Join(errs...)
 }
 
-// Run produces frames at the configured rate until ctx is done, the source
-// ends or Frames have been produced. It returns nil in those cases and an
-// error only for a failing source.
+// Run produces frames at the configured rate (or by the Schedule) until
+// ctx is done, the source ends or Frames have been produced. It returns
+// nil in those cases and an error only for a failing source.
 func (c *Camera) Run(ctx context.Context, pub Publisher) error {
+	if c.cfg.Schedule != nil {
+		return c.runScheduled(ctx, pub)
+	}
 	period := time.Duration(float64(time.Second) / c.cfg.Rate)
 	ticker := time.NewTicker(period)
 	defer ticker.Stop()
 	var lastTick time.Time // the last tick taken, for countMissed
 	var h handles.Handle
 	for seq := uint64(0); ; seq++ {
-		if c.cfg.Frames > 0 && seq >= c.cfg.Frames {
-			return nil
-		}
-		if f := c.cfg.Source.Frames(); f > 0 && seq >= f {
-			return nil
-		}
-		err := c.Frame(seq, pub, &h)
-		if errors.Is(err, sensor.ErrEndOfFrames) {
-			return nil
-		}
-		if err != nil {
+		if done, err := c.step(seq, pub, &h); done || err != nil {
 			return err
 		}
 		select {
@@ -307,6 +308,56 @@ func (c *Camera) Run(ctx context.Context, pub Publisher) error {
 			c.countMissed(&lastTick, t, period)
 		}
 	}
+}
+
+// runScheduled is Run paced by the Schedule: frame seq goes out at the
+// start plus Schedule.At(seq), each wait measured on the monotonic clock
+// to that absolute time (summed sleeps would drift). Behind, it does what
+// the ticker does (recordedPacer.next): the overdue frame goes out at once,
+// and after a stall the missed frame times are counted (Late) and dropped.
+func (c *Camera) runScheduled(ctx context.Context, pub Publisher) error {
+	p := recordedPacer{sched: c.cfg.Schedule, base: monotime.Now()}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	var h handles.Handle
+	for seq := uint64(0); ; seq++ {
+		if done, err := c.step(seq, pub, &h); done || err != nil {
+			return err
+		}
+		wait, missed := p.next(seq, monotime.Now())
+		if missed > 0 {
+			c.late.Add(missed)
+		}
+		if wait <= 0 {
+			if ctx.Err() != nil {
+				return nil
+			}
+			continue
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		}
+	}
+}
+
+// step produces frame seq, unless Frames have been produced or the source
+// has ended (done, and a nil error); err is a failing source's.
+func (c *Camera) step(seq uint64, pub Publisher, h *handles.Handle) (done bool, err error) {
+	if c.cfg.Frames > 0 && seq >= c.cfg.Frames {
+		return true, nil
+	}
+	if f := c.cfg.Source.Frames(); f > 0 && seq >= f {
+		return true, nil
+	}
+	err = c.Frame(seq, pub, h)
+	if errors.Is(err, sensor.ErrEndOfFrames) {
+		return true, nil
+	}
+	return err != nil, err
 }
 
 // countMissed counts the ticks the ticker dropped between the tick at

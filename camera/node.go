@@ -54,6 +54,14 @@ type NodeConfig struct {
 	// (Socket + ".points", Socket + ".image").
 	Transport string
 	Log       *zap.Logger
+
+	// ReplayTiming paces a replay: ReplayTimingAuto (the camera's
+	// default: the recording's timestamps when it has a timestamps file,
+	// else Rate), ReplayTimingRecorded or ReplayTimingRate ("" too).
+	ReplayTiming string
+	// ReplaySpeed scales recorded timing: 2 plays twice as fast as
+	// recorded (0.01 to 100; 0 means 1).
+	ReplaySpeed float64
 }
 
 // ReplayPreloadLimit is how much of a replay folder, decoded, is read into
@@ -71,7 +79,10 @@ func OpenSource(ctx context.Context, flag, spec string, cfg NodeConfig) (sensor.
 	}
 	if dir, ok := strings.CutPrefix(spec, "replay:"); ok {
 		r, err := sensor.NewReplayContext(ctx, dir, sensor.ReplayConfig{Loop: cfg.Loop, Preload: true, PreloadLimit: ReplayPreloadLimit,
-			NoImages: cfg.NoImage, Planar: cfg.PlanarLidar})
+			NoImages: cfg.NoImage, Planar: cfg.PlanarLidar, NoTimestamps: !replayTimingReadsTimestamps(cfg.ReplayTiming)})
+		if te := (*sensor.TimestampsError)(nil); errors.As(err, &te) {
+			return nil, fmt.Errorf("%w (--replay-timing rate plays the frames at --rate without reading it)", err)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -125,6 +136,9 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 			return fmt.Errorf("--rate: %w (0: the default, 30)", err)
 		}
 	}
+	if err := CheckReplayTiming(cfg.Source, cfg.ReplayTiming, cfg.ReplaySpeed); err != nil {
+		return err
+	}
 	// The metrics port too: taken, it must fail the start, not after a
 	// replay has been read into memory.
 	metricsLn, err := listenMetrics(cfg.MetricsAddr)
@@ -136,8 +150,12 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if err != nil {
 		return err
 	}
+	sched, err := ReplaySchedule(src, cfg, log)
+	if err != nil {
+		return err
+	}
 	cam, err := New(Config{
-		Source: src, PlanarLidar: cfg.PlanarLidar, Rate: cfg.Rate, Slots: cfg.Slots, Subscribers: cfg.Subscribers, Shared: true, Lock: cfg.Lock,
+		Source: src, Schedule: sched, PlanarLidar: cfg.PlanarLidar, Rate: cfg.Rate, Slots: cfg.Slots, Subscribers: cfg.Subscribers, Shared: true, Lock: cfg.Lock,
 		Checksum: cfg.Checksum, Frames: cfg.Frames, Log: log,
 	})
 	if err != nil {

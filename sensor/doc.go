@@ -9,7 +9,10 @@
 //     64-beam spinning LiDAR and a forward pinhole camera. It is the default
 //     source and the ground truth for tests (Synthetic.Truth).
 //   - Replay plays KITTI .bin and PCD point clouds and PNG/JPEG images from a
-//     directory.
+//     directory, and reads the recording's timing from its timestamps file
+//     (KITTI raw's timestamps.txt, KITTI odometry's times.txt) once, at
+//     construction. A Schedule made from it (NewSchedule) says when each
+//     frame is due; the camera paces a replay by it.
 //
 // Point layout (the ROS sensor_msgs/PointCloud2 convention most drivers use):
 // PointStep bytes per point, little-endian float32 x, y, z, intensity at byte

@@ -47,6 +47,9 @@ type ReplayConfig struct {
 	// source says so (Planar), so that the camera marks them. Nothing in
 	// the files says it: the user does.
 	Planar bool
+	// NoTimestamps: do not look for a timestamps file (the frames are to
+	// be played at a fixed rate, so a defective one must not stop them).
+	NoTimestamps bool
 }
 
 // Replay plays recorded frames from a directory:
@@ -76,6 +79,21 @@ type ReplayConfig struct {
 // a file show up when its frame is filled, unless Preload is set. Errors name
 // the file.
 //
+// Recorded timing: unless ReplayConfig.NoTimestamps is set, NewReplay reads
+// the recording's timestamps file, the first found of timestamps.txt and
+// times.txt in the point folder (the image folder where there are no
+// points, or none is found there), and KITTI's beside it: a raw drive's
+// velodyne_points/timestamps.txt (image_02/timestamps.txt) and an odometry
+// sequence's times.txt. Each line is one frame's time, in seconds (KITTI
+// odometry: 1.036000e-01) or as a date and time (KITTI raw:
+// 2011-09-26 13:02:25.964389445, local time; only differences matter), the
+// first line deciding which. A line that is not a time, a time before the
+// line above, all times equal, or fewer lines than frames fail NewReplay
+// with a *TimestampsError naming the file and line; lines beyond the frames
+// are counted (Timestamps.Lines), not read. Timestamps returns the result
+// for a player to pace the frames by (NewSchedule); Fill methods do not
+// use it.
+//
 // A Replay is not safe for concurrent use: it reuses one read buffer.
 type Replay struct {
 	cfg           ReplayConfig
@@ -86,6 +104,8 @@ type Replay struct {
 	maxImageBytes int
 	decodedBytes  int64         // the clouds' and images' decoded sizes, summed
 	br            *bufio.Reader // reused by every fill
+	timestamps    Timestamps    // File "": none found
+	searched      []string      // where the timestamps file was looked for
 }
 
 type pointFile struct {
@@ -153,6 +173,19 @@ func NewReplayContext(ctx context.Context, dir string, cfg ReplayConfig) (*Repla
 			len(pointNames), dir, len(imageNames), imageDir)
 	}
 	r.frames = max(len(pointNames), len(imageNames))
+	if !cfg.NoTimestamps {
+		if len(pointNames) != 0 {
+			r.searched = timestampsCandidates(dir)
+		}
+		if len(imageNames) != 0 && (len(pointNames) == 0 || filepath.Clean(imageDir) != filepath.Clean(dir)) {
+			r.searched = append(r.searched, timestampsCandidates(imageDir)...)
+		}
+		if file := findTimestamps(r.searched); file != "" {
+			if r.timestamps, err = readTimestamps(file, r.frames); err != nil {
+				return nil, err
+			}
+		}
+	}
 	// Headers first: their sizes decide whether the recording fits the
 	// preload limit before anything is decoded.
 	preload := cfg.Preload
@@ -215,6 +248,19 @@ func NewReplayContext(ctx context.Context, dir string, cfg ReplayConfig) (*Repla
 // Preloaded reports whether the frames are in memory (ReplayConfig.Preload
 // within PreloadLimit); else each frame reads its files as it plays.
 func (r *Replay) Preloaded() bool { return r.cfg.Preload }
+
+// Timestamps returns the recording's timing from its timestamps file and
+// true, or false when NewReplay found no such file (or was told not to look:
+// ReplayConfig.NoTimestamps). The result's Offsets are shared: do not
+// modify them.
+func (r *Replay) Timestamps() (Timestamps, bool) {
+	return r.timestamps, r.timestamps.File != ""
+}
+
+// TimestampsSearched lists where NewReplay looked for a timestamps file,
+// in order (nil with ReplayConfig.NoTimestamps), for a message saying none
+// was found.
+func (r *Replay) TimestampsSearched() []string { return r.searched }
 
 // DecodedBytes is the recording's decoded size: its clouds' points and its
 // images' pixels, summed (what Preload keeps in memory).

@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 var update = flag.Bool("update", false, "rewrite sensor/testdata from the generators")
@@ -41,6 +42,15 @@ func mixedClouds() [][]testPoint {
 		{{1, 2, 3, 0.4}, {-1, -2, -3, 0.6}, {0, 0, 0, 0}, {5.5, 6.5, 7.5, 0.7}, {-8, 9, -10, 0.8}, {11, -12, 13, 0.9}},
 	}
 }
+
+// mixedTimestamps are the lines of testdata/replay/mixed/timestamps.txt,
+// one per frame in KITTI raw's format; mixedOffsets are their times after
+// the first's (irregular intervals, as a LiDAR's are).
+func mixedTimestamps() []string {
+	return []string{"2011-09-26 13:02:25.964389445", "2011-09-26 13:02:26.074012001", "2011-09-26 13:02:26.170000000", "2011-09-26 13:02:26.276543210"}
+}
+
+func mixedOffsets() []time.Duration { return []time.Duration{0, 109622556, 205610555, 312153765} }
 
 // testImageSize is the size of every generated image; 8×8 blocks of one
 // colour keep JPEG close to the original.
@@ -61,7 +71,7 @@ func mixedFiles(t *testing.T) map[string][]byte {
 		"000001.pcd":     pcdASCII(clouds[1]),
 		"000002.pcd":     pcdBinaryReordered(clouds[2]),
 		"000003.pcd":     pcdBinaryNative(clouds[3]),
-		"timestamps.txt": []byte("ignored: not a point or image file\n"),
+		"timestamps.txt": []byte(strings.Join(mixedTimestamps(), "\n") + "\n"),
 	}
 	rgb := image.NewNRGBA(image.Rect(0, 0, testImageW, testImageH))
 	gray := image.NewGray(image.Rect(0, 0, testImageW, testImageH))

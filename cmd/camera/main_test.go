@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -100,6 +101,57 @@ func TestRunImageSize(t *testing.T) {
 			}
 			if tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 				t.Fatalf("run(%q) = %v, want an error with %q", args, err, tc.want)
+			}
+		})
+	}
+}
+
+// --replay-timing and --replay-speed: bad values and combinations are
+// refused naming the flag; a replay with a timestamps file plays by it, and
+// a defective one stops the start naming its file, line and value.
+func TestRunReplayTiming(t *testing.T) {
+	mixed, err := filepath.Abs("../../sensor/testdata/replay/mixed") // four frames and their timestamps.txt
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := t.TempDir()
+	for _, name := range []string{"000000.bin", "000001.pcd"} {
+		b, err := os.ReadFile(filepath.Join(mixed, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(broken, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(broken, "times.txt"), []byte("0.0\n-0.1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string // nil: no error
+	}{
+		{"unknown timing", []string{"--replay-timing", "sometimes"}, []string{`--replay-timing "sometimes": want "auto", "recorded" or "rate"`}},
+		{"recorded timing of the synthetic scene", []string{"--replay-timing", "recorded"}, []string{"--replay-timing recorded: only a replay"}},
+		{"speed out of range", []string{"--source", "replay:" + mixed, "--replay-speed", "1000"}, []string{"--replay-speed 1000: want 0.01 to 100"}},
+		{"speed at a fixed rate", []string{"--source", "replay:" + mixed, "--replay-timing", "rate", "--replay-speed", "2"}, []string{"--replay-speed 2: only with recorded timing"}},
+		{"recorded, 100 times as fast", []string{"--source", "replay:" + mixed, "--replay-timing", "recorded", "--replay-speed", "100", "--frames", "4"}, nil},
+		{"auto, looping", []string{"--source", "replay:" + mixed, "--loop", "--replay-speed", "100", "--frames", "6"}, nil},
+		{"decreasing timestamps", []string{"--source", "replay:" + broken}, []string{filepath.Join(broken, "times.txt"), "timestamps line 2", `"-0.1" is before line 1's "0.0"`, "--replay-timing rate"}},
+		{"decreasing timestamps, not read at a fixed rate", []string{"--source", "replay:" + broken, "--replay-timing", "rate", "--frames", "2", "--rate", "1000"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append(tc.args, "--image-size", "none", "--beams", "4", "--azimuth-steps", "36",
+				"--socket", filepath.Join(sockdir.Short(t), "c.sock"), "--metrics", "", "--log-level", "error")
+			err := run(args)
+			if tc.want == nil && err != nil {
+				t.Fatalf("run(%q): %v", args, err)
+			}
+			for _, w := range tc.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("run(%q) = %v, want an error with %q", args, err, w)
+				}
 			}
 		})
 	}
