@@ -147,6 +147,19 @@ func checkGPUFilter(f GPUFilter, in voxel.Cloud, bev []byte, cfg voxel.Config, b
 	if bad > 0 {
 		return 0, fmt.Errorf("%d of %d voxels differ from the CPU's (first, voxel %d: GPU %+v, CPU %+v)", bad, len(want.P), first, got.P[first], want.P[first])
 	}
+	if len(got.Top) != len(want.Top) || got.Mount != want.Mount {
+		return 0, fmt.Errorf("the GPU gave %d voxel tops measured with mount %+v, the CPU %d with %+v", len(got.Top), got.Mount, len(want.Top), want.Mount)
+	}
+	for i, w := range want.Top {
+		if math.Float32bits(got.Top[i]) != math.Float32bits(w) {
+			if bad++; first < 0 {
+				first = i
+			}
+		}
+	}
+	if bad > 0 {
+		return 0, fmt.Errorf("%d of %d voxel tops differ from the CPU's (first, voxel %d: GPU %g, CPU %g)", bad, len(want.Top), first, got.Top[first], want.Top[first])
+	}
 	for i, w := range wantBEV {
 		if g := binary.LittleEndian.Uint32(bev[4*i:]); g != math.Float32bits(w) {
 			bad++

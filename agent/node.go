@@ -894,7 +894,8 @@ const (
 // (bevCfg, the model's only view of the cloud) can see
 // (voxel.BEV.CropFor), so that points far outside it are not sorted, and
 // a garbage point far away (FLT_MAX for "no return") cannot fail every
-// frame with a grid too large.
+// frame with a grid too large. Voxel tops are measured in the raster's
+// robot frame (its Mount), which BEV.Fill checks.
 func filterConfig(cfg NodeConfig, bevCfg voxel.BEVConfig) (voxel.Config, error) {
 	bev, err := voxel.NewBEV(bevCfg)
 	if err != nil {
@@ -905,7 +906,7 @@ func filterConfig(cfg NodeConfig, bevCfg voxel.BEVConfig) (voxel.Config, error) 
 	if cfg.MaxObstacleHeight > 0 {
 		crop, _ = bev.CropUnder(leaf, cfg.MaxObstacleHeight)
 	}
-	return voxel.Config{Leaf: leaf, MinPoints: cfg.MinPoints, Crop: &crop}, nil
+	return voxel.Config{Leaf: leaf, MinPoints: cfg.MinPoints, Crop: &crop, Mount: bevCfg.Mount}, nil
 }
 
 // modelConfig is the model config the agent runs: --model-config's, else

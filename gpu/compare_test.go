@@ -31,6 +31,22 @@ func samePoints(t *testing.T, what string, got, want []voxel.Point) {
 	}
 }
 
+// sameTops wants got's tops and their mount bit for bit as want's.
+func sameTops(t *testing.T, what string, got, want *voxel.Points) {
+	t.Helper()
+	if got.Mount != want.Mount {
+		t.Fatalf("%s: tops measured with mount %+v, CPU %+v", what, got.Mount, want.Mount)
+	}
+	if len(got.Top) != len(want.Top) {
+		t.Fatalf("%s: %d tops, CPU has %d", what, len(got.Top), len(want.Top))
+	}
+	for i, w := range want.Top {
+		if g := got.Top[i]; math.Float32bits(g) != math.Float32bits(w) {
+			t.Fatalf("%s: top %d = %g, CPU %g", what, i, g, w)
+		}
+	}
+}
+
 func sameBEV(t *testing.T, what string, got []byte, want []float32) {
 	t.Helper()
 	bad := 0
@@ -113,6 +129,7 @@ func matchesCPUBothInputs(t *testing.T, what string, vf *VoxelFilter, cloud voxe
 			t.Fatalf("%s, %s input: %v", what, mode, err)
 		}
 		samePoints(t, what+", "+mode+" input", got.P, want.P)
+		sameTops(t, what+", "+mode+" input", got, want)
 		sameBEV(t, what+", "+mode+" input", bev, wantBEV)
 	}
 }

@@ -145,6 +145,8 @@ func (f fakeFixture) closeAndCheckLeaks(t *testing.T) {
 }
 
 func TestFakeCUDAVoxelFilterMatchesCPU(t *testing.T) {
+	tiltedKITTI := voxel.Mount{X: 0.45, Y: -0.12, Roll: 0.026, Pitch: 0.14, Yaw: 0.21}
+	upsideDown := voxel.Mount{Z: 1, Roll: math.Pi, Yaw: -0.3}
 	f := openFakeCUDA(t)
 	kitti, err := os.ReadFile("../voxel/testdata/scan_small.bin")
 	if err != nil {
@@ -166,11 +168,12 @@ func TestFakeCUDAVoxelFilterMatchesCPU(t *testing.T) {
 		{"ring scan, 32-byte points, shuffled fields", ring(8, 600), 32, voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}}, voxel.BEVConfig{}},
 		// Cells of up to 69 voxels: zh_bev_finish's heap sort (over 32).
 		{"KITTI scan, leaf 0.05, BEV cell 1 m", kitti, 16, voxel.Config{Leaf: [3]float32{0.05, 0.05, 0.05}}, voxel.BEVConfig{Cell: 1}},
-		// zh_bev_cells moves each voxel into the robot frame, as voxel.BEV.place.
-		{"KITTI scan, LiDAR tilted, offset and turned", kitti, 16, voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}},
-			voxel.BEVConfig{GroundZ: -1.73, Mount: voxel.Mount{X: 0.45, Y: -0.12, Roll: 0.026, Pitch: 0.14, Yaw: 0.21}}},
-		{"ring scan with NaN/Inf, upside down, window behind, shuffled fields", ring(8, 600), 32, voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}},
-			voxel.BEVConfig{MinX: -6.4, Mount: voxel.Mount{Z: 1, Roll: math.Pi, Yaw: -0.3}}},
+		// zh_bev_cells moves each voxel into the robot frame, as voxel.BEV.place;
+		// zh_reduce measures its top there.
+		{"KITTI scan, LiDAR tilted, offset and turned", kitti, 16, voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}, Mount: tiltedKITTI},
+			voxel.BEVConfig{GroundZ: -1.73, Mount: tiltedKITTI}},
+		{"ring scan with NaN/Inf, upside down, window behind, shuffled fields", ring(8, 600), 32, voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}, Mount: upsideDown},
+			voxel.BEVConfig{MinX: -6.4, Mount: upsideDown}},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			n := len(sc.data) / 16
@@ -191,6 +194,7 @@ func TestFakeCUDAVoxelFilterMatchesCPU(t *testing.T) {
 					t.Fatalf("%s input: %v", mode, err)
 				}
 				samePoints(t, mode+" input", got.P, want.P)
+				sameTops(t, mode+" input", got, want)
 				sameBEV(t, mode+" input", bev, wantBEV)
 				if tm := vf.Timing(); tm.Total <= 0 || copyInput != (tm.Copy > 0) {
 					t.Fatalf("%s input: timing %+v", mode, tm)

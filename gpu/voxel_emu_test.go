@@ -116,6 +116,18 @@ func TestEmulatedKernelsMatchCPU(t *testing.T) {
 				t.Fatalf("emulated kernels give %d voxels (%d bytes), CPU %d; first difference at byte %d",
 					len(got)/16, len(got), len(want.P), firstDiff(got, wantBytes))
 			}
+			gotTop, err := os.ReadFile(out + ".top")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(gotTop) != 4*len(want.Top) {
+				t.Fatalf("%d bytes of tops, want %d", len(gotTop), 4*len(want.Top))
+			}
+			for i, w := range want.Top {
+				if g := binary.LittleEndian.Uint32(gotTop[4*i:]); g != math.Float32bits(w) {
+					t.Fatalf("top %d = %g, CPU %g", i, math.Float32frombits(g), w)
+				}
+			}
 			gotBEV, err := os.ReadFile(out + ".bev")
 			if err != nil {
 				t.Fatal(err)

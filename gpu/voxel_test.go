@@ -104,10 +104,10 @@ func packedVoxelKernels() map[voxelKernel][]argKind {
 		kScanAdd:      slices.Clone(packScanAdd(&l, 4, 5, 9).Kinds()),
 		kHeads:        slices.Clone(packHeads(&l, 4, 9, 5).Kinds()),
 		kStarts:       slices.Clone(packStarts(&l, 4, 5, 9, 6).Kinds()),
-		kReduce:       slices.Clone(packReduce(&l, 3, 4, 5, 6, 9, 1, 7, 8).Kinds()),
-		kCompact:      slices.Clone(packCompact(&l, 4, 5, 6, 9, 7, 8).Kinds()),
+		kReduce:       slices.Clone(packReduce(&l, 3, 4, 5, 6, 9, 1, upRowOf(voxel.Mount{Z: 0.5, Pitch: 0.1}), 7, 10, 8).Kinds()),
+		kCompact:      slices.Clone(packCompact(&l, 4, 10, 5, 6, 9, 7, 8, 11, 12).Kinds()),
 		kBEVClear:     slices.Clone(packBEVClear(&l, 4, 5, 6, 99).Kinds()),
-		kBEVCells:     slices.Clone(packBEVCells(&l, 4, 5, 9, b, 6, 7, 8).Kinds()),
+		kBEVCells:     slices.Clone(packBEVCells(&l, 4, 10, 5, 9, b, 6, 7, 8).Kinds()),
 		kBEVFill:      slices.Clone(packBEVFill(&l, 4, 5, 6, 9, 7, 8).Kinds()),
 		kBEVFinish:    slices.Clone(packBEVFinish(&l, 4, 5, 6, 7, 8, 99, 9).Kinds()),
 	}

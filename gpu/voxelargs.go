@@ -162,12 +162,22 @@ func packStarts(l *argList, keys, segID DevicePtr, m uint32, starts DevicePtr) *
 	return l.reset().ptr(keys).ptr(segID).u32(m).ptr(starts)
 }
 
-func packReduce(l *argList, points, idx, starts, state DevicePtr, m, minPoints uint32, vox, keep DevicePtr) *argList {
-	return l.reset().ptr(points).ptr(idx).ptr(starts).ptr(state).u32(m).u32(minPoints).ptr(vox).ptr(keep)
+// upRow is the part of a mount that gives a point's robot-frame z: the
+// rotation's z row and the z translation (voxel.Transform's R[6:9], T[2]).
+type upRow [4]float64
+
+func upRowOf(m voxel.Mount) upRow {
+	tf := m.Transform()
+	return upRow{tf.R[6], tf.R[7], tf.R[8], tf.T[2]}
 }
 
-func packCompact(l *argList, vox, keep, pos DevicePtr, m uint32, outDev, outHost DevicePtr) *argList {
-	return l.reset().ptr(vox).ptr(keep).ptr(pos).u32(m).ptr(outDev).ptr(outHost)
+func packReduce(l *argList, points, idx, starts, state DevicePtr, m, minPoints uint32, up upRow, vox, top, keep DevicePtr) *argList {
+	l.reset().ptr(points).ptr(idx).ptr(starts).ptr(state).u32(m).u32(minPoints)
+	return l.f64(up[0]).f64(up[1]).f64(up[2]).f64(up[3]).ptr(vox).ptr(top).ptr(keep)
+}
+
+func packCompact(l *argList, vox, top, keep, pos DevicePtr, m uint32, outDev, outHost, topDev, topHost DevicePtr) *argList {
+	return l.reset().ptr(vox).ptr(top).ptr(keep).ptr(pos).u32(m).ptr(outDev).ptr(outHost).ptr(topDev).ptr(topHost)
 }
 
 func packBEVClear(l *argList, count, cursor, heightBits DevicePtr, cells uint32) *argList {
@@ -187,8 +197,8 @@ func bevArgsOf(c voxel.BEVConfig) bevArgs {
 		mounted: !c.Mount.IsIdentity(), mount: c.Mount.Transform()}
 }
 
-func packBEVCells(l *argList, vox, state DevicePtr, m uint32, b bevArgs, cellOf, count, heightBits DevicePtr) *argList {
-	l.reset().ptr(vox).ptr(state).u32(m).u32(b.h).u32(b.w)
+func packBEVCells(l *argList, vox, top, state DevicePtr, m uint32, b bevArgs, cellOf, count, heightBits DevicePtr) *argList {
+	l.reset().ptr(vox).ptr(top).ptr(state).u32(m).u32(b.h).u32(b.w)
 	l.f32(b.cell).f32(b.minX).f32(b.groundZ).f32(b.maxHeight).u32(b2u(b.mounted))
 	for _, r := range b.mount.R {
 		l.f64(r)

@@ -112,6 +112,7 @@ type VoxelFilter struct {
 	cfg    voxel.Config    // resolved
 	bevCfg voxel.BEVConfig // resolved
 	inv    [3]float32
+	up     upRow // cfg.Mount's: zh_reduce measures each voxel's top with it
 	crop   cropArgs
 	opt    VoxelOptions
 	target string // compileTarget's choice
@@ -139,7 +140,9 @@ type VoxelFilter struct {
 	starts  DevicePtr
 	keep    DevicePtr
 	vox     DevicePtr // float4 per segment
+	voxTop  DevicePtr // float per segment: its top
 	voxOut  DevicePtr // float4 per output voxel
+	topOut  DevicePtr // float per output voxel
 	state   DevicePtr // stateWords u32
 	cellOf  DevicePtr
 	cellLst DevicePtr
@@ -148,13 +151,15 @@ type VoxelFilter struct {
 	cellCur DevicePtr
 	cellH   DevicePtr
 
-	host      []byte // pinned: state init | state readback | output points
+	host      []byte // pinned: state init | state readback | output points | output tops
 	stage     []byte // pinned staging for unpinned input (StageUnpinned), else nil
 	stageDev  DevicePtr
 	hostInit  []byte
 	hostState []byte
 	hostOut   []byte
 	hostOutD  DevicePtr
+	hostTop   []byte
+	hostTopD  DevicePtr
 
 	timing VoxelTiming
 	job    voxelJob
@@ -194,11 +199,16 @@ func NewVoxelFilter(c *Context, nv *NVRTC, cfg voxel.Config, opt VoxelOptions) (
 	if err != nil {
 		return nil, fmt.Errorf("gpu voxel filter: %w", err)
 	}
+	if cfg.Mount != bevCfg.Mount {
+		// The raster's heights are the voxels' tops, measured in
+		// cfg.Mount's frame: another mount would draw wrong heights.
+		return nil, fmt.Errorf("gpu voxel filter: the filter's mount %+v differs from the BEV raster's %+v; give both the same", cfg.Mount, bevCfg.Mount)
+	}
 	caps := c.Capabilities()
 	if caps.ComputeMajor < 7 {
 		return nil, fmt.Errorf("gpu voxel filter: %s is %s; the kernels need sm_70 or newer (__match_any_sync): %w", caps.Name, caps.Arch(), ErrNotSupported)
 	}
-	f := &VoxelFilter{c: c, cfg: cfg, bevCfg: bev.Config(), opt: opt}
+	f := &VoxelFilter{c: c, cfg: cfg, bevCfg: bev.Config(), opt: opt, up: upRowOf(cfg.Mount)}
 	for a := range 3 {
 		f.inv[a] = 1 / cfg.Leaf[a]
 	}
@@ -301,6 +311,7 @@ func (f *VoxelFilter) Target() string { return f.target }
 // raster of cells cells: offsets in bytes, each 256-byte aligned.
 type voxelLayout struct {
 	inDev, keys0, points, keyA, keyB, idxA, idxB, hist, tileSum, flags, starts, keep, vox, voxOut, state uint64
+	voxTop, topOut                                                                                       uint64
 	cellOf, cellLst, cellCnt, cellOff, cellCur, cellH                                                    uint64
 	size                                                                                                 uint64
 }
@@ -329,6 +340,8 @@ func newVoxelLayout(maxPoints, maxInputBytes, cells int) voxelLayout {
 	l.keep = at(4 * n)
 	l.vox = at(16 * n)
 	l.voxOut = at(16 * n)
+	l.voxTop = at(4 * n)
+	l.topOut = at(4 * n)
 	l.state = at(4 * stateWords)
 	l.cellOf = at(4 * n)
 	l.cellLst = at(4 * n)
@@ -409,15 +422,18 @@ func (f *VoxelFilter) setup(cubin []byte) error {
 		f.idxA, f.idxB, f.hist, f.tileSum = d+DevicePtr(l.idxA), d+DevicePtr(l.idxB), d+DevicePtr(l.hist), d+DevicePtr(l.tileSum)
 		f.flags, f.starts, f.keep, f.vox = d+DevicePtr(l.flags), d+DevicePtr(l.starts), d+DevicePtr(l.keep), d+DevicePtr(l.vox)
 		f.voxOut, f.state, f.cellOf, f.cellLst = d+DevicePtr(l.voxOut), d+DevicePtr(l.state), d+DevicePtr(l.cellOf), d+DevicePtr(l.cellLst)
+		f.voxTop, f.topOut = d+DevicePtr(l.voxTop), d+DevicePtr(l.topOut)
 		f.cellCnt, f.cellOff, f.cellCur, f.cellH = d+DevicePtr(l.cellCnt), d+DevicePtr(l.cellOff), d+DevicePtr(l.cellCur), d+DevicePtr(l.cellH)
 
 		stateBytes := 4 * stateWords
-		if f.host, err = c.Allocate(2*stateBytes + 16*f.opt.MaxPoints); err != nil {
+		outBytes := 16 * f.opt.MaxPoints
+		if f.host, err = c.Allocate(2*stateBytes + outBytes + 4*f.opt.MaxPoints); err != nil {
 			return err
 		}
 		f.hostInit = f.host[:stateBytes:stateBytes]
 		f.hostState = f.host[stateBytes : 2*stateBytes : 2*stateBytes]
-		f.hostOut = f.host[2*stateBytes:]
+		f.hostOut = f.host[2*stateBytes : 2*stateBytes+outBytes : 2*stateBytes+outBytes]
+		f.hostTop = f.host[2*stateBytes+outBytes:]
 		for w := range stateWords {
 			v := uint32(0)
 			if w >= stMin && w < stMin+3 {
@@ -426,6 +442,9 @@ func (f *VoxelFilter) setup(cubin []byte) error {
 			binary.LittleEndian.PutUint32(f.hostInit[4*w:], v)
 		}
 		if f.hostOutD, err = c.HostDevicePointer(f.hostOut); err != nil {
+			return err
+		}
+		if f.hostTopD, err = c.HostDevicePointer(f.hostTop); err != nil {
 			return err
 		}
 		if f.opt.StageUnpinned {
@@ -460,7 +479,7 @@ func (f *VoxelFilter) Timing() VoxelTiming { return f.timing }
 // from Allocate (the kernels write it through its device pointer). On
 // error out is left empty.
 func (f *VoxelFilter) Run(in voxel.Cloud, out *voxel.Points, bev []byte) error {
-	out.P = out.P[:0]
+	out.P, out.Top, out.Mount = out.P[:0], out.Top[:0], f.cfg.Mount
 	if f.closed {
 		return ErrClosed
 	}
@@ -477,7 +496,7 @@ func (f *VoxelFilter) Run(in voxel.Cloud, out *voxel.Points, bev []byte) error {
 	err := f.c.Do(f.runFn)
 	f.job = voxelJob{}
 	if err != nil {
-		out.P = out.P[:0]
+		out.P, out.Top = out.P[:0], out.Top[:0]
 		return fmt.Errorf("gpu voxel filter: %w", err)
 	}
 	return nil
@@ -648,13 +667,13 @@ func (f *VoxelFilter) runOnThread() error {
 	if err := f.launch(kStarts, mb, pointThreads, packStarts(l, src, f.flags, uint32(m), f.starts)); err != nil {
 		return err
 	}
-	if err := f.launch(kReduce, mb, pointThreads, packReduce(l, f.points, srcIdx, f.starts, f.state, uint32(m), minPointsArg(f.cfg.MinPoints), f.vox, f.keep)); err != nil {
+	if err := f.launch(kReduce, mb, pointThreads, packReduce(l, f.points, srcIdx, f.starts, f.state, uint32(m), minPointsArg(f.cfg.MinPoints), f.up, f.vox, f.voxTop, f.keep)); err != nil {
 		return err
 	}
 	if err := f.scan(f.keep, f.flags, m, f.state+4*stVoxels); err != nil {
 		return err
 	}
-	if err := f.launch(kCompact, mb, pointThreads, packCompact(l, f.vox, f.keep, f.flags, uint32(m), f.voxOut, f.hostOutD)); err != nil {
+	if err := f.launch(kCompact, mb, pointThreads, packCompact(l, f.vox, f.voxTop, f.keep, f.flags, uint32(m), f.voxOut, f.hostOutD, f.topOut, f.hostTopD)); err != nil {
 		return err
 	}
 
@@ -666,7 +685,7 @@ func (f *VoxelFilter) runOnThread() error {
 		if err := f.launch(kBEVClear, cb, pointThreads, packBEVClear(l, f.cellCnt, f.cellCur, f.cellH, uint32(cells))); err != nil {
 			return err
 		}
-		if err := f.launch(kBEVCells, mb, pointThreads, packBEVCells(l, f.voxOut, f.state, uint32(m), ba, f.cellOf, f.cellCnt, f.cellH)); err != nil {
+		if err := f.launch(kBEVCells, mb, pointThreads, packBEVCells(l, f.voxOut, f.topOut, f.state, uint32(m), ba, f.cellOf, f.cellCnt, f.cellH)); err != nil {
 			return err
 		}
 		if err := f.scan(f.cellCnt, f.cellOff, cells, f.state+4*stBEVTotal); err != nil {
@@ -695,11 +714,12 @@ func (f *VoxelFilter) runOnThread() error {
 		return fmt.Errorf("the bounds pass accepted %d points, the keys pass %d: cloud data changed while it was being filtered (slot written while leased?)", m, keyed)
 	}
 	voxels := int(f.stateWord(stVoxels))
-	if voxels > cap(out.P) {
-		return fmt.Errorf("output holds %d points, result has %d voxels", cap(out.P), voxels)
+	if voxels > cap(out.P) || voxels > cap(out.Top) {
+		return fmt.Errorf("output holds %d points and %d tops, result has %d voxels (make it with voxel.NewPoints)", cap(out.P), cap(out.Top), voxels)
 	}
-	out.P = out.P[:voxels]
+	out.P, out.Top = out.P[:voxels], out.Top[:voxels]
 	decodePoints(out.P, f.hostOut)
+	decodeFloats(out.Top, f.hostTop)
 	f.timing.Copy, f.timing.Total = 0, 0
 	if f.opt.CopyInput {
 		if f.timing.Copy, err = f.elapsed(f.start, f.copied); err != nil {
@@ -724,6 +744,13 @@ func decodePoints(dst []voxel.Point, src []byte) {
 			Z: math.Float32frombits(binary.LittleEndian.Uint32(b[8:12])),
 			I: math.Float32frombits(binary.LittleEndian.Uint32(b[12:16])),
 		}
+	}
+}
+
+// decodeFloats reads len(dst) float32 from src.
+func decodeFloats(dst []float32, src []byte) {
+	for i := range dst {
+		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
 	}
 }
 

@@ -112,7 +112,7 @@ func BenchmarkBEV(b *testing.B) {
 // scan as a LiDAR pitched down 8°, rolled and turned reports it, each
 // voxel moved into the robot frame before it is drawn.
 func BenchmarkBEVMounted(b *testing.B) {
-	pts := filtered(b, intoSensorFrame(scanPoints(b, scan115k), tiltedMount))
+	pts := filterMounted(b, intoSensorFrame(scanPoints(b, scan115k), tiltedMount), 0.2, nil, tiltedMount)
 	bev, err := NewBEV(BEVConfig{GroundZ: roadZ, Mount: tiltedMount})
 	if err != nil {
 		b.Fatal(err)

@@ -13,11 +13,11 @@ const BEVChannels = 3
 const (
 	// ChannelOccupancy is 1 in cells that hold at least one point, else 0.
 	ChannelOccupancy = 0
-	// ChannelHeight is the highest drawn point's height above
-	// BEVConfig.GroundZ in metres, clamped to [0, MaxHeight]; 0 in empty
-	// cells. The agent draws the voxel filter's centroids, each the mean
-	// of its leaf's points: a surface's top reads up to half a leaf low,
-	// by how the leaf boundaries fall (README, "Where the ground is").
+	// ChannelHeight is the highest top among the cell's drawn points,
+	// above BEVConfig.GroundZ in metres, clamped to [0, MaxHeight]; 0 in
+	// empty cells. A filtered point's top is its voxel's highest point
+	// (Points.Top), not its centroid, which lies up to half a leaf lower:
+	// an obstacle reads as tall as its highest return.
 	ChannelHeight = 1
 	// ChannelIntensity is the mean intensity of the cell's points; 0 in
 	// empty cells.
@@ -298,10 +298,16 @@ func (b *BEV) CellCenter(row, col int) (x, y float32) {
 // Fill writes the BEV tensor of pts into dst, laid out [channel][row][col]
 // (CHW, row-major), overwriting all of it. dst must have length Len(); it is
 // typically a model's input tensor. Points with a non-finite field are
-// ignored. Fill does not allocate.
+// ignored. A point's height is its top (Points.Top) when pts has tops,
+// which must then have been measured with this raster's Mount; else its
+// own z. Fill does not allocate.
 func (b *BEV) Fill(pts *Points, dst []float32) error {
 	if len(dst) != b.Len() {
 		return fmt.Errorf("BEV fill: tensor has %d elements, want %d × %d × %d = %d", len(dst), BEVChannels, b.cfg.H, b.cfg.W, b.Len())
+	}
+	tops, err := b.topsOf(pts)
+	if err != nil {
+		return err
 	}
 	plane := b.cfg.H * b.cfg.W
 	occ := dst[ChannelOccupancy*plane : (ChannelOccupancy+1)*plane]
@@ -311,13 +317,13 @@ func (b *BEV) Fill(pts *Points, dst []float32) error {
 	clear(b.count)
 	clear(b.isum)
 	if b.mounted {
-		b.drawMounted(pts, occ, height)
+		b.drawMounted(pts, tops, occ, height)
 	} else {
 		// The identity mount's loop, apart: a call inside it, even on a
 		// branch never taken, made the compiler keep the loop's state in
 		// memory, and Fill took 2.4 times as long (BenchmarkBEV).
 		ground, maxH := b.cfg.GroundZ, b.cfg.MaxHeight
-		for _, p := range pts.P {
+		for i, p := range pts.P {
 			if !finite32(p.Z) || !finite32(p.I) {
 				continue
 			}
@@ -326,7 +332,11 @@ func (b *BEV) Fill(pts *Points, dst []float32) error {
 				continue
 			}
 			k := row*b.cfg.W + col
-			h := min(max(p.Z-ground, 0), maxH)
+			z := p.Z
+			if tops != nil {
+				z = tops[i]
+			}
+			h := min(max(z-ground, 0), maxH)
 			occ[k] = 1
 			height[k] = max(height[k], h)
 			b.count[k]++
@@ -341,11 +351,25 @@ func (b *BEV) Fill(pts *Points, dst []float32) error {
 	return nil
 }
 
+// topsOf returns pts's tops for Fill, nil when it has none, or an error
+// when they cannot be this raster's.
+func (b *BEV) topsOf(pts *Points) ([]float32, error) {
+	switch {
+	case len(pts.Top) == 0:
+		return nil, nil
+	case len(pts.Top) != len(pts.P):
+		return nil, fmt.Errorf("BEV fill: %d tops for %d points", len(pts.Top), len(pts.P))
+	case pts.Mount != b.cfg.Mount:
+		return nil, fmt.Errorf("BEV fill: the points' tops were measured with mount %+v, the raster's is %+v: give the filter's Config.Mount the BEV's", pts.Mount, b.cfg.Mount)
+	}
+	return pts.Top, nil
+}
+
 // drawMounted is Fill's per-point loop for a mounted BEV: each point
-// placed in the robot frame first.
-func (b *BEV) drawMounted(pts *Points, occ, height []float32) {
+// placed in the robot frame first (its top already is, when it has one).
+func (b *BEV) drawMounted(pts *Points, tops, occ, height []float32) {
 	ground, maxH := b.cfg.GroundZ, b.cfg.MaxHeight
-	for _, p := range pts.P {
+	for i, p := range pts.P {
 		if !finite32(p.Z) || !finite32(p.I) {
 			continue
 		}
@@ -353,6 +377,9 @@ func (b *BEV) drawMounted(pts *Points, occ, height []float32) {
 		row, col, ok := b.cellAt(x, y)
 		if !ok {
 			continue
+		}
+		if tops != nil {
+			z = tops[i]
 		}
 		k := row*b.cfg.W + col
 		h := min(max(z-ground, 0), maxH)

@@ -169,6 +169,74 @@ func TestBEVErrors(t *testing.T) {
 	if err := b.Fill(&Points{}, make([]float32, 100)); err == nil || !strings.Contains(err.Error(), "tensor has 100 elements, want 3 × 128 × 128 = 49152") {
 		t.Fatalf("Fill with a short tensor: %v", err)
 	}
+	dst := make([]float32, b.Len())
+	two := []Point{{X: 1, Y: 0, Z: 0, I: 1}, {X: 2, Y: 0, Z: 0, I: 1}}
+	if err := b.Fill(&Points{P: two, Top: []float32{0.5}}, dst); err == nil || !strings.Contains(err.Error(), "1 tops for 2 points") {
+		t.Fatalf("Fill with one top for two points: %v", err)
+	}
+	other := &Points{P: two, Top: []float32{0.5, 0.5}, Mount: Mount{Z: 0.3}}
+	if err := b.Fill(other, dst); err == nil || !strings.Contains(err.Error(), "tops were measured with mount {X:0 Y:0 Z:0.3") {
+		t.Fatalf("Fill with tops of another mount: %v", err)
+	}
+}
+
+// TestHeightIsTheHighestReturn: an obstacle's height channel is its
+// highest return's, wherever the voxel boundaries fall. A post 0.25 m
+// tall with the ground 0.1 m under a leaf boundary has its top voxel's
+// points from 0.1 to 0.25 m above the ground, whose centroid reads
+// 0.175 m, under the reference model's 0.2 m: an obstacle read as flat.
+// Also under mounts that move and tilt the clouds, where the voxels are
+// cubes of the sensor's frame.
+func TestHeightIsTheHighestReturn(t *testing.T) {
+	const post = 0.25
+	for _, tc := range []struct {
+		name string
+		bev  BEVConfig
+	}{
+		{"ground 0.1 m under a leaf boundary", BEVConfig{GroundZ: -0.1}},
+		{"ground on a leaf boundary", BEVConfig{GroundZ: 0}},
+		{"LiDAR 0.5 m up, yawed", BEVConfig{Mount: Mount{Z: 0.5, Yaw: 30 * deg}}},
+		{"LiDAR 0.43 m up, pitched and rolled", BEVConfig{Mount: Mount{Z: 0.43, Pitch: 9 * deg, Roll: -2 * deg}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := NewBEV(tc.bev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A post at (3, 0.5) in the robot frame, a point every 5 mm
+			// up to post metres above the ground, moved into the clouds'
+			// frame.
+			var pts [][4]float32
+			for k := 0; k <= 50; k++ {
+				x, y, z := 3.0, 0.5, float64(tc.bev.GroundZ)+post*float64(k)/50
+				if b.mounted {
+					x, y, z = b.tf.ApplyInverse(x, y, z)
+				}
+				pts = append(pts, [4]float32{float32(x), float32(y), float32(z), 1})
+			}
+			out := filterMounted(t, pts, 0.2, nil, tc.bev.Mount)
+			dst := make([]float32, b.Len())
+			if err := b.Fill(out, dst); err != nil {
+				t.Fatal(err)
+			}
+			row, col, _ := b.Cell(3, 0.5)
+			plane := b.cfg.H * b.cfg.W
+			if h := dst[ChannelHeight*plane+row*b.cfg.W+col]; math.Abs(float64(h)-post) > 1e-5 {
+				t.Errorf("the post's cell is %v m high, want its top's %v m", h, post)
+			}
+			// The centroids alone (no tops): lower, which is what the
+			// tops are for; in the first case, under 0.2 m.
+			centroids := &Points{P: out.P}
+			if err := b.Fill(centroids, dst); err != nil {
+				t.Fatal(err)
+			}
+			h := dst[ChannelHeight*plane+row*b.cfg.W+col]
+			t.Logf("from centroids alone the post reads %.3f m", h)
+			if h >= post-0.01 {
+				t.Errorf("from centroids the post reads %v m, as high as its top: this case proves nothing", h)
+			}
+		})
+	}
 }
 
 // TestCropForKeepsTheRaster: filtering with BEV.CropFor's box gives the
@@ -384,7 +452,7 @@ func TestCropUnderLeavesTheCeilingOut(t *testing.T) {
 				t.Fatalf("exact %t, want %t", exact, tc.exact)
 			}
 			highest := func(crop *Box) float32 {
-				out := filterAt(t, pts, 0.1, crop)
+				out := filterMounted(t, pts, 0.1, crop, tc.bev.Mount)
 				dst := make([]float32, b.Len())
 				if err := b.Fill(out, dst); err != nil {
 					t.Fatal(err)

@@ -91,11 +91,22 @@ type Point struct {
 // NewPoints and never grows (Run returns an error instead).
 type Points struct {
 	P []Point
+	// Top holds each voxel's top when a Filter made P: the highest z of
+	// the voxel's points in the robot frame of Mount (Transform.Apply's z
+	// of each point, in float64, the largest rounded once to float32; a
+	// zero is +0).
+	// A centroid lies up to half a leaf below its voxel's top, so the
+	// BEV's height channel is drawn from Top. Empty when P did not come
+	// from a Filter (BEV.Fill then takes each point as its own top).
+	Top []float32
+	// Mount is the Filter's Config.Mount that Top was measured with.
+	Mount Mount
 }
 
-// NewPoints returns an empty buffer for up to capacity points.
+// NewPoints returns an empty buffer for up to capacity points and their
+// tops.
 func NewPoints(capacity int) *Points {
-	return &Points{P: make([]Point, 0, capacity)}
+	return &Points{P: make([]Point, 0, capacity), Top: make([]float32, 0, capacity)}
 }
 
 // AppendKITTI appends the points to dst in KITTI .bin layout (packed

@@ -30,6 +30,12 @@ type Config struct {
 	// included. 0 means min(GOMAXPROCS, 2); it is never more than GOMAXPROCS.
 	// 1 runs everything on the calling goroutine and starts no helpers.
 	Workers int
+	// Mount is the robot frame Points.Top is measured in: each voxel's top
+	// is the highest robot-frame z of its points. Give it the BEV's
+	// Mount (BEVConfig.Mount), which Fill checks; the zero value measures
+	// tops in the clouds' own frame. Voxels and centroids stay in the
+	// clouds' frame whatever it is.
+	Mount Mount
 }
 
 // ErrGridTooLarge is wrapped by the error Run returns when the voxel grid
@@ -70,6 +76,9 @@ func (c Config) resolved() (Config, error) {
 			}
 		}
 		c.Crop = &b
+	}
+	if err := c.Mount.check(); err != nil {
+		return c, fmt.Errorf("voxel config: %w", err)
 	}
 	procs := runtime.GOMAXPROCS(0)
 	switch {

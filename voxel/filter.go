@@ -15,6 +15,7 @@ type Filter struct {
 	cfg       Config
 	maxPoints int
 	inv       [3]float32 // float32(1/leaf), as PCL's inverse_leaf_size_
+	up        [4]float64 // the mount's z row and z translation: a point's height in the robot frame
 	crop      bool
 	cropMin   [3]float32
 	cropMax   [3]float32
@@ -101,7 +102,8 @@ type job struct {
 	srcIdx    []uint32 // point indices, when not packed
 	dstIdx    []uint32
 	out       []Point
-	outOff    []int // per chunk: index in out of its first voxel
+	outTop    []float32 // out's tops, index for index
+	outOff    []int     // per chunk: index in out of its first voxel
 }
 
 // NewFilter checks cfg and preallocates for clouds of up to maxPoints points.
@@ -116,6 +118,8 @@ func NewFilter(cfg Config, maxPoints int) (*Filter, error) {
 		return nil, fmt.Errorf("voxel filter: max points %d out of range [1, %d]", maxPoints, uint64(math.MaxUint32))
 	}
 	f := &Filter{cfg: cfg, maxPoints: maxPoints, parallelMin: parallelMin, digitBits: radixBits}
+	tf := cfg.Mount.Transform()
+	f.up = [4]float64{tf.R[6], tf.R[7], tf.R[8], tf.T[2]}
 	for a := range 3 {
 		f.inv[a] = 1 / cfg.Leaf[a]
 		f.cropMin[a] = float32(math.Inf(-1))
@@ -185,7 +189,7 @@ func (f *Filter) Close() error {
 // always suffices). On error out is left empty. Run is not safe for
 // concurrent use; use one Filter per goroutine.
 func (f *Filter) Run(in Cloud, out *Points) error {
-	out.P = out.P[:0]
+	out.P, out.Top, out.Mount = out.P[:0], out.Top[:0], f.cfg.Mount
 	if f.closed {
 		return ErrClosed
 	}
@@ -211,7 +215,7 @@ func (f *Filter) Run(in Cloud, out *Points) error {
 	}
 	*j = job{outOff: j.outOff} // drop references to the caller's memory
 	if err != nil {
-		out.P = out.P[:0]
+		out.P, out.Top = out.P[:0], out.Top[:0]
 	}
 	return err
 }
@@ -320,12 +324,12 @@ func (f *Filter) run(n int, out *Points) error {
 		j.outOff[c] = voxels
 		voxels += cs[c].accepted
 	}
-	if voxels > cap(out.P) {
-		return fmt.Errorf("voxel filter: output holds %d points, result has %d voxels", cap(out.P), voxels)
+	if voxels > cap(out.P) || voxels > cap(out.Top) {
+		return fmt.Errorf("voxel filter: output holds %d points and %d tops, result has %d voxels (make it with NewPoints)", cap(out.P), cap(out.Top), voxels)
 	}
-	j.out = out.P[:voxels]
+	j.out, j.outTop = out.P[:voxels], out.Top[:voxels]
 	f.phase(phaseReduce)
-	out.P = j.out
+	out.P, out.Top = j.out, j.outTop
 	if !f.fixedGrid {
 		f.guessGrid(cs)
 	}

@@ -156,6 +156,22 @@ func requireSamePoints(t *testing.T, got, want []Point) {
 	}
 }
 
+// requireSameTops checks out's tops bit for bit and their mount.
+func requireSameTops(t *testing.T, out *Points, want []float32, mount Mount) {
+	t.Helper()
+	if out.Mount != mount {
+		t.Fatalf("tops measured with mount %+v, want %+v", out.Mount, mount)
+	}
+	if len(out.Top) != len(want) {
+		t.Fatalf("got %d tops, want %d", len(out.Top), len(want))
+	}
+	for i := range want {
+		if math.Float32bits(out.Top[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("top %d of %d: got %v, want %v", i, len(want), out.Top[i], want[i])
+		}
+	}
+}
+
 // filterCases are clouds and configurations where the filter must equal the
 // brute-force reference bit for bit, or fail with wantErr.
 func filterCases() []struct {
@@ -198,6 +214,9 @@ func filterCases() []struct {
 		{name: "one far outlier beyond 64-bit keys", cloud: kittiCloud(append([][4]float32{{3e38, -3e38, 3e38, 0}}, uniform...)), cfg: Config{Leaf: cube(0.2)}, wantErr: ErrGridTooLarge},
 		{name: "strided layout without intensity", cloud: strided(kittiCloud(uniform), 24, 8, 0, 16, -1), cfg: Config{Leaf: cube(0.5)}},
 		{name: "PointCloud2-style padded layout", cloud: strided(scanCloud, 32, 0, 4, 8, 16), cfg: Config{Leaf: cube(0.2)}},
+		{name: "ring scan, tops under a tilted mount", cloud: scanCloud, cfg: Config{Leaf: cube(0.2), Mount: tiltedMount}},
+		{name: "uniform cloud, tops under an upside-down mount, min points", cloud: kittiCloud(uniform),
+			cfg: Config{Leaf: cube(1), MinPoints: 3, Mount: Mount{Z: 2, Roll: math.Pi, Yaw: 0.3}}},
 	}
 }
 
@@ -206,8 +225,9 @@ func TestFilterMatchesReference(t *testing.T) {
 	for _, tc := range filterCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			var want []Point
+			var wantTops []float32
 			if tc.wantErr == nil {
-				want = referenceFilter(tc.cloud, tc.cfg)
+				want, wantTops = referenceFilterTops(tc.cloud, tc.cfg)
 			}
 			for _, v := range variants {
 				t.Run(v.name, func(t *testing.T) {
@@ -219,8 +239,8 @@ func TestFilterMatchesReference(t *testing.T) {
 							if !errors.Is(err, tc.wantErr) {
 								t.Fatalf("Run: got error %v, want %v", err, tc.wantErr)
 							}
-							if len(out.P) != 0 {
-								t.Fatalf("Run failed but left %d points in out", len(out.P))
+							if len(out.P) != 0 || len(out.Top) != 0 {
+								t.Fatalf("Run failed but left %d points and %d tops in out", len(out.P), len(out.Top))
 							}
 							continue
 						}
@@ -228,6 +248,7 @@ func TestFilterMatchesReference(t *testing.T) {
 							t.Fatalf("Run: %v", err)
 						}
 						requireSamePoints(t, out.P, want)
+						requireSameTops(t, out, wantTops, tc.cfg.Mount)
 					}
 				})
 			}
@@ -667,6 +688,26 @@ func TestVoxelIndexAtTheLimitIsRefused(t *testing.T) {
 			if err := f.Run(cloud, NewPoints(1)); !errors.Is(err, ErrGridTooLarge) {
 				t.Errorf("x=%g %s: Run: %v, want ErrGridTooLarge", x, v.name, err)
 			}
+		}
+	}
+}
+
+// TestTopOfAZeroIsPlusZero: a top that rounds to zero is +0 however it
+// got there, so that the CPU's and GPU's maxima, which may keep another
+// of equal zeros, give the same bits.
+func TestTopOfAZeroIsPlusZero(t *testing.T) {
+	for _, tc := range []struct {
+		h    float64
+		want uint32
+	}{
+		{math.Copysign(0, -1), 0},
+		{-1e-50, 0}, // below float32's smallest: rounds to -0
+		{1e-50, 0},
+		{-1.5, math.Float32bits(-1.5)},
+		{0.25, math.Float32bits(0.25)},
+	} {
+		if got := math.Float32bits(topOf(tc.h)); got != tc.want {
+			t.Errorf("topOf(%g) = %#x, want %#x", tc.h, got, tc.want)
 		}
 	}
 }

@@ -12,10 +12,19 @@ import (
 // code with Filter. Indices are kept as float64 integers, so it handles any
 // finite coordinate and leaf.
 func referenceFilter(in Cloud, cfg Config) []Point {
+	pts, _ := referenceFilterTops(in, cfg)
+	return pts
+}
+
+// referenceFilterTops is referenceFilter with each voxel's top: the
+// largest robot-frame z (cfg.Mount's Transform.Apply) of its points.
+func referenceFilterTops(in Cloud, cfg Config) ([]Point, []float32) {
 	type sums struct {
 		x, y, z, i float64
+		top        float64
 		n          int
 	}
+	tf := cfg.Mount.Transform()
 	var inv [3]float32
 	for a := range 3 {
 		inv[a] = float32(1) / cfg.Leaf[a]
@@ -45,8 +54,11 @@ func referenceFilter(in Cloud, cfg Config) []Point {
 		}
 		s := voxels[key]
 		if s == nil {
-			s = &sums{}
+			s = &sums{top: math.Inf(-1)}
 			voxels[key] = s
+		}
+		if _, _, h := tf.Apply(float64(v[0]), float64(v[1]), float64(v[2])); h > s.top {
+			s.top = h
 		}
 		s.x += float64(v[0])
 		s.y += float64(v[1])
@@ -63,11 +75,15 @@ func referenceFilter(in Cloud, cfg Config) []Point {
 	slices.SortFunc(keys, func(a, b [3]float64) int {
 		return cmp.Or(cmp.Compare(a[2], b[2]), cmp.Compare(a[1], b[1]), cmp.Compare(a[0], b[0]))
 	})
-	out := make([]Point, len(keys))
+	out, tops := make([]Point, len(keys)), make([]float32, len(keys))
 	for k, key := range keys {
 		s := voxels[key]
 		n := float64(s.n)
 		out[k] = Point{float32(s.x / n), float32(s.y / n), float32(s.z / n), float32(s.i / n)}
+		tops[k] = float32(s.top)
+		if tops[k] == 0 {
+			tops[k] = 0 // +0, never -0
+		}
 	}
-	return out
+	return out, tops
 }

@@ -14,7 +14,8 @@
 //   per pass: zh_radix_hist, scan, zh_radix_scatter
 //                                 LSD radix sort, 8-bit digits, stable; pass 0 compacts
 //   zh_heads, scan, zh_starts     segment (voxel) starts in the sorted keys
-//   zh_reduce, scan, zh_compact   means in float64 (from zh_keys' device copy of the points), min-points filter, output in key order
+//   zh_reduce, scan, zh_compact   means in float64 (from zh_keys' device copy of the points) and
+//                                 tops (highest robot-frame z), min-points filter, output in key order
 //   zh_bev_clear, zh_bev_cells, scan, zh_bev_fill, zh_bev_finish
 //                                 [3,H,W] float32 raster, mean intensity summed in output order
 //
@@ -337,11 +338,20 @@ extern "C" __global__ void zh_starts(const u64* keys, const u32* segId, u32 m, u
 	}
 }
 
+// mount_row is one row of voxel.Transform.Apply: ((r0·x + r1·y) + r2·z) + t,
+// each product and sum rounded on its own, in that order.
+__device__ __forceinline__ double mount_row(double r0, double r1, double r2, double t, double x, double y, double z) {
+	return __dadd_rn(__dadd_rn(__dadd_rn(__dmul_rn(r0, x), __dmul_rn(r1, y)), __dmul_rn(r2, z)), t);
+}
+
 // zh_reduce: one thread per voxel sums its points in input order in
-// float64 and rounds the means once, as reduceChunk. Voxels with fewer than
-// minPoints points, and threads past the last voxel, get keep = 0.
+// float64 and rounds the means once, as reduceChunk; the voxel's top is
+// the largest of its points' robot-frame z (the mount's z row u0..u2 and
+// translation ut, as Transform.Apply), rounded once, a zero as +0 (as
+// voxel's topOf: which zero the max keeps does not matter). Voxels with fewer than minPoints points, and threads past
+// the last voxel, get keep = 0.
 extern "C" __global__ void zh_reduce(const float4* points, const u32* idx, const u32* starts, const u32* state, u32 m, u32 minPoints,
-		float4* vox, u32* keep) {
+		double u0, double u1, double u2, double ut, float4* vox, float* top, u32* keep) {
 	u32 s = blockIdx.x * blockDim.x + threadIdx.x;
 	if (s >= m) {
 		return;
@@ -358,28 +368,39 @@ extern "C" __global__ void zh_reduce(const float4* points, const u32* idx, const
 		return;
 	}
 	double sx = 0, sy = 0, sz = 0, si = 0;
+	double hi = -__longlong_as_double(0x7ff0000000000000ll); // -Inf
 	for (u32 t = start; t < end; t++) {
 		float4 p = points[idx[t]];
 		sx = __dadd_rn(sx, (double)p.x);
 		sy = __dadd_rn(sy, (double)p.y);
 		sz = __dadd_rn(sz, (double)p.z);
 		si = __dadd_rn(si, (double)p.w);
+		double h = mount_row(u0, u1, u2, ut, (double)p.x, (double)p.y, (double)p.z);
+		if (h > hi) {
+			hi = h;
+		}
 	}
 	double d = (double)(end - start);
 	vox[s] = make_float4(__double2float_rn(__ddiv_rn(sx, d)), __double2float_rn(__ddiv_rn(sy, d)),
 		__double2float_rn(__ddiv_rn(sz, d)), __double2float_rn(__ddiv_rn(si, d)));
+	float t = __double2float_rn(hi);
+	top[s] = t == 0.0f ? 0.0f : t;
 	keep[s] = 1;
 }
 
-// zh_compact writes kept voxels, in key order, to the device copy (for the
-// BEV) and to the host-mapped output.
-extern "C" __global__ void zh_compact(const float4* vox, const u32* keep, const u32* pos, u32 m,
-		float4* outDev, float4* outHost) {
+// zh_compact writes kept voxels and their tops, in key order, to the
+// device copies (for the BEV) and to the host-mapped outputs.
+extern "C" __global__ void zh_compact(const float4* vox, const float* top, const u32* keep, const u32* pos, u32 m,
+		float4* outDev, float4* outHost, float* topDev, float* topHost) {
 	u32 s = blockIdx.x * blockDim.x + threadIdx.x;
 	if (s < m && keep[s]) {
 		float4 v = vox[s];
-		outDev[pos[s]] = v;
-		outHost[pos[s]] = v;
+		float t = top[s];
+		u32 o = pos[s];
+		outDev[o] = v;
+		outHost[o] = v;
+		topDev[o] = t;
+		topHost[o] = t;
 	}
 }
 
@@ -392,18 +413,13 @@ extern "C" __global__ void zh_bev_clear(u32* count, u32* cursor, u32* heightBits
 	}
 }
 
-// mount_row is one row of voxel.Transform.Apply: ((r0·x + r1·y) + r2·z) + t,
-// each product and sum rounded on its own, in that order.
-__device__ __forceinline__ double mount_row(double r0, double r1, double r2, double t, double x, double y, double z) {
-	return __dadd_rn(__dadd_rn(__dadd_rn(__dmul_rn(r0, x), __dmul_rn(r1, y)), __dmul_rn(r2, z)), t);
-}
-
 // zh_bev_cells mirrors BEV.Cell and the per-point part of BEV.Fill: the
 // voxel moved into the robot frame when mounted (voxel.BEV.place: R row
-// major, T; x and y kept in float64, z rounded to float32), the cell
-// arithmetic in float64, the height in float32 clamped to [0, maxHeight]
-// (non-negative, so its bits order as its values).
-extern "C" __global__ void zh_bev_cells(const float4* vox, const u32* state, u32 m, u32 H, u32 W,
+// major, T; x and y kept in float64), the cell arithmetic in float64, the
+// height from the voxel's top (already in the robot frame) in float32,
+// clamped to [0, maxHeight] (non-negative, so its bits order as its
+// values). The mount's z row is not used here: zh_reduce applied it.
+extern "C" __global__ void zh_bev_cells(const float4* vox, const float* top, const u32* state, u32 m, u32 H, u32 W,
 		float cell, float minX, float groundZ, float maxHeight,
 		u32 mounted, double r0, double r1, double r2, double r3, double r4, double r5,
 		double r6, double r7, double r8, double t0, double t1, double t2,
@@ -418,12 +434,11 @@ extern "C" __global__ void zh_bev_cells(const float4* vox, const u32* state, u32
 		return;
 	}
 	double x = (double)p.x, y = (double)p.y;
-	float z = p.z;
+	float z = top[i];
 	if (mounted) {
 		double px = x, py = y, pz = (double)p.z;
 		x = mount_row(r0, r1, r2, t0, px, py, pz);
 		y = mount_row(r3, r4, r5, t1, px, py, pz);
-		z = __double2float_rn(mount_row(r6, r7, r8, t2, px, py, pz));
 	}
 	double c = (double)cell;
 	double u = __ddiv_rn(__dsub_rn(x, (double)minX), c);

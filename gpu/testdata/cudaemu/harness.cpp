@@ -5,7 +5,8 @@
 #include <cstdlib>
 // Mirrors gpu/voxelgpu.go's runOnThread, launch by launch, on the emulator.
 // Usage: harness IN.bin OUT.bin LEAF [MIN_POINTS [BEV_CELL [reverse]]];
-// writes OUT.bin (voxels, KITTI layout) and OUT.bin.bev (3x128x128 float32,
+// writes OUT.bin (voxels, KITTI layout), OUT.bin.top (their tops, float32,
+// identity mount) and OUT.bin.bev (3x128x128 float32,
 // cell BEV_CELL m (0.2), min x 0, ground z -1, max height 3). "reverse"
 // hands zh_bev_finish each cell's list in descending voxel order, the worst
 // order zh_bev_fill may leave, and prints the longest list.
@@ -57,21 +58,23 @@ int main(int argc, char** argv) {
 	}
 	std::vector<u32> flags(n), starts(n), keep(n); std::vector<float4> vox(n), outD(n), outH(n);
 	u32 *F = flags.data(), *S = starts.data(), *K = keep.data(); float4 *V = vox.data(), *OD = outD.data(), *OH = outH.data();
+	std::vector<float> top(n), topD(n), topH(n); float *T = top.data(), *TD = topD.data(), *TH = topH.data();
 	u32 mb = blocks(m, 256);
 	launch(mb, 256, [=] { zh_heads(src, m, F); });
 	scan(F, F, m, st + ST_SEGMENTS);
 	launch(mb, 256, [=] { zh_starts(src, F, m, S); });
-	launch(mb, 256, [=] { zh_reduce(PC, srcI, S, st, m, minPoints, V, K); });
+	launch(mb, 256, [=] { zh_reduce(PC, srcI, S, st, m, minPoints, 0.0, 0.0, 1.0, 0.0, V, T, K); });
 	scan(K, F, m, st + ST_VOXELS);
-	launch(mb, 256, [=] { zh_compact(V, K, F, m, OD, OH); });
+	launch(mb, 256, [=] { zh_compact(V, T, K, F, m, OD, OH, TD, TH); });
 	fprintf(stderr, "segments %u voxels %u miss %u\n", st[ST_SEGMENTS], st[ST_VOXELS], st[ST_MISS]);
 	FILE* fo = fopen(argv[2], "wb"); fwrite(OH, 16, st[ST_VOXELS], fo); fclose(fo);
+	FILE* ft = fopen((std::string(argv[2]) + ".top").c_str(), "wb"); fwrite(TH, 4, st[ST_VOXELS], ft); fclose(ft);
 	u32 Hh = 128, W = 128, cells = Hh * W;
 	std::vector<u32> cnt(cells), off(cells), cur(cells), hb(cells), lst(n); std::vector<int> cellOf(n); std::vector<float> bev(3 * cells, -7.0f);
 	u32 *C = cnt.data(), *O = off.data(), *CU = cur.data(), *HB = hb.data(), *L = lst.data(); int* CO = cellOf.data(); float* B = bev.data();
 	u32 cb = blocks(cells, 256);
 	launch(cb, 256, [=] { zh_bev_clear(C, CU, HB, cells); });
-	launch(mb, 256, [=] { zh_bev_cells(OD, st, m, Hh, W, bevCell, 0.0f, -1.0f, 3.0f, 0u, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, CO, C, HB); });
+	launch(mb, 256, [=] { zh_bev_cells(OD, TD, st, m, Hh, W, bevCell, 0.0f, -1.0f, 3.0f, 0u, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, CO, C, HB); });
 	scan(C, O, cells, st + ST_BEVTOTAL);
 	launch(mb, 256, [=] { zh_bev_fill(CO, O, st, m, CU, L); });
 	if (reverse) {

@@ -24,6 +24,7 @@ inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c,
 inline void __syncthreads() { g_bar->arrive_and_wait(); }
 inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
+inline double __longlong_as_double(long long v) { double d; memcpy(&d, &v, 8); return d; }
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
 inline double __dadd_rn(double a, double b) { return a + b; }
