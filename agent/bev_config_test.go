@@ -470,3 +470,64 @@ func TestMaxObstacleHeightTopsTheCrop(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxObstacleHeightIsExactUnderATiltedLiDAR: with a LiDAR that
+// pitches or rolls, the crop box can only bound the tilted ceiling, so
+// the filter gets a per-point ceiling at the robot's height above the
+// ground, in the robot frame; a level or only yawed LiDAR's box top is
+// the ceiling itself and needs none. The filter then keeps a point just
+// under the ceiling far ahead and drops one just above it.
+func TestMaxObstacleHeightIsExactUnderATiltedLiDAR(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		mount   voxel.Mount
+		perPnt  bool
+		farX    float64
+		ceiling float32
+	}{
+		{"level", voxel.Mount{}, false, 20, 1.2},
+		{"yawed", voxel.Mount{Yaw: 0.4}, false, 20, 1.2},
+		{"pitched down 10°", voxel.Mount{Pitch: 10 * math.Pi / 180}, true, 20, 1.2},
+		{"rolled 5°", voxel.Mount{X: 0.3, Roll: 5 * math.Pi / 180}, true, 20, 1.2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bev, err := bevConfig(infer.ReferenceConfig(), lidarPose{height: 0.5, mount: tc.mount})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fcfg, err := filterConfig(NodeConfig{Leaf: 0.2, MaxObstacleHeight: tc.ceiling}, bev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (fcfg.Ceiling != nil) != tc.perPnt {
+				t.Fatalf("per-point ceiling %v, want one: %t", fcfg.Ceiling, tc.perPnt)
+			}
+			if fcfg.Ceiling != nil && math.Abs(float64(*fcfg.Ceiling-(bev.GroundZ+tc.ceiling))) > 1e-6 {
+				t.Fatalf("ceiling at z %v, want the ground's %v plus %v", *fcfg.Ceiling, bev.GroundZ, tc.ceiling)
+			}
+			// Two points ahead within the raster's window, 5 cm under
+			// and over the ceiling in the robot frame, in the clouds'
+			// frame.
+			tf := tc.mount.Transform()
+			var cloud []byte
+			for _, dz := range []float64{-0.05, 0.05} {
+				x, y, z := tf.ApplyInverse(tc.farX, 1, float64(bev.GroundZ+tc.ceiling)+dz)
+				for _, v := range []float32{float32(x), float32(y), float32(z), 1} {
+					cloud = binary.LittleEndian.AppendUint32(cloud, math.Float32bits(v))
+				}
+			}
+			f, err := voxel.NewFilter(fcfg, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			out := voxel.NewPoints(2)
+			if err := f.Run(voxel.XYZI(cloud, 2), out); err != nil {
+				t.Fatal(err)
+			}
+			if len(out.Top) != 1 || math.Abs(float64(out.Top[0]-(bev.GroundZ+tc.ceiling-0.05))) > 1e-5 {
+				t.Fatalf("kept tops %v, want only the point under the ceiling, at %v", out.Top, bev.GroundZ+tc.ceiling-0.05)
+			}
+		})
+	}
+}

@@ -305,12 +305,8 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 		return err
 	}
 	if cfg.MaxObstacleHeight > 0 {
-		if _, exact := bev.CropUnder(fcfg.Leaf, cfg.MaxObstacleHeight); exact {
-			log.Info("points higher than the robot are left out (a ceiling, an overhang it passes under)", zap.Float32("max_obstacle_height_m", cfg.MaxObstacleHeight))
-		} else {
-			log.Warn("points higher than the robot are left out only roughly: the LiDAR's mount rolls or pitches, so the cut follows the tilted raster's bounding box and keeps some points above --max-obstacle-height, more the farther they are",
-				zap.Float32("max_obstacle_height_m", cfg.MaxObstacleHeight), zap.Float64("roll_deg", bc.Mount.Roll*180/math.Pi), zap.Float64("pitch_deg", bc.Mount.Pitch*180/math.Pi))
-		}
+		log.Info("points higher than the robot are left out (a ceiling, an overhang it passes under)", zap.Float32("max_obstacle_height_m", cfg.MaxObstacleHeight),
+			zap.Bool("per_point", fcfg.Ceiling != nil))
 	}
 	filter, err := voxel.NewFilter(fcfg, cfg.MaxPoints)
 	if err != nil {
@@ -903,10 +899,20 @@ func filterConfig(cfg NodeConfig, bevCfg voxel.BEVConfig) (voxel.Config, error) 
 	}
 	leaf := [3]float32{cfg.Leaf, cfg.Leaf, cfg.Leaf}
 	crop := bev.CropFor(leaf)
+	var ceiling *float32
 	if cfg.MaxObstacleHeight > 0 {
-		crop, _ = bev.CropUnder(leaf, cfg.MaxObstacleHeight)
+		var exact bool
+		crop, exact = bev.CropUnder(leaf, cfg.MaxObstacleHeight)
+		if !exact {
+			// A mount that rolls or pitches tilts the ceiling in the
+			// clouds' frame, where the box can only bound it: the
+			// filter tests each point's robot-frame z instead. A level
+			// mount's box top is the ceiling itself, at no cost per point.
+			c := bevCfg.GroundZ + cfg.MaxObstacleHeight
+			ceiling = &c
+		}
 	}
-	return voxel.Config{Leaf: leaf, MinPoints: cfg.MinPoints, Crop: &crop, Mount: bevCfg.Mount}, nil
+	return voxel.Config{Leaf: leaf, MinPoints: cfg.MinPoints, Crop: &crop, Mount: bevCfg.Mount, Ceiling: ceiling}, nil
 }
 
 // modelConfig is the model config the agent runs: --model-config's, else

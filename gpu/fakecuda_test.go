@@ -147,6 +147,7 @@ func (f fakeFixture) closeAndCheckLeaks(t *testing.T) {
 func TestFakeCUDAVoxelFilterMatchesCPU(t *testing.T) {
 	tiltedKITTI := voxel.Mount{X: 0.45, Y: -0.12, Roll: 0.026, Pitch: 0.14, Yaw: 0.21}
 	upsideDown := voxel.Mount{Z: 1, Roll: math.Pi, Yaw: -0.3}
+	ceiling := float32(0.3)
 	f := openFakeCUDA(t)
 	kitti, err := os.ReadFile("../voxel/testdata/scan_small.bin")
 	if err != nil {
@@ -171,6 +172,10 @@ func TestFakeCUDAVoxelFilterMatchesCPU(t *testing.T) {
 		// zh_bev_cells moves each voxel into the robot frame, as voxel.BEV.place;
 		// zh_reduce measures its top there.
 		{"KITTI scan, LiDAR tilted, offset and turned", kitti, 16, voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}, Mount: tiltedKITTI},
+			voxel.BEVConfig{GroundZ: -1.73, Mount: tiltedKITTI}},
+		// zh_bounds and zh_keys drop points above the ceiling, as voxel.Filter.
+		{"KITTI scan, LiDAR tilted, ceiling 0.3 m above the sensor, crop", kitti, 16,
+			voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}, Mount: tiltedKITTI, Ceiling: &ceiling, Crop: crop},
 			voxel.BEVConfig{GroundZ: -1.73, Mount: tiltedKITTI}},
 		{"ring scan with NaN/Inf, upside down, window behind, shuffled fields", ring(8, 600), 32, voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}, Mount: upsideDown},
 			voxel.BEVConfig{MinX: -6.4, Mount: upsideDown}},

@@ -93,10 +93,11 @@ func packedVoxelKernels() map[voxelKernel][]argKind {
 	c := cloudArgs{pts: 1, n: 2, step: 16, ox: 0, oy: 4, oz: 8, oi: 12}
 	crop := cropArgs{crop: 1, min: [3]float32{-1, -2, -3}, max: [3]float32{1, 2, 3}}
 	g := voxelGrid{min: [3]int64{-5, -6, -7}, dim: [3]uint64{10, 11, 12}}
+	ceil := ceilingArgsOf(voxel.Config{Mount: voxel.Mount{Pitch: 0.1}, Ceiling: new(float32)})
 	b := bevArgsOf(voxel.BEVConfig{H: 128, W: 128, Cell: 0.2, MaxHeight: 3, Mount: voxel.Mount{Pitch: 0.1}})
 	return map[voxelKernel][]argKind{
-		kBounds:       slices.Clone(packBounds(&l, c, crop, 3).Kinds()),
-		kKeys:         slices.Clone(packKeys(&l, c, crop, [3]float32{5, 5, 5}, g, 4, 5, 3).Kinds()),
+		kBounds:       slices.Clone(packBounds(&l, c, crop, ceil, 3).Kinds()),
+		kKeys:         slices.Clone(packKeys(&l, c, crop, ceil, [3]float32{5, 5, 5}, g, 4, 5, 3).Kinds()),
 		kRadixHist:    slices.Clone(packRadixHist(&l, 4, 2, 8, true, 5).Kinds()),
 		kRadixScatter: slices.Clone(packRadixScatter(&l, 4, 5, 2, 8, false, 6, 7, 8).Kinds()),
 		kScanTiles:    slices.Clone(packScanTiles(&l, 4, 4, 9, 5).Kinds()),

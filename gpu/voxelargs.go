@@ -45,7 +45,7 @@ func (k argKind) String() string {
 	return fmt.Sprintf("argKind(%d)", uint8(k))
 }
 
-// maxKernelArgs bounds every voxel kernel's parameter count (zh_keys has 26).
+// maxKernelArgs bounds every voxel kernel's parameter count (zh_keys has 31).
 const maxKernelArgs = 32
 
 // argList is a fixed-size record of one launch's arguments; it never
@@ -122,14 +122,33 @@ func (l *argList) cropBox(c cropArgs) *argList {
 	return l.u32(c.crop).f32(c.min[0]).f32(c.min[1]).f32(c.min[2]).f32(c.max[0]).f32(c.max[1]).f32(c.max[2])
 }
 
-// Pack functions, one per kernel, in the order of kernels/voxel.cu.
-
-func packBounds(l *argList, c cloudArgs, crop cropArgs, state DevicePtr) *argList {
-	return l.reset().cloud(c).cropBox(crop).ptr(state)
+// ceilingArgs is voxel.Config's Ceiling as the kernels test it: the
+// mount's up row and the ceiling, +Inf when there is none.
+type ceilingArgs struct {
+	up      upRow
+	ceiling float64
 }
 
-func packKeys(l *argList, c cloudArgs, crop cropArgs, inv [3]float32, g voxelGrid, keys, points, state DevicePtr) *argList {
-	l.reset().cloud(c).cropBox(crop).f32(inv[0]).f32(inv[1]).f32(inv[2])
+func ceilingArgsOf(c voxel.Config) ceilingArgs {
+	a := ceilingArgs{up: upRowOf(c.Mount), ceiling: math.Inf(1)}
+	if c.Ceiling != nil {
+		a.ceiling = float64(*c.Ceiling)
+	}
+	return a
+}
+
+func (l *argList) ceilingOf(c ceilingArgs) *argList {
+	return l.f64(c.up[0]).f64(c.up[1]).f64(c.up[2]).f64(c.up[3]).f64(c.ceiling)
+}
+
+// Pack functions, one per kernel, in the order of kernels/voxel.cu.
+
+func packBounds(l *argList, c cloudArgs, crop cropArgs, ceil ceilingArgs, state DevicePtr) *argList {
+	return l.reset().cloud(c).cropBox(crop).ceilingOf(ceil).ptr(state)
+}
+
+func packKeys(l *argList, c cloudArgs, crop cropArgs, ceil ceilingArgs, inv [3]float32, g voxelGrid, keys, points, state DevicePtr) *argList {
+	l.reset().cloud(c).cropBox(crop).ceilingOf(ceil).f32(inv[0]).f32(inv[1]).f32(inv[2])
 	l.i64(g.min[0]).i64(g.min[1]).i64(g.min[2]).u64(g.dim[0]).u64(g.dim[1]).u64(g.dim[2])
 	return l.ptr(keys).ptr(points).ptr(state)
 }

@@ -114,6 +114,7 @@ type VoxelFilter struct {
 	inv    [3]float32
 	up     upRow // cfg.Mount's: zh_reduce measures each voxel's top with it
 	crop   cropArgs
+	ceil   ceilingArgs
 	opt    VoxelOptions
 	target string // compileTarget's choice
 
@@ -208,7 +209,7 @@ func NewVoxelFilter(c *Context, nv *NVRTC, cfg voxel.Config, opt VoxelOptions) (
 	if caps.ComputeMajor < 7 {
 		return nil, fmt.Errorf("gpu voxel filter: %s is %s; the kernels need sm_70 or newer (__match_any_sync): %w", caps.Name, caps.Arch(), ErrNotSupported)
 	}
-	f := &VoxelFilter{c: c, cfg: cfg, bevCfg: bev.Config(), opt: opt, up: upRowOf(cfg.Mount)}
+	f := &VoxelFilter{c: c, cfg: cfg, bevCfg: bev.Config(), opt: opt, up: upRowOf(cfg.Mount), ceil: ceilingArgsOf(cfg)}
 	for a := range 3 {
 		f.inv[a] = 1 / cfg.Leaf[a]
 	}
@@ -604,7 +605,7 @@ func (f *VoxelFilter) runOnThread() error {
 	if err := f.copyIn(f.state, f.hostInit); err != nil {
 		return err
 	}
-	if err := f.launch(kBounds, min(blocks(n, pointThreads), boundsBlocks), pointThreads, packBounds(l, ca, f.crop, f.state)); err != nil {
+	if err := f.launch(kBounds, min(blocks(n, pointThreads), boundsBlocks), pointThreads, packBounds(l, ca, f.crop, f.ceil, f.state)); err != nil {
 		return err
 	}
 	if err := f.readState(); err != nil {
@@ -626,7 +627,7 @@ func (f *VoxelFilter) runOnThread() error {
 	}
 
 	// 2. Keys, then a stable LSD radix sort; pass 0 compacts.
-	if err := f.launch(kKeys, blocks(n, pointThreads), pointThreads, packKeys(l, ca, f.crop, f.inv, g, f.keys0, f.points, f.state)); err != nil {
+	if err := f.launch(kKeys, blocks(n, pointThreads), pointThreads, packKeys(l, ca, f.crop, f.ceil, f.inv, g, f.keys0, f.points, f.state)); err != nil {
 		return err
 	}
 	src, srcIdx, dst, dstIdx := f.keys0, DevicePtr(0), f.keyA, f.idxA

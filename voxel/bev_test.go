@@ -451,28 +451,43 @@ func TestCropUnderLeavesTheCeilingOut(t *testing.T) {
 			if exact != tc.exact {
 				t.Fatalf("exact %t, want %t", exact, tc.exact)
 			}
-			highest := func(crop *Box) float32 {
-				out := filterMounted(t, pts, 0.1, crop, tc.bev.Mount)
+			// highest returns the highest cell off the box's (its cell
+			// and those next to it, where a tilted voxel's centroid may
+			// fall) and the box's height there.
+			highest := func(crop *Box, ceiling *float32) (off, boxH float32) {
+				out := filterConfigured(t, pts, Config{Leaf: cube(0.1), Crop: crop, Mount: tc.bev.Mount, Ceiling: ceiling})
 				dst := make([]float32, b.Len())
 				if err := b.Fill(out, dst); err != nil {
 					t.Fatal(err)
 				}
 				plane := b.cfg.H * b.cfg.W
-				var hi float32
 				row, col, _ := b.Cell(3, 0)
 				for k, h := range dst[ChannelHeight*plane : (ChannelHeight+1)*plane] {
-					if k != row*b.cfg.W+col {
-						hi = max(hi, h)
+					if dr, dc := k/b.cfg.W-row, k%b.cfg.W-col; dr < -1 || dr > 1 || dc < -1 || dc > 1 {
+						off = max(off, h)
+					} else {
+						boxH = max(boxH, h)
 					}
 				}
-				return hi
+				return off, boxH
 			}
 			whole := b.CropFor(cube(0.1))
-			if h := highest(&whole); h < 2.4 {
+			if h, _ := highest(&whole, nil); h < 2.4 {
 				t.Fatalf("without a ceiling cut the highest cell is %v m, want the ceiling's 2.5 m: the test sees no ceiling", h)
 			}
-			if h := highest(&box); tc.exact && h > 0.1 {
+			h, _ := highest(&box, nil)
+			if tc.exact && h > 0.1 {
 				t.Errorf("cut at 2 m, a cell off the box stands %v m high: the ceiling is still in", h)
+			}
+			if !tc.exact && h < 2.4 {
+				t.Errorf("the tilted box alone cut the ceiling (highest cell %v m): this case does not show what Config.Ceiling is for", h)
+			}
+			// Config.Ceiling cuts at 2 m in the robot frame, tilted or
+			// not, and leaves the box whole (its top point is 0.45 m up:
+			// ten float32 steps of 0.05 overshoot 0.5).
+			ceiling := tc.bev.GroundZ + 2
+			if h, boxH := highest(&box, &ceiling); h > 0.1 || math.Abs(float64(boxH)-0.45) > 0.01 {
+				t.Errorf("with a ceiling at 2 m, a cell off the box stands %v m high and the box %v m (want 0.45)", h, boxH)
 			}
 		})
 	}

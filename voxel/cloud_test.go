@@ -91,6 +91,9 @@ func TestConfigErrors(t *testing.T) {
 		{"negative workers", Config{Leaf: cube(1), Workers: -2}, 10, "workers -2"},
 		{"too many workers", Config{Leaf: cube(1), Workers: 65}, 10, "workers 65 exceeds 64"},
 		{"no points", Config{Leaf: cube(1)}, 0, "max points 0 out of range"},
+		{"NaN ceiling", Config{Leaf: cube(1), Ceiling: &nan}, 10, "ceiling NaN m must be finite"},
+		{"infinite ceiling", Config{Leaf: cube(1), Ceiling: &inf}, 10, "ceiling +Inf m must be finite"},
+		{"NaN mount", Config{Leaf: cube(1), Mount: Mount{Pitch: math.NaN()}}, 10, "mount pitch NaN is not finite"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

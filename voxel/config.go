@@ -36,6 +36,12 @@ type Config struct {
 	// tops in the clouds' own frame. Voxels and centroids stay in the
 	// clouds' frame whatever it is.
 	Mount Mount
+	// Ceiling, when non-nil, drops every point whose robot-frame z (the
+	// same z a top is measured with) is above it, before voxelising:
+	// exactly, however Mount tilts the clouds, where a crop box in the
+	// clouds' frame can only bound a tilted ceiling. The value is copied
+	// by NewFilter and must be finite.
+	Ceiling *float32
 }
 
 // ErrGridTooLarge is wrapped by the error Run returns when the voxel grid
@@ -79,6 +85,13 @@ func (c Config) resolved() (Config, error) {
 	}
 	if err := c.Mount.check(); err != nil {
 		return c, fmt.Errorf("voxel config: %w", err)
+	}
+	if c.Ceiling != nil {
+		v := *c.Ceiling
+		if !finite32(v) {
+			return c, fmt.Errorf("voxel config: ceiling %g m must be finite", v)
+		}
+		c.Ceiling = &v
 	}
 	procs := runtime.GOMAXPROCS(0)
 	switch {

@@ -16,6 +16,8 @@ type Filter struct {
 	maxPoints int
 	inv       [3]float32 // float32(1/leaf), as PCL's inverse_leaf_size_
 	up        [4]float64 // the mount's z row and z translation: a point's height in the robot frame
+	ceil      bool       // Config.Ceiling is set
+	ceiling   float64    // *Config.Ceiling
 	crop      bool
 	cropMin   [3]float32
 	cropMax   [3]float32
@@ -124,6 +126,9 @@ func NewFilter(cfg Config, maxPoints int) (*Filter, error) {
 		f.inv[a] = 1 / cfg.Leaf[a]
 		f.cropMin[a] = float32(math.Inf(-1))
 		f.cropMax[a] = float32(math.Inf(1))
+	}
+	if cfg.Ceiling != nil {
+		f.ceil, f.ceiling = true, float64(*cfg.Ceiling)
 	}
 	if cfg.Crop != nil {
 		f.crop = true

@@ -156,6 +156,8 @@ func requireSamePoints(t *testing.T, got, want []Point) {
 	}
 }
 
+func ptr[T any](v T) *T { return &v }
+
 // requireSameTops checks out's tops bit for bit and their mount.
 func requireSameTops(t *testing.T, out *Points, want []float32, mount Mount) {
 	t.Helper()
@@ -215,6 +217,12 @@ func filterCases() []struct {
 		{name: "strided layout without intensity", cloud: strided(kittiCloud(uniform), 24, 8, 0, 16, -1), cfg: Config{Leaf: cube(0.5)}},
 		{name: "PointCloud2-style padded layout", cloud: strided(scanCloud, 32, 0, 4, 8, 16), cfg: Config{Leaf: cube(0.2)}},
 		{name: "ring scan, tops under a tilted mount", cloud: scanCloud, cfg: Config{Leaf: cube(0.2), Mount: tiltedMount}},
+		{name: "ring scan, ceiling under a tilted mount, crop box", cloud: scanCloud,
+			cfg: Config{Leaf: cube(0.2), Mount: tiltedMount, Ceiling: ptr(float32(0.3)), Crop: &Box{Min: [3]float32{-30, -15, -3}, Max: [3]float32{40, 15, 2}}}},
+		{name: "uniform cloud, ceiling in the clouds' frame, min points", cloud: kittiCloud(withNonFinite(uniform, 5)),
+			cfg: Config{Leaf: cube(0.5), MinPoints: 2, Ceiling: ptr(float32(-2.5))}},
+		{name: "uniform cloud, ceiling above everything", cloud: kittiCloud(uniform), cfg: Config{Leaf: cube(0.5), Ceiling: ptr(float32(11))}},
+		{name: "uniform cloud, ceiling below everything", cloud: kittiCloud(uniform), cfg: Config{Leaf: cube(0.5), Ceiling: ptr(float32(-11))}},
 		{name: "uniform cloud, tops under an upside-down mount, min points", cloud: kittiCloud(uniform),
 			cfg: Config{Leaf: cube(1), MinPoints: 3, Mount: Mount{Z: 2, Roll: math.Pi, Yaw: 0.3}}},
 	}

@@ -9,15 +9,27 @@ import (
 // state, its own histogram row, and element or output ranges that no other
 // chunk of the phase writes.
 
-// accept reports whether a point is finite and inside the crop box. v-v is
-// NaN exactly when v is NaN or ±Inf, and a sum with a NaN is NaN: one test
-// covers all four fields.
+// accept reports whether a point is finite, inside the crop box and not
+// above the ceiling. v-v is NaN exactly when v is NaN or ±Inf, and a sum
+// with a NaN is NaN: one test covers all four fields.
 func (f *Filter) accept(x, y, z, in float32) bool {
 	if (x-x)+(y-y)+(z-z)+(in-in) != 0 {
 		return false
 	}
-	return !f.crop || f.inCrop(x, y, z)
+	return (!f.crop || f.inCrop(x, y, z)) && (!f.ceil || f.under(x, y, z))
 }
+
+// height is the point's z in the robot frame of Config.Mount, as
+// Transform.Apply computes it (the GPU kernels' mount_row does the same
+// operations): the conversions round each product and sum on its own, so
+// that no multiply-add is fused (arm64 would).
+func (f *Filter) height(x, y, z float32) float64 {
+	return float64(float64(float64(f.up[0]*float64(x))+float64(f.up[1]*float64(y)))+float64(f.up[2]*float64(z))) + f.up[3]
+}
+
+// under reports whether the point is not above Config.Ceiling; false for
+// NaN.
+func (f *Filter) under(x, y, z float32) bool { return f.height(x, y, z) <= f.ceiling }
 
 // inCrop reports whether the point is inside the crop box; false for NaN.
 func (f *Filter) inCrop(x, y, z float32) bool {
@@ -85,7 +97,7 @@ func (f *Filter) keysChunk(c int) {
 	inv0, inv1, inv2 := f.inv[0], f.inv[1], f.inv[2]
 	min0, min1, min2 := j.grid.min[0], j.grid.min[1], j.grid.min[2]
 	dim0, dim1, dim2 := j.grid.dim[0], j.grid.dim[1], j.grid.dim[2]
-	mask, packed, idxBits, crop := j.digitMask&(radixSize-1), j.packed, j.idxBits, f.crop
+	mask, packed, idxBits, crop, ceil := j.digitMask&(radixSize-1), j.packed, j.idxBits, f.crop, f.ceil
 	accepted, miss := 0, false
 	var blk pointBlock
 	for lo, hi := cs.lo, cs.hi; lo < hi && !miss; lo += blockSize {
@@ -94,7 +106,7 @@ func (f *Filter) keysChunk(c int) {
 		out := keys[lo-cs.lo:][:len(pts)]
 		for k := range pts {
 			x, y, z, in := pts[k][0], pts[k][1], pts[k][2], pts[k][3]
-			if absBits(in) >= infBits || (crop && !f.inCrop(x, y, z)) {
+			if absBits(in) >= infBits || (crop && !f.inCrop(x, y, z)) || (ceil && !f.under(x, y, z)) {
 				out[k] = rejected
 				continue
 			}
@@ -312,8 +324,7 @@ func (f *Filter) reduceChunk(c int) {
 			sy += float64(y)
 			sz += float64(z)
 			si += float64(in)
-			// The conversions round each product and sum on its own, as
-			// Transform.Apply: no fused multiply-add (arm64 would). The
+			// height, written out (the call is not inlined here). The
 			// builtin max has no branch to mispredict (a branch here cost
 			// 16 % of BenchmarkFilter, max 3 %).
 			top = max(top, float64(float64(float64(u0*float64(x))+float64(u1*float64(y)))+float64(u2*float64(z)))+ut)

@@ -112,7 +112,13 @@ func filterAt(t testing.TB, pts [][4]float32, leaf float32, crop *Box) *Points {
 // filterMounted is filterAt with tops measured in the robot frame of mount.
 func filterMounted(t testing.TB, pts [][4]float32, leaf float32, crop *Box, mount Mount) *Points {
 	t.Helper()
-	f, err := NewFilter(Config{Leaf: cube(leaf), Crop: crop, Mount: mount}, len(pts))
+	return filterConfigured(t, pts, Config{Leaf: cube(leaf), Crop: crop, Mount: mount})
+}
+
+// filterConfigured runs a filter of cfg over pts.
+func filterConfigured(t testing.TB, pts [][4]float32, cfg Config) *Points {
+	t.Helper()
+	f, err := NewFilter(cfg, len(pts))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,6 +42,9 @@ func referenceFilterTops(in Cloud, cfg Config) ([]Point, []float32) {
 		if !finite(v[0]) || !finite(v[1]) || !finite(v[2]) || !finite(v[3]) {
 			continue
 		}
+		if _, _, h := tf.Apply(float64(v[0]), float64(v[1]), float64(v[2])); cfg.Ceiling != nil && !(h <= float64(*cfg.Ceiling)) {
+			continue
+		}
 		if b := cfg.Crop; b != nil {
 			if v[0] < b.Min[0] || v[0] > b.Max[0] || v[1] < b.Min[1] || v[1] > b.Max[1] || v[2] < b.Min[2] || v[2] > b.Max[2] {
 				continue

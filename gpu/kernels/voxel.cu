@@ -74,14 +74,26 @@ __device__ __forceinline__ void load_point(const unsigned char* pts, u32 i, u32 
 	*in = oi < 0 ? 0.0f : load_f32(p + oi);
 }
 
+// mount_row is one row of voxel.Transform.Apply: ((r0·x + r1·y) + r2·z) + t,
+// each product and sum rounded on its own, in that order.
+__device__ __forceinline__ double mount_row(double r0, double r1, double r2, double t, double x, double y, double z) {
+	return __dadd_rn(__dadd_rn(__dadd_rn(__dmul_rn(r0, x), __dmul_rn(r1, y)), __dmul_rn(r2, z)), t);
+}
+
 // accept mirrors Filter.accept: all four fields finite, inside the inclusive
-// crop box when there is one.
+// crop box when there is one, and the robot-frame z (the mount's z row
+// u0..u2 and translation ut) not above ceiling (+Inf when there is none:
+// a finite point's z always is).
 __device__ __forceinline__ bool accept(float x, float y, float z, float in, u32 crop,
-		float cx0, float cy0, float cz0, float cx1, float cy1, float cz1) {
+		float cx0, float cy0, float cz0, float cx1, float cy1, float cz1,
+		double u0, double u1, double u2, double ut, double ceiling) {
 	if (!(finite32(x) && finite32(y) && finite32(z) && finite32(in))) {
 		return false;
 	}
-	return !crop || (x >= cx0 && x <= cx1 && y >= cy0 && y <= cy1 && z >= cz0 && z <= cz1);
+	if (crop && !(x >= cx0 && x <= cx1 && y >= cy0 && y <= cy1 && z >= cz0 && z <= cz1)) {
+		return false;
+	}
+	return mount_row(u0, u1, u2, ut, (double)x, (double)y, (double)z) <= ceiling;
 }
 
 // Ordered bits: unsigned order of ordered(f) is the float order of f, with
@@ -93,7 +105,8 @@ __device__ __forceinline__ u32 ordered(float f) {
 
 extern "C" __global__ void zh_bounds(const unsigned char* pts, u32 n, u32 step,
 		int ox, int oy, int oz, int oi, u32 crop,
-		float cx0, float cy0, float cz0, float cx1, float cy1, float cz1, u32* state) {
+		float cx0, float cy0, float cz0, float cx1, float cy1, float cz1,
+		double u0, double u1, double u2, double ut, double ceiling, u32* state) {
 	__shared__ u32 smin[3], smax[3], scount;
 	if (threadIdx.x < 3) {
 		smin[threadIdx.x] = 0xFFFFFFFFu;
@@ -109,7 +122,7 @@ extern "C" __global__ void zh_bounds(const unsigned char* pts, u32 n, u32 step,
 	for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
 		float x, y, z, in;
 		load_point(pts, i, step, ox, oy, oz, oi, &x, &y, &z, &in);
-		if (!accept(x, y, z, in, crop, cx0, cy0, cz0, cx1, cy1, cz1)) {
+		if (!accept(x, y, z, in, crop, cx0, cy0, cz0, cx1, cy1, cz1, u0, u1, u2, ut, ceiling)) {
 			continue;
 		}
 		u32 o[3] = {ordered(x), ordered(y), ordered(z)};
@@ -144,6 +157,7 @@ extern "C" __global__ void zh_bounds(const unsigned char* pts, u32 n, u32 step,
 extern "C" __global__ void zh_keys(const unsigned char* pts, u32 n, u32 step,
 		int ox, int oy, int oz, int oi, u32 crop,
 		float cx0, float cy0, float cz0, float cx1, float cy1, float cz1,
+		double u0, double u1, double u2, double ut, double ceiling,
 		float inv0, float inv1, float inv2, i64 min0, i64 min1, i64 min2,
 		u64 dim0, u64 dim1, u64 dim2, u64* keys, float4* points, u32* state) {
 	u32 i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -152,7 +166,7 @@ extern "C" __global__ void zh_keys(const unsigned char* pts, u32 n, u32 step,
 	}
 	float x, y, z, in;
 	load_point(pts, i, step, ox, oy, oz, oi, &x, &y, &z, &in);
-	if (!accept(x, y, z, in, crop, cx0, cy0, cz0, cx1, cy1, cz1)) {
+	if (!accept(x, y, z, in, crop, cx0, cy0, cz0, cx1, cy1, cz1, u0, u1, u2, ut, ceiling)) {
 		keys[i] = INVALID_KEY;
 		return;
 	}
@@ -336,12 +350,6 @@ extern "C" __global__ void zh_starts(const u64* keys, const u32* segId, u32 m, u
 	if (i < m && (i == 0 || keys[i] != keys[i - 1])) {
 		starts[segId[i]] = i;
 	}
-}
-
-// mount_row is one row of voxel.Transform.Apply: ((r0·x + r1·y) + r2·z) + t,
-// each product and sum rounded on its own, in that order.
-__device__ __forceinline__ double mount_row(double r0, double r1, double r2, double t, double x, double y, double z) {
-	return __dadd_rn(__dadd_rn(__dadd_rn(__dmul_rn(r0, x), __dmul_rn(r1, y)), __dmul_rn(r2, z)), t);
 }
 
 // zh_reduce: one thread per voxel sums its points in input order in

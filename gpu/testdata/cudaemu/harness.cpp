@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
 	u32 n = sz / 16;
 	std::vector<u32> state(16, 0); state[0] = state[1] = state[2] = 0xFFFFFFFFu;
 	u32* st = state.data(); const unsigned char* P = pts.data();
-	launch(std::min(blocks(n, 256), 1024u), 256, [=] { zh_bounds(P, n, 16, 0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, st); });
+	launch(std::min(blocks(n, 256), 1024u), 256, [=] { zh_bounds(P, n, 16, 0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0.0, 0.0, 1.0, 0.0, HUGE_VAL, st); });
 	u32 m = st[ST_ACCEPTED];
 	float inv = 1.0f / leaf;
 	i64 mn[3]; u64 dim[3];
@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
 	std::vector<float4> pcopy(n); float4* PC = pcopy.data();
 	std::vector<u64> keys0(n), keyA(n), keyB(n); std::vector<u32> idxA(n), idxB(n), hist(256 * blocks(n, SORT_TILE) + 1);
 	u64 *k0 = keys0.data(), *kA = keyA.data(), *kB = keyB.data(); u32 *iA = idxA.data(), *iB = idxB.data(), *H = hist.data();
-	launch(blocks(n, 256), 256, [=] { zh_keys(P, n, 16, 0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, inv, inv, inv, mn[0], mn[1], mn[2], dim[0], dim[1], dim[2], k0, PC, st); });
+	launch(blocks(n, 256), 256, [=] { zh_keys(P, n, 16, 0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0.0, 0.0, 1.0, 0.0, HUGE_VAL, inv, inv, inv, mn[0], mn[1], mn[2], dim[0], dim[1], dim[2], k0, PC, st); });
 	u64 *src = k0, *dst = kA; u32 *srcI = nullptr, *dstI = iA; u32 count = n;
 	for (int p = 0; p < passes; p++) {
 		u32 first = p == 0, tiles = blocks(count, SORT_TILE), shift = 8 * p;
