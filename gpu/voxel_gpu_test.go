@@ -48,6 +48,8 @@ func (g voxelGPUFixture) ringCloud(t *testing.T, rings, columns int, seed uint64
 func TestGPUVoxelMatchesCPU(t *testing.T) {
 	g := openVoxelGPU(t)
 	crop := &voxel.Box{Min: [3]float32{-0.2, -12.8, -3}, Max: [3]float32{25.4, 12.8, 3}}
+	tilted := voxel.Mount{X: 0.45, Y: -0.12, Roll: 0.026, Pitch: 0.14, Yaw: 0.21}
+	ceiling := float32(0.3)
 	for _, sc := range []struct {
 		name           string
 		rings, columns int
@@ -60,9 +62,13 @@ func TestGPUVoxelMatchesCPU(t *testing.T) {
 		{"288k points, anisotropic leaf 0.05/0.3/0.7", 128, 2250, voxel.Config{Leaf: [3]float32{0.05, 0.3, 0.7}}, voxel.BEVConfig{}},
 		// Cells of hundreds of voxels: zh_bev_finish's heap sort.
 		{"288k points, leaf 0.05, BEV cell 1 m", 128, 2250, voxel.Config{Leaf: [3]float32{0.05, 0.05, 0.05}}, voxel.BEVConfig{Cell: 1}},
-		// The voxels moved into the robot frame in float64 (--lidar-xy, --lidar-rpy).
-		{"115k points, LiDAR tilted, offset and turned", 64, 1800, voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}},
-			voxel.BEVConfig{GroundZ: -1.73, Mount: voxel.Mount{X: 0.45, Y: -0.12, Roll: 0.026, Pitch: 0.14, Yaw: 0.21}}},
+		// The voxels moved into the robot frame in float64 (--lidar-xy, --lidar-rpy),
+		// their tops measured there.
+		{"115k points, LiDAR tilted, offset and turned", 64, 1800, voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}, Mount: tilted},
+			voxel.BEVConfig{GroundZ: -1.73, Mount: tilted}},
+		// Points above the robot-frame ceiling dropped per point (--max-obstacle-height).
+		{"115k points, LiDAR tilted, ceiling 0.3 m above the sensor", 64, 1800, voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}, Mount: tilted, Ceiling: &ceiling, Crop: crop},
+			voxel.BEVConfig{GroundZ: -1.73, Mount: tilted}},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			n := sc.rings * sc.columns
@@ -80,6 +86,7 @@ func TestGPUVoxelMatchesCPU(t *testing.T) {
 					t.Fatalf("%s input: %v", mode, err)
 				}
 				samePoints(t, mode+" input", got.P, want.P)
+				sameTops(t, mode+" input", got, want)
 				sameBEV(t, mode+" input", bev, wantBEV)
 				for range 20 {
 					if err := vf.Run(cloud, got, bev); err != nil {
@@ -88,6 +95,7 @@ func TestGPUVoxelMatchesCPU(t *testing.T) {
 					times[copyInput] = append(times[copyInput], vf.Timing().Total)
 				}
 				samePoints(t, mode+" input, run 21", got.P, want.P)
+				sameTops(t, mode+" input, run 21", got, want)
 			}
 			t.Logf("%d points → %d voxels; device time median of 40 runs: mapped %v, copied %v (copy alone %v)",
 				n, len(want.P), median(times[false]), median(times[true]), vf.Timing().Copy)
