@@ -17,6 +17,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 count="${BENCH_COUNT:-5}"
 secs="${BENCH_SECONDS:-60}"
+# Checked before the Go benchmarks spend their minutes: bench-e2e runs last
+# and needs two segments of 5 s or more per transport.
+if ! [[ "$secs" =~ ^[0-9]+$ ]] || ((secs < 10)); then
+	echo "bench: BENCH_SECONDS=$secs: want a whole number of seconds, 10 or more (bench-e2e interleaves two transports in segments of 5 s or more)" >&2
+	exit 2
+fi
 out=BENCHMARKS.md
 mkdir -p docs/bench-raw
 

@@ -89,7 +89,7 @@ Flags:
 	var long bool
 	var transports string
 	fs.IntVar(&o.seconds, "seconds", 60, "measured seconds per transport, over all its segments")
-	fs.IntVar(&o.segments, "segments", 0, fmt.Sprintf("segments per transport, each measuring at least %g s (default %d with two or more transports, then even; %d with one)", minSegment.Seconds(), defaultSegments(2), defaultSegments(1)))
+	fs.IntVar(&o.segments, "segments", 0, fmt.Sprintf("segments per transport, each measuring at least %g s; even with two or more transports (default: %d, or fewer for a short --seconds, down to 2; 1 with one transport)", minSegment.Seconds(), maxDefaultSegments))
 	fs.BoolVar(&long, "long", false, "3-minute mode (--seconds 180)")
 	fs.Float64Var(&o.rate, "rate", 30, "camera frame rate, Hz")
 	fs.StringVar(&o.bin, "bin", "bin", "directory holding the camera and agent binaries")
@@ -126,7 +126,7 @@ Flags:
 	segmentsGiven := false
 	fs.Visit(func(f *flag.Flag) { segmentsGiven = segmentsGiven || f.Name == "segments" })
 	if !segmentsGiven {
-		o.segments = defaultSegments(len(o.transports))
+		o.segments = defaultSegments(len(o.transports), o.seconds)
 	}
 	if err := checkSegments(o.seconds, o.segments, len(o.transports)); err != nil {
 		return o, err

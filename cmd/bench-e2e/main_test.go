@@ -40,7 +40,12 @@ func TestParseOptions(t *testing.T) {
 		{args: []string{"--transports", "unix,copy,unix+spin", "--segments", "5"}, err: "--segments 5: want an even number (2, 4, ...) with 3 transports"},
 		{args: []string{"--segments", "0"}, err: "--segments 0: want 1 or more"},
 		{args: []string{"--segments", "-2", "--transports", "unix"}, err: "--segments -2: want 1 or more"},
-		{args: []string{"--seconds", "5"}, err: "--seconds 5 over --segments 4 gives 1.25s per segment: want 5s or more"},
+		{args: []string{"--seconds", "5"}, err: "--seconds 5 with 2 transports: want 10 or more"},
+		{args: []string{"--seconds", "7", "--segments", "2"}, err: "--seconds 7 with 2 transports: want 10 or more"},
+		// Fewer default segments for a short run: 2 at 10 to 19 s, 4 from 20 s.
+		{args: []string{"--seconds", "10"}, seconds: 10, segments: 2, rate: 30, transports: []string{"unix", "copy"}},
+		{args: []string{"--seconds", "19"}, seconds: 19, segments: 2, rate: 30, transports: []string{"unix", "copy"}},
+		{args: []string{"--seconds", "20"}, seconds: 20, segments: 4, rate: 30, transports: []string{"unix", "copy"}},
 		{args: []string{"--seconds", "19", "--segments", "4"}, err: "--seconds 19 over --segments 4 gives 4.75s per segment"},
 		{args: []string{"--segments", "14"}, err: "--seconds 60 over --segments 14"},
 		{args: []string{"--seconds", "9", "--segments", "2", "--transports", "unix"}, err: "--seconds 9 over --segments 2 gives 4.5s"},

@@ -19,13 +19,24 @@ import (
 // segment starts its own camera and agent and leaves their warm-up out.
 const minSegment = 5 * time.Second
 
-// defaultSegments is --segments when not given: 4 per transport when
-// transports are compared (A B B A A B B A), else the whole time in one.
-func defaultSegments(transports int) int {
-	if transports >= 2 {
-		return 4
+// maxDefaultSegments is the most segments per transport --segments
+// defaults to (A B B A A B B A).
+const maxDefaultSegments = 4
+
+// defaultSegments is --segments when not given: when transports are
+// compared, the most even count up to maxDefaultSegments whose segments
+// are minSegment or longer (2 when none is: checkSegments then says what
+// --seconds needs); else the whole time in one.
+func defaultSegments(transports, seconds int) int {
+	if transports < 2 {
+		return 1
 	}
-	return 1
+	for n := maxDefaultSegments; n > 2; n -= 2 {
+		if segmentLength(seconds, n) >= minSegment {
+			return n
+		}
+	}
+	return 2
 }
 
 // segmentLength is the measured window of one segment: a transport's
@@ -45,6 +56,8 @@ func checkSegments(seconds, segments, transports int) error {
 		return fmt.Errorf("--segments %d: want 1 or more", segments)
 	case transports >= 2 && segments%2 != 0:
 		return fmt.Errorf("--segments %d: want an even number (2, 4, ...) with %d transports, so that each transport is measured as often first as last (A B B A)", segments, transports)
+	case transports >= 2 && segmentLength(seconds, 2) < minSegment:
+		return fmt.Errorf("--seconds %d with %d transports: want %g or more (at least two segments each, A B B A, of %v or more)", seconds, transports, 2*minSegment.Seconds(), minSegment)
 	}
 	if d := segmentLength(seconds, segments); d < minSegment {
 		return fmt.Errorf("--seconds %d over --segments %d gives %v per segment: want %v or more (each segment leaves its own warm-up out): raise --seconds or lower --segments", seconds, segments, d, minSegment)
