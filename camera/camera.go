@@ -160,11 +160,11 @@ func New(cfg Config) (*Camera, error) {
 		return nil, fmt.Errorf("camera: image frame id: %w", err)
 	}
 	slots := cfg.Slots
+	period := time.Duration(float64(time.Second) / cfg.Rate) // the pools' sizing frame period
+	if cfg.Schedule != nil && cfg.Schedule.Interval() > 0 {
+		period = cfg.Schedule.Interval()
+	}
 	if slots == 0 {
-		period := time.Duration(float64(time.Second) / cfg.Rate)
-		if cfg.Schedule != nil && cfg.Schedule.Interval() > 0 {
-			period = cfg.Schedule.Interval()
-		}
 		if slots, err = pinned.SlotsFor(period, cfg.ConsumerTime, cfg.Subscribers); err != nil {
 			return nil, fmt.Errorf("camera: %w", err)
 		}
@@ -208,7 +208,7 @@ func New(cfg Config) (*Camera, error) {
 	}
 	c.log.Info("camera pools ready", zap.Uint32("slots", slots),
 		zap.Uint64("points_slot_bytes", sizes[0]), zap.Uint64("image_slot_bytes", sizes[1]),
-		zap.Bool("shared", cfg.Shared), zap.Float64("rate_hz", cfg.Rate), zap.Bool("recorded_timing", cfg.Schedule != nil), zap.Bool("planar_lidar", planar))
+		zap.Bool("shared", cfg.Shared), zap.Duration("frame_period", period), zap.Bool("recorded_timing", cfg.Schedule != nil), zap.Bool("planar_lidar", planar))
 	if cfg.Shared {
 		for _, p := range c.pools {
 			if p != nil && !p.WriteSealed() {
