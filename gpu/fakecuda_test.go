@@ -866,3 +866,27 @@ func TestFakeCUDAModuleLoadCarriesTheJITLog(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestFakeCUDAVoxelFilterMountMustBeTheRasters: the raster draws the
+// filter's tops, measured with the filter's mount, so a raster of
+// another mount is refused; without a raster config the default raster
+// takes the filter's mount.
+func TestFakeCUDAVoxelFilterMountMustBeTheRasters(t *testing.T) {
+	f := openFakeCUDA(t)
+	cfg := voxel.Config{Leaf: [3]float32{0.2, 0.2, 0.2}, Mount: voxel.Mount{Z: 0.5, Pitch: 0.1}}
+	vf, err := NewVoxelFilter(f.c, f.nv, cfg, VoxelOptions{MaxPoints: 100, CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("no raster config: %v", err)
+	}
+	if got := vf.BEVConfig().Mount; got != cfg.Mount {
+		t.Errorf("default raster's mount %+v, want the filter's %+v", got, cfg.Mount)
+	}
+	vf.Close()
+	other := voxel.BEVConfig{Mount: voxel.Mount{Z: 0.5}}
+	if vf, err := NewVoxelFilter(f.c, f.nv, cfg, VoxelOptions{MaxPoints: 100, CacheDir: t.TempDir(), BEV: &other}); err == nil {
+		vf.Close()
+		t.Fatal("a raster of another mount was accepted")
+	} else if !strings.Contains(err.Error(), "differs from the BEV raster's") {
+		t.Fatalf("a raster of another mount: %v", err)
+	}
+}

@@ -86,7 +86,8 @@ type VoxelOptions struct {
 	// Run failing with ErrNotPinned. Pinned input is read in place as ever.
 	StageUnpinned bool
 	// BEV is the raster Run fills when given a destination; nil: the voxel
-	// package's defaults.
+	// package's defaults, with the filter's Config.Mount (a raster's mount
+	// must be the filter's: the heights it draws are the filter's tops).
 	BEV *voxel.BEVConfig
 	// CacheDir holds compiled cubins; "" is DefaultCubinCacheDir().
 	CacheDir string
@@ -192,7 +193,7 @@ func NewVoxelFilter(c *Context, nv *NVRTC, cfg voxel.Config, opt VoxelOptions) (
 	if opt.MaxInputBytes == 0 {
 		opt.MaxInputBytes = opt.MaxPoints * voxel.XYZIStep
 	}
-	var bevCfg voxel.BEVConfig
+	bevCfg := voxel.BEVConfig{Mount: cfg.Mount}
 	if opt.BEV != nil {
 		bevCfg = *opt.BEV
 	}

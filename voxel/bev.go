@@ -59,7 +59,9 @@ type BEVConfig struct {
 	// Mount moves each point from the clouds' frame into the robot frame
 	// before it is drawn; the zero value leaves points where they are
 	// (and costs nothing). The filter's voxels stay in the clouds' frame:
-	// only their centroids are moved.
+	// only their centroids are moved; their tops, which the height
+	// channel draws, the filter measures in the robot frame of its own
+	// Config.Mount, which must be this one (Fill refuses other tops).
 	Mount Mount
 	// MaxHeight caps the height channel, in metres above GroundZ; 0 means
 	// 3. Points above it still mark their cell occupied; to drop overhangs
