@@ -133,12 +133,42 @@ func readTimestamps(path string, frames int) (Timestamps, error) {
 	if frames > 1 && ns[frames-1] == ns[0] {
 		return fail(0, "the %d timestamps of the frames are all %q: they do not advance", frames, string(bytes.TrimSpace(lines[0])))
 	}
+	if frames > 1 {
+		// A gap far beyond the recording's frame interval is a clock
+		// that was set mid-recording (a first time of 0, then epoch
+		// seconds) or a wrong line: played as recorded, the camera would
+		// wait that long for the next frame, silently.
+		gaps := make([]int64, frames-1)
+		for i := range gaps {
+			gaps[i] = ns[i+1] - ns[i]
+		}
+		limit := max(int64(maxTimestampGapFloor), min(maxGapFactor*medianInt64(slices.Clone(gaps)), int64(maxTimestampGap)))
+		for i, g := range gaps {
+			if g > limit || g < 0 { // < 0: the difference overflowed
+				return fail(i+2, "%q is %v after line %d's %q, more than %v (%d times the median frame interval, at least %v, at most %v): a clock set mid-recording, or a wrong line; --replay-timing rate plays the frames at --rate",
+					string(bytes.TrimSpace(lines[i+1])), time.Duration(g), i+1, string(bytes.TrimSpace(lines[i])), time.Duration(limit), maxGapFactor, maxTimestampGapFloor, maxTimestampGap)
+			}
+		}
+	}
 	ts.Offsets = make([]time.Duration, frames)
 	for i := range ns {
-		ts.Offsets[i] = time.Duration(ns[i] - ns[0])
+		d := ns[i] - ns[0]
+		if d < 0 { // overflowed: a recording longer than a time.Duration holds
+			return fail(i+1, "%q is too long after line 1's %q to play (more than %v)", string(bytes.TrimSpace(lines[i])), string(bytes.TrimSpace(lines[0])), time.Duration(math.MaxInt64))
+		}
+		ts.Offsets[i] = time.Duration(d)
 	}
 	return ts, nil
 }
+
+// A gap between two frames' timestamps is refused above maxGapFactor
+// times the median gap, but never below maxTimestampGapFloor (a sensor
+// that dropped a few frames) nor above maxTimestampGap.
+const (
+	maxGapFactor         = 100
+	maxTimestampGapFloor = time.Minute
+	maxTimestampGap      = time.Hour
+)
 
 // maxTimestampSeconds bounds a timestamp in seconds, so that it fits int64
 // nanoseconds with room for differences (about 146 years).
@@ -246,7 +276,11 @@ func NewSchedule(offsets []time.Duration, speed float64, loop bool) (*Schedule, 
 		if i > 0 && o < offsets[i-1] {
 			return nil, fmt.Errorf("schedule: frame %d's time %v is before frame %d's %v", i, d, i-1, offsets[i-1]-offsets[0])
 		}
-		s.offsets[i] = int64(math.Round(float64(d) / speed))
+		scaled := math.Round(float64(d) / speed)
+		if !(scaled < math.MaxInt64) {
+			return nil, fmt.Errorf("schedule: frame %d's time %v at speed %g is longer than a time.Duration holds", i, d, speed)
+		}
+		s.offsets[i] = int64(scaled)
 	}
 	n := len(s.offsets)
 	span := s.offsets[n-1]

@@ -170,6 +170,11 @@ func TestReplayTimestampsErrors(t *testing.T) {
 		{"fewer lines than frames", "0\n1\n", 0, []string{"2 timestamps for 3 frames"}},
 		{"an empty file", "", 0, []string{"0 timestamps for 3 frames"}},
 		{"all the same time", "5\n5\n5\n", 0, []string{`all "5"`, "do not advance"}},
+		// A clock set mid-recording: the camera would wait 41 years.
+		{"a first time before the clock was set", "0.0\n1317000000.1\n1317000000.2\n", 2,
+			[]string{`"1317000000.1" is 365833h20m0.1s after line 1's "0.0"`, "more than 1m0s", "--replay-timing rate"}},
+		{"a gap of 100 median intervals and more", "0.0\n0.1\n90.1\n", 3, []string{`"90.1" is 1m30s after line 2's "0.1", more than 1m0s`}},
+		{"centuries between dates", "1700-01-01 00:00:00.0\n2200-01-01 00:00:00.0\n2200-01-01 00:00:00.1\n", 2, []string{`"2200-01-01 00:00:00.0" is`, "more than"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -296,6 +301,7 @@ func TestScheduleRefuses(t *testing.T) {
 		{"decreasing", ms(0, 5, 3), 1, false, "frame 2's time 3ms is before frame 1's 5ms"},
 		{"a loop of one frame", ms(0), 1, true, "cannot loop"},
 		{"a loop of equal times", ms(7, 7, 7), 1, true, "3 frames at the same time cannot loop"},
+		{"a century at a hundredth of the speed", []time.Duration{0, 100 * 365 * 24 * time.Hour}, 0.01, false, "frame 1's time 876000h0m0s at speed 0.01 is longer than a time.Duration holds"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := NewSchedule(tc.offsets, tc.speed, tc.loop); err == nil || !strings.Contains(err.Error(), tc.want) {
