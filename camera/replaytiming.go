@@ -117,7 +117,7 @@ func ReplaySchedule(src sensor.Source, cfg NodeConfig, log *zap.Logger) (*sensor
 		why = "--replay-timing auto: the recording has a timestamps file"
 	}
 	level := zapcore.InfoLevel
-	if ts.Lines > len(ts.Offsets) {
+	if ts.Lines > len(ts.Offsets) && !ts.ByName {
 		level = zapcore.WarnLevel
 		why += fmt.Sprintf("; the file has %d timestamps for %d frames: the first %d are used (frames missing from the recording's end?)",
 			ts.Lines, len(ts.Offsets), len(ts.Offsets))

@@ -259,8 +259,8 @@ func TestReplaySchedule(t *testing.T) {
 			[]string{"replay timing: fixed rate", "--replay-timing rate"}, nil},
 		{"broken timestamps are refused, naming file, line and value, and the way out", 3, "0\n0.1\nx\n", ReplayTimingAuto, 0, false, false, 0, nil,
 			[]string{"times.txt", "timestamps line 3", `"x"`, "--replay-timing rate plays the frames at --rate"}},
-		{"more timestamps than frames: recorded, with a warning", 2, "0\n0.1\n0.3\n", ReplayTimingAuto, 0, false, true, zapcore.WarnLevel,
-			[]string{"replay timing: recorded", "3 timestamps for 2 frames: the first 2 are used"}, nil},
+		{"more timestamps than frames named by number: their lines, no warning", 2, "0\n0.1\n0.3\n", ReplayTimingAuto, 0, false, true, zapcore.InfoLevel,
+			[]string{"replay timing: recorded", "span=100ms"}, nil},
 		{"one frame under auto: the rate", 1, "0\n", ReplayTimingAuto, 0, false, false, zapcore.InfoLevel,
 			[]string{"replay timing: fixed rate", "times one frame"}, nil},
 		{"one frame under recorded is refused", 1, "0\n", ReplayTimingRecorded, 0, true, false, 0, nil,
@@ -347,5 +347,41 @@ func TestCheckReplayTiming(t *testing.T) {
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("CheckReplayTiming(%q, %q, %g) = %v, want %q", tc.source, tc.timing, tc.speed, err, tc.want)
 		}
+	}
+}
+
+// TestReplayScheduleWarnsOfExtraLines: frames not named by number take
+// the first lines, one each, and more lines than frames is said in a
+// warning (frames missing from the end, or files that do not go with
+// the lines).
+func TestReplayScheduleWarnsOfExtraLines(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "velodyne"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"scan_a.bin", "scan_b.bin"} {
+		if err := os.WriteFile(filepath.Join(dir, "velodyne", name), make([]byte, sensor.PointStep), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "times.txt"), []byte("0\n0.1\n0.3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zapcore.DebugLevel)
+	cfg := NodeConfig{Source: "replay:" + dir, ReplayTiming: ReplayTimingAuto}
+	src, err := OpenSource(context.Background(), "--source", cfg.Source, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched, err := ReplaySchedule(src, cfg, zap.New(core))
+	if err != nil || sched == nil {
+		t.Fatalf("schedule %v, %v", sched, err)
+	}
+	if sched.Span() != 100*time.Millisecond {
+		t.Errorf("span %v, want the first two lines' 100ms", sched.Span())
+	}
+	all := logs.FilterLevelExact(zapcore.WarnLevel).All()
+	if len(all) != 1 || !strings.Contains(fmt.Sprint(all[0].ContextMap()), "3 timestamps for 2 frames: the first 2 are used") {
+		t.Errorf("warnings %v, want one saying the first 2 of 3 timestamps are used", all)
 	}
 }

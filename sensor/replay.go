@@ -181,7 +181,11 @@ func NewReplayContext(ctx context.Context, dir string, cfg ReplayConfig) (*Repla
 			r.searched = append(r.searched, timestampsCandidates(imageDir)...)
 		}
 		if file := findTimestamps(r.searched); file != "" {
-			if r.timestamps, err = readTimestamps(file, r.frames); err != nil {
+			names := pointNames
+			if len(names) == 0 {
+				names = imageNames
+			}
+			if r.timestamps, err = readTimestamps(file, r.frames, frameLines(names)); err != nil {
 				return nil, err
 			}
 		}

@@ -22,9 +22,13 @@ type Timestamps struct {
 	// frame: Offsets[0] is 0 and none is less than the one before.
 	Offsets []time.Duration
 	// Lines is the number of timestamps in File: more than len(Offsets)
-	// when File has more lines than the recording has frames (the first
-	// are used, one per frame).
+	// when File has more lines than the recording has frames.
 	Lines int
+	// ByName reports that every frame's file is named by its number
+	// (KITTI's 0000000042.bin): frame k's time is then on the line of its
+	// file's number (line 43), so a recording trimmed or thinned out
+	// keeps its times. Otherwise frame k's time is on line k+1.
+	ByName bool
 }
 
 // TimestampsError is a defect of a recording's timestamps file, found by
@@ -85,13 +89,38 @@ const (
 	dateTimeFormat                            // KITTI raw's timestamps.txt: 2011-09-26 13:02:25.964389445
 )
 
-// readTimestamps reads the timestamps of the first frames frames from path,
-// one a line: seconds (a float, as KITTI odometry's times.txt) or a date
-// and time (as KITTI raw's timestamps.txt), the first line deciding which
-// for all. Blank lines at the end are ignored; lines after the first
-// frames are counted, not read. Errors are *TimestampsError.
-func readTimestamps(path string, frames int) (Timestamps, error) {
-	ts := Timestamps{File: path}
+// frameLines returns the 0-based line of each frame's time: the number
+// each name is (without its extension) when every name is a number and
+// the numbers increase, as KITTI's files are named; else nil (frame k on
+// line k).
+func frameLines(names []string) []int {
+	lines := make([]int, len(names))
+	for k, name := range names {
+		base := strings.TrimSuffix(name, filepath.Ext(name))
+		n, err := strconv.Atoi(base)
+		if err != nil || n < 0 || base == "" || base[0] == '+' || base[0] == '-' || (k > 0 && n <= lines[k-1]) {
+			return nil
+		}
+		lines[k] = n
+	}
+	return lines
+}
+
+// readTimestamps reads the frames' timestamps from path, one a line:
+// seconds (a float, as KITTI odometry's times.txt) or a date and time (as
+// KITTI raw's timestamps.txt), the first line deciding which for all.
+// Frame k's time is on line at[k]+1 (at from frameLines), or line k+1
+// for at nil. Blank lines at the end are ignored; lines after the last
+// frame's are counted, not read. Errors are *TimestampsError.
+func readTimestamps(path string, frames int, at []int) (Timestamps, error) {
+	ts := Timestamps{File: path, ByName: at != nil}
+	if at == nil {
+		at = make([]int, frames)
+		for k := range at {
+			at[k] = k
+		}
+	}
+	needed := at[len(at)-1] + 1 // lines to read
 	fail := func(line int, format string, args ...any) (Timestamps, error) {
 		return Timestamps{}, &TimestampsError{File: path, Line: line, Err: fmt.Errorf(format, args...)}
 	}
@@ -104,12 +133,16 @@ func readTimestamps(path string, frames int) (Timestamps, error) {
 		lines = lines[:len(lines)-1]
 	}
 	ts.Lines = len(lines)
-	if ts.Lines < frames {
-		return fail(0, "%d timestamps for %d frames: each frame needs one, a line each", ts.Lines, frames)
+	if ts.Lines < needed {
+		why := "each frame needs one, a line each"
+		if ts.ByName {
+			why = fmt.Sprintf("each frame's time is on the line of its file's number, and the last file is number %d (line %d)", needed-1, needed)
+		}
+		return fail(0, "%d timestamps for %d frames: %s", ts.Lines, frames, why)
 	}
-	ns := make([]int64, frames)
+	all := make([]int64, needed)
 	var format timestampFormat
-	for i := range frames {
+	for i := range needed {
 		s := string(bytes.TrimSpace(lines[i]))
 		if s == "" {
 			return fail(i+1, "empty line: want one timestamp per frame")
@@ -123,15 +156,19 @@ func readTimestamps(path string, frames int) (Timestamps, error) {
 				return fail(1, "%q is neither seconds (as 1.036000e-01) nor a date and time (as 2011-09-26 13:02:25.964389445)", s)
 			}
 		}
-		if ns[i], err = parseTimestamp(s, format); err != nil {
+		if all[i], err = parseTimestamp(s, format); err != nil {
 			return fail(i+1, "%w", err)
 		}
-		if i > 0 && ns[i] < ns[i-1] {
+		if i > 0 && all[i] < all[i-1] {
 			return fail(i+1, "%q is before line %d's %q: timestamps must not decrease", s, i, string(bytes.TrimSpace(lines[i-1])))
 		}
 	}
+	ns := make([]int64, frames)
+	for k, i := range at {
+		ns[k] = all[i]
+	}
 	if frames > 1 && ns[frames-1] == ns[0] {
-		return fail(0, "the %d timestamps of the frames are all %q: they do not advance", frames, string(bytes.TrimSpace(lines[0])))
+		return fail(0, "the %d timestamps of the frames are all %q: they do not advance", frames, string(bytes.TrimSpace(lines[at[0]])))
 	}
 	if frames > 1 {
 		// A gap far beyond the recording's frame interval is a clock
@@ -145,8 +182,8 @@ func readTimestamps(path string, frames int) (Timestamps, error) {
 		limit := max(int64(maxTimestampGapFloor), min(maxGapFactor*medianInt64(slices.Clone(gaps)), int64(maxTimestampGap)))
 		for i, g := range gaps {
 			if g > limit || g < 0 { // < 0: the difference overflowed
-				return fail(i+2, "%q is %v after line %d's %q, more than %v (%d times the median frame interval, at least %v, at most %v): a clock set mid-recording, or a wrong line; --replay-timing rate plays the frames at --rate",
-					string(bytes.TrimSpace(lines[i+1])), time.Duration(g), i+1, string(bytes.TrimSpace(lines[i])), time.Duration(limit), maxGapFactor, maxTimestampGapFloor, maxTimestampGap)
+				return fail(at[i+1]+1, "%q is %v after line %d's %q, more than %v (%d times the median frame interval, at least %v, at most %v): a clock set mid-recording, or a wrong line; --replay-timing rate plays the frames at --rate",
+					string(bytes.TrimSpace(lines[at[i+1]])), time.Duration(g), at[i]+1, string(bytes.TrimSpace(lines[at[i]])), time.Duration(limit), maxGapFactor, maxTimestampGapFloor, maxTimestampGap)
 			}
 		}
 	}
@@ -154,7 +191,7 @@ func readTimestamps(path string, frames int) (Timestamps, error) {
 	for i := range ns {
 		d := ns[i] - ns[0]
 		if d < 0 { // overflowed: a recording longer than a time.Duration holds
-			return fail(i+1, "%q is too long after line 1's %q to play (more than %v)", string(bytes.TrimSpace(lines[i])), string(bytes.TrimSpace(lines[0])), time.Duration(math.MaxInt64))
+			return fail(at[i]+1, "%q is too long after line %d's %q to play (more than %v)", string(bytes.TrimSpace(lines[at[i]])), at[0]+1, string(bytes.TrimSpace(lines[at[0]])), time.Duration(math.MaxInt64))
 		}
 		ts.Offsets[i] = time.Duration(d)
 	}

@@ -359,3 +359,44 @@ func TestParseTimestampSeconds(t *testing.T) {
 		}
 	}
 }
+
+// TestTimestampsFollowTheFileNumbers: a KITTI drive trimmed or thinned out
+// keeps its frames' times: frame files named by number take the line of
+// their number, not the next line in order.
+func TestTimestampsFollowTheFileNumbers(t *testing.T) {
+	lines := "0.0\n0.1\n0.2\n0.3\n0.4\n0.5\n0.6\n"
+	for _, tc := range []struct {
+		name  string
+		files []string
+		want  []time.Duration // nil: the error wantErr
+		byNum bool
+		err   string
+	}{
+		{"every other frame from the third", []string{"0000000002.bin", "0000000004.bin", "0000000006.bin"}, []time.Duration{0, 200 * time.Millisecond, 400 * time.Millisecond}, true, ""},
+		{"the whole drive", []string{"000000.bin", "000001.bin", "000002.bin"}, []time.Duration{0, 100 * time.Millisecond, 200 * time.Millisecond}, true, ""},
+		{"names that are not numbers: in order", []string{"a.bin", "b.bin", "c.bin"}, []time.Duration{0, 100 * time.Millisecond, 200 * time.Millisecond}, false, ""},
+		{"a number past the file's lines", []string{"000001.bin", "000009.bin"}, nil, true, "7 timestamps for 2 frames: each frame's time is on the line of its file's number, and the last file is number 9 (line 10)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, f := range tc.files {
+				copyTestFile(t, filepath.Join(mixedDir, "000000.bin"), dir, f)
+			}
+			writeFile(t, dir, "times.txt", lines)
+			r, err := NewReplay(dir, ReplayConfig{})
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("NewReplay: %v, want an error saying %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts, ok := r.Timestamps()
+			if !ok || ts.ByName != tc.byNum || !slices.Equal(ts.Offsets, tc.want) {
+				t.Fatalf("timestamps %+v (found %t), want offsets %v, by name %t", ts, ok, tc.want, tc.byNum)
+			}
+		})
+	}
+}
