@@ -113,9 +113,8 @@ type VoxelFilter struct {
 	cfg    voxel.Config    // resolved
 	bevCfg voxel.BEVConfig // resolved
 	inv    [3]float32
-	up     upRow // cfg.Mount's: zh_reduce measures each voxel's top with it
 	crop   cropArgs
-	ceil   ceilingArgs
+	ceil   ceilingArgs // cfg.Ceiling and cfg.Mount's up row, with which zh_reduce also measures each voxel's top
 	opt    VoxelOptions
 	target string // compileTarget's choice
 
@@ -210,7 +209,7 @@ func NewVoxelFilter(c *Context, nv *NVRTC, cfg voxel.Config, opt VoxelOptions) (
 	if caps.ComputeMajor < 7 {
 		return nil, fmt.Errorf("gpu voxel filter: %s is %s; the kernels need sm_70 or newer (__match_any_sync): %w", caps.Name, caps.Arch(), ErrNotSupported)
 	}
-	f := &VoxelFilter{c: c, cfg: cfg, bevCfg: bev.Config(), opt: opt, up: upRowOf(cfg.Mount), ceil: ceilingArgsOf(cfg)}
+	f := &VoxelFilter{c: c, cfg: cfg, bevCfg: bev.Config(), opt: opt, ceil: ceilingArgsOf(cfg)}
 	for a := range 3 {
 		f.inv[a] = 1 / cfg.Leaf[a]
 	}
@@ -669,7 +668,7 @@ func (f *VoxelFilter) runOnThread() error {
 	if err := f.launch(kStarts, mb, pointThreads, packStarts(l, src, f.flags, uint32(m), f.starts)); err != nil {
 		return err
 	}
-	if err := f.launch(kReduce, mb, pointThreads, packReduce(l, f.points, srcIdx, f.starts, f.state, uint32(m), minPointsArg(f.cfg.MinPoints), f.up, f.vox, f.voxTop, f.keep)); err != nil {
+	if err := f.launch(kReduce, mb, pointThreads, packReduce(l, f.points, srcIdx, f.starts, f.state, uint32(m), minPointsArg(f.cfg.MinPoints), f.ceil.up, f.vox, f.voxTop, f.keep)); err != nil {
 		return err
 	}
 	if err := f.scan(f.keep, f.flags, m, f.state+4*stVoxels); err != nil {
