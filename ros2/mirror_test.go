@@ -169,12 +169,7 @@ func TestReliableMirrorNeverWaitsForAStalledSubscriber(t *testing.T) {
 		}
 		time.Sleep(30 * time.Millisecond)
 	}
-	if err := peer.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	// Registered after startPeer's cleanup, so it runs first: the peer must
-	// run again to end when its stdin closes.
-	t.Cleanup(func() { peer.cmd.Process.Signal(syscall.SIGCONT) })
+	peer.pause()
 
 	const frames, bound = 30, 50 * time.Millisecond
 	var slowest time.Duration

@@ -4,6 +4,7 @@ package ros2
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -228,4 +230,44 @@ func newTwistSink(t *testing.T, cfg Config, log *zap.Logger) *TwistSink {
 		t.Fatal(err)
 	}
 	return sink
+}
+
+// pause stops the peer process with SIGSTOP and returns once every one of
+// its threads is stopped: kill returns before they are, and a receive
+// thread still running could take and acknowledge the next sample (CI saw
+// that once). The peer runs again (SIGCONT) at cleanup, before startPeer's
+// cleanup, which needs it running to end.
+func (p *peer) pause() {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Cleanup(func() { p.cmd.Process.Signal(syscall.SIGCONT) })
+	waitFor(p.t, "every thread of the peer stopped", func() bool { return allThreadsStopped(p.t, p.cmd.Process.Pid) })
+}
+
+// allThreadsStopped reports whether every thread of process pid is in the
+// stopped state (T in /proc/PID/task/TID/stat).
+func allThreadsStopped(t testing.TB, pid int) bool {
+	t.Helper()
+	stats, err := filepath.Glob(filepath.Join("/proc", fmt.Sprint(pid), "task", "*", "stat"))
+	if err != nil || len(stats) == 0 {
+		t.Fatalf("threads of process %d: %v (found %d)", pid, err, len(stats))
+	}
+	for _, path := range stats {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The state follows the command name, which is in parentheses and
+		// may itself hold spaces or parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) {
+			t.Fatalf("%s: no state in %q", path, b)
+		}
+		if b[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
 }

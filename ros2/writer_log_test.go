@@ -3,7 +3,6 @@
 package ros2
 
 import (
-	"syscall"
 	"testing"
 	"time"
 
@@ -79,11 +78,7 @@ func TestTwistSinkWarnsWhenTheLastCommandIsNotAcknowledged(t *testing.T) {
 			}
 			peer.expect("SAMPLE")
 			if stall {
-				if err := peer.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-					t.Fatal(err)
-				}
-				// After startPeer's cleanup is registered, so it runs first.
-				t.Cleanup(func() { peer.cmd.Process.Signal(syscall.SIGCONT) })
+				peer.pause()
 			}
 			if err := sink.PublishTwist(planner.Twist{}, time.Now()); err != nil {
 				t.Fatal(err)
@@ -93,7 +88,7 @@ func TestTwistSinkWarnsWhenTheLastCommandIsNotAcknowledged(t *testing.T) {
 			}
 			warned := logs.FilterMessageSnippet("the last cmd_vel was not acknowledged").Len()
 			if stall && warned != 1 || !stall && warned != 0 {
-				t.Fatalf("%d warnings about an unacknowledged last command with the subscriber stalled %t", warned, stall)
+				t.Fatalf("%d warnings about an unacknowledged last command with the subscriber stalled %t; the log:\n%v", warned, stall, logs.All())
 			}
 		})
 	}
