@@ -122,6 +122,12 @@ type NodeConfig struct {
 	Duration time.Duration
 	// Rate of the in-process camera (composed mode).
 	Rate float64
+	// ReplayTiming and ReplaySpeed pace an in-process replay (Camera
+	// "replay:DIR") as the camera process's --replay-timing and
+	// --replay-speed do (camera.NodeConfig): "" is camera.ReplayTimingRate,
+	// every frame at Rate; the agent's flag defaults to auto.
+	ReplayTiming string
+	ReplaySpeed  float64
 	// Beams and AzimuthSteps size the in-process synthetic LiDAR (composed
 	// mode); 0: the defaults (64 × 1800).
 	Beams, AzimuthSteps int
@@ -473,12 +479,17 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 			return 0
 		})
 	default:
-		source, err := camera.OpenSource(ctx, "--camera", cfg.Camera, camera.NodeConfig{Rate: cfg.Rate, Loop: true,
-			Beams: cfg.Beams, AzimuthSteps: cfg.AzimuthSteps, NoImage: !images, PlanarLidar: cfg.PlanarLidar, Log: log})
+		ncfg := camera.NodeConfig{Rate: cfg.Rate, Loop: true, ReplayTiming: cfg.ReplayTiming, ReplaySpeed: cfg.ReplaySpeed,
+			Beams: cfg.Beams, AzimuthSteps: cfg.AzimuthSteps, NoImage: !images, PlanarLidar: cfg.PlanarLidar, Log: log}
+		source, err := camera.OpenSource(ctx, "--camera", cfg.Camera, ncfg)
 		if err != nil {
 			return err
 		}
-		cam, err := camera.New(camera.Config{Source: source, PlanarLidar: cfg.PlanarLidar, Rate: cfg.Rate, Subscribers: 1, Allocator: allocator, Log: log})
+		sched, err := camera.ReplaySchedule(source, ncfg, log)
+		if err != nil {
+			return fmt.Errorf("--camera %s: %w", cfg.Camera, err)
+		}
+		cam, err := camera.New(camera.Config{Source: source, Schedule: sched, PlanarLidar: cfg.PlanarLidar, Rate: cfg.Rate, Subscribers: 1, Allocator: allocator, Log: log})
 		if err != nil {
 			return err
 		}
@@ -752,6 +763,9 @@ func resolveNodeConfig(cfg NodeConfig) (NodeConfig, error) {
 		if cfg.Pairing, err = NewPairTuning(cfg.PairTolerance, cfg.Watchdog); err != nil {
 			return cfg, err
 		}
+	}
+	if err := camera.CheckReplayTiming("--camera", cfg.Camera, cfg.ReplayTiming, cfg.ReplaySpeed); err != nil {
+		return cfg, err
 	}
 	if cfg.Camera == "" {
 		return cfg, nil

@@ -428,6 +428,8 @@ func TestStartupErrorsNameTheProblem(t *testing.T) {
 		{"missing library", NodeConfig{ORTLib: filepath.Join(dir, "libonnxruntime.so.1")}, []string{"libonnxruntime.so.1"}},
 		{"unknown provider", NodeConfig{Providers: "warp-drive"}, []string{"warp-drive"}},
 		{"replay of clouds alone for the camera model", NodeConfig{Camera: "replay:" + cloudsOnly}, []string{"no image stream", "run with --lidar-only"}},
+		{"recorded timing of a replay without timestamps", NodeConfig{Camera: "replay:" + cloudsOnly, ReplayTiming: camera.ReplayTimingRecorded},
+			[]string{"--camera replay:" + cloudsOnly, "--replay-timing recorded: no timestamps file", "--replay-timing rate"}},
 	}
 	if _, err := gpu.Open(); err != nil {
 		// Only where no CUDA driver is installed (here, CI).
@@ -522,6 +524,10 @@ func TestFlagErrorsComeBeforeAnythingStarts(t *testing.T) {
 		{"replay of a missing folder", NodeConfig{Camera: "replay:" + filepath.Join(dir, "missing")}, []string{"--camera", "missing", "no such file"}},
 		{"replay of a file", NodeConfig{Camera: "replay:" + notDir}, []string{"--camera", notDir, "not a directory"}},
 		{"in-process camera rate", NodeConfig{Camera: "synthetic", Rate: 20000}, []string{"--rate", "20000 Hz"}},
+		{"unknown replay timing", NodeConfig{Camera: "synthetic", ReplayTiming: "wall"}, []string{`--replay-timing "wall"`, `"recorded"`}},
+		{"recorded timing without an in-process replay", NodeConfig{ReplayTiming: camera.ReplayTimingRecorded}, []string{"--replay-timing recorded", "--camera replay:DIR", "--camera is not given"}},
+		{"replay speed of the synthetic scene", NodeConfig{Camera: "synthetic", ReplaySpeed: 2}, []string{"--replay-speed 2", `not --camera "synthetic"`}},
+		{"replay speed beyond 100", NodeConfig{Camera: "replay:" + dir, ReplaySpeed: 500}, []string{"--replay-speed 500", "0.01 to 100"}},
 		{"--lidar-only with a model config that has an image input", NodeConfig{LidarOnly: true, ModelConfig: filepath.Join("..", "models", "reference.json")},
 			[]string{"--lidar-only", "reference.json", `image input "image"`}},
 		{"LiDAR-only model config for the embedded camera model", NodeConfig{ModelConfig: filepath.Join("..", "models", "reference_lidar.json")},

@@ -136,7 +136,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 			return fmt.Errorf("--rate: %w (0: the default, 30)", err)
 		}
 	}
-	if err := CheckReplayTiming(cfg.Source, cfg.ReplayTiming, cfg.ReplaySpeed); err != nil {
+	if err := CheckReplayTiming("--source", cfg.Source, cfg.ReplayTiming, cfg.ReplaySpeed); err != nil {
 		return err
 	}
 	// The metrics port too: taken, it must fail the start, not after a

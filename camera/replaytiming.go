@@ -27,11 +27,19 @@ const (
 	ReplayTimingRate = "rate"
 )
 
-// CheckReplayTiming checks --replay-timing and --replay-speed for --source
-// source, without reading anything: a timing other than auto or rate, or
-// a speed other than 1, needs a replay source; the speed (0: 1) is 0.01 to
-// 100 and needs recorded timing.
-func CheckReplayTiming(source, timing string, speed float64) error {
+// ReplayTimingUsage and ReplaySpeedUsage are the help of the
+// --replay-timing and --replay-speed flags, the camera's and the agent's.
+const (
+	ReplayTimingUsage = `replay: how the frames are paced: "recorded" (each frame at its time in the recording's timestamps file, after the first's, on the monotonic clock: KITTI raw's velodyne_points/timestamps.txt or image_02/timestamps.txt, KITTI odometry's times.txt beside velodyne/, or a timestamps.txt or times.txt in DIR, one time a line, in seconds or as 2011-09-26 13:02:25.964389445; a frame that falls behind goes out at once, and after a stall the missed frame times are dropped and counted late, as at --rate), "rate" (every frame at --rate; no timestamps file is read) or "auto" (recorded when the recording has a timestamps file, else rate). A line at start says which is used and why`
+	ReplaySpeedUsage  = "replay with recorded timing: play this many times as fast as recorded, 0.01 to 100 (0.5: half speed; 0: 1)"
+)
+
+// CheckReplayTiming checks --replay-timing and --replay-speed for the
+// source given with flag (the camera's --source, the agent's --camera),
+// without reading anything: a timing other than auto or rate, or a speed
+// other than 1, needs a replay source; the speed (0: 1) is 0.01 to 100
+// and needs recorded timing.
+func CheckReplayTiming(flag, source, timing string, speed float64) error {
 	switch timing {
 	case "", ReplayTimingAuto, ReplayTimingRecorded, ReplayTimingRate:
 	default:
@@ -41,11 +49,15 @@ func CheckReplayTiming(source, timing string, speed float64) error {
 		return fmt.Errorf("--replay-speed %g: want 0.01 to 100 (1: as recorded)", speed)
 	}
 	isReplay := strings.HasPrefix(source, "replay:")
+	notReplay := fmt.Sprintf("not %s %q", flag, source)
+	if source == "" {
+		notReplay = "and " + flag + " is not given"
+	}
 	switch {
 	case timing == ReplayTimingRecorded && !isReplay:
-		return fmt.Errorf("--replay-timing recorded: only a replay (--source replay:DIR) has recorded timing, not --source %q", source)
+		return fmt.Errorf("--replay-timing recorded: only a replay (%s replay:DIR) has recorded timing, %s", flag, notReplay)
 	case speed != 0 && speed != 1 && !isReplay:
-		return fmt.Errorf("--replay-speed %g: only for a replay (--source replay:DIR) with recorded timing; --rate sets the pace of --source %q", speed, source)
+		return fmt.Errorf("--replay-speed %g: only for a replay (%s replay:DIR) with recorded timing, %s", speed, flag, notReplay)
 	case speed != 0 && speed != 1 && timing == ReplayTimingRate:
 		return fmt.Errorf("--replay-speed %g: only with recorded timing; with --replay-timing rate, --rate sets the pace", speed)
 	}

@@ -1,6 +1,7 @@
 package camera
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -276,7 +277,7 @@ func TestReplaySchedule(t *testing.T) {
 			}
 			core, logs := observer.New(zapcore.DebugLevel)
 			cfg := NodeConfig{Source: "replay:" + dir, ReplayTiming: tc.timing, ReplaySpeed: tc.speed, Loop: tc.loop}
-			err := CheckReplayTiming(cfg.Source, cfg.ReplayTiming, cfg.ReplaySpeed)
+			err := CheckReplayTiming("--source", cfg.Source, cfg.ReplayTiming, cfg.ReplaySpeed)
 			var src sensor.Source
 			if err == nil {
 				src, err = OpenSource(context.Background(), "--source", cfg.Source, cfg)
@@ -323,29 +324,35 @@ func TestReplaySchedule(t *testing.T) {
 // read, each refusal naming its flag and value.
 func TestCheckReplayTiming(t *testing.T) {
 	for _, tc := range []struct {
-		source, timing string
-		speed          float64
-		want           string // "" for none
+		flag, source, timing string // flag "": --source
+		speed                float64
+		want                 string // "" for none
 	}{
-		{"replay:/d", ReplayTimingAuto, 1, ""},
-		{"replay:/d", ReplayTimingRecorded, 0.5, ""},
-		{"replay:/d", ReplayTimingRate, 0, ""},
-		{"replay:/d", "", 0, ""},
-		{"synthetic", ReplayTimingAuto, 1, ""},
-		{"ros2", ReplayTimingRate, 0, ""},
-		{"replay:/d", "recorded ", 1, `--replay-timing "recorded ": want "auto", "recorded" or "rate"`},
-		{"replay:/d", "Recorded", 1, `--replay-timing "Recorded"`},
-		{"replay:/d", ReplayTimingAuto, 0.001, "--replay-speed 0.001: want 0.01 to 100"},
-		{"replay:/d", ReplayTimingAuto, -1, "--replay-speed -1: want 0.01 to 100"},
-		{"replay:/d", ReplayTimingAuto, 1e9, "--replay-speed 1e+09: want 0.01 to 100"},
-		{"replay:/d", ReplayTimingRate, 2, "--replay-speed 2: only with recorded timing"},
-		{"synthetic", ReplayTimingRecorded, 1, `--replay-timing recorded: only a replay (--source replay:DIR) has recorded timing, not --source "synthetic"`},
-		{"ros2", ReplayTimingRecorded, 1, `not --source "ros2"`},
-		{"synthetic", ReplayTimingAuto, 2, `--replay-speed 2: only for a replay`},
+		{"", "replay:/d", ReplayTimingAuto, 1, ""},
+		{"", "replay:/d", ReplayTimingRecorded, 0.5, ""},
+		{"", "replay:/d", ReplayTimingRate, 0, ""},
+		{"", "replay:/d", "", 0, ""},
+		{"", "synthetic", ReplayTimingAuto, 1, ""},
+		{"", "ros2", ReplayTimingRate, 0, ""},
+		{"", "replay:/d", "recorded ", 1, `--replay-timing "recorded ": want "auto", "recorded" or "rate"`},
+		{"", "replay:/d", "Recorded", 1, `--replay-timing "Recorded"`},
+		{"", "replay:/d", ReplayTimingAuto, 0.001, "--replay-speed 0.001: want 0.01 to 100"},
+		{"", "replay:/d", ReplayTimingAuto, -1, "--replay-speed -1: want 0.01 to 100"},
+		{"", "replay:/d", ReplayTimingAuto, 1e9, "--replay-speed 1e+09: want 0.01 to 100"},
+		{"", "replay:/d", ReplayTimingRate, 2, "--replay-speed 2: only with recorded timing"},
+		{"", "synthetic", ReplayTimingRecorded, 1, `--replay-timing recorded: only a replay (--source replay:DIR) has recorded timing, not --source "synthetic"`},
+		{"", "ros2", ReplayTimingRecorded, 1, `not --source "ros2"`},
+		{"", "synthetic", ReplayTimingAuto, 2, `--replay-speed 2: only for a replay`},
+		// The agent's in-process camera: "" subscribes to a camera process.
+		{"--camera", "", ReplayTimingAuto, 1, ""},
+		{"--camera", "replay:/d", ReplayTimingRecorded, 2, ""},
+		{"--camera", "", ReplayTimingRecorded, 1, `--replay-timing recorded: only a replay (--camera replay:DIR) has recorded timing, and --camera is not given`},
+		{"--camera", "synthetic", ReplayTimingAuto, 0.5, `--replay-speed 0.5: only for a replay (--camera replay:DIR) with recorded timing, not --camera "synthetic"`},
 	} {
-		err := CheckReplayTiming(tc.source, tc.timing, tc.speed)
+		flag := cmp.Or(tc.flag, "--source")
+		err := CheckReplayTiming(flag, tc.source, tc.timing, tc.speed)
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
-			t.Errorf("CheckReplayTiming(%q, %q, %g) = %v, want %q", tc.source, tc.timing, tc.speed, err, tc.want)
+			t.Errorf("CheckReplayTiming(%q, %q, %q, %g) = %v, want %q", flag, tc.source, tc.timing, tc.speed, err, tc.want)
 		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zerohop/zerohop/agent"
+	"github.com/zerohop/zerohop/camera"
 	"github.com/zerohop/zerohop/handles/transport"
 	"github.com/zerohop/zerohop/infer"
 	"github.com/zerohop/zerohop/logging"
@@ -82,8 +83,10 @@ Flags:
 		logLevel      string
 		shutdownGrace time.Duration
 	)
-	fs.StringVar(&cfg.Camera, "camera", "", `run a camera source in this process instead of subscribing: "synthetic" or "replay:DIR" (DIR holds .bin/.pcd point files and .png/.jpg/.jpeg images, paired in name order, or is a KITTI sequence with velodyne/ and image_2/ or a KITTI raw drive with velodyne_points/data/ and image_02/data/; the replay always loops)`)
-	fs.Float64Var(&cfg.Rate, "rate", 30, "frame rate in Hz of the in-process camera, 0.001 to 10000 (0: 30; --camera)")
+	fs.StringVar(&cfg.Camera, "camera", "", `run a camera source in this process instead of subscribing: "synthetic" or "replay:DIR" (DIR holds .bin/.pcd point files and .png/.jpg/.jpeg images, paired in name order, or is a KITTI sequence with velodyne/ and image_2/ or a KITTI raw drive with velodyne_points/data/ and image_02/data/; the replay always loops, the first frame following the last after the recording's median frame interval under recorded timing; --replay-timing paces it)`)
+	fs.Float64Var(&cfg.Rate, "rate", 30, "frame rate in Hz of the in-process camera, 0.001 to 10000 (0: 30; --camera); a replay with recorded timing (--replay-timing) is paced by its timestamps instead")
+	fs.StringVar(&cfg.ReplayTiming, "replay-timing", camera.ReplayTimingAuto, "--camera "+camera.ReplayTimingUsage)
+	fs.Float64Var(&cfg.ReplaySpeed, "replay-speed", 1, "--camera "+camera.ReplaySpeedUsage)
 	fs.IntVar(&cfg.Beams, "beams", 64, "synthetic LiDAR beams of the in-process camera (--camera synthetic)")
 	fs.IntVar(&cfg.AzimuthSteps, "azimuth-steps", 1800, "synthetic LiDAR azimuth steps per revolution (--camera synthetic)")
 	fs.StringVar(&cfg.Socket, "socket", transport.DefaultSocketPath(), "camera socket to subscribe to (if not given: $XDG_RUNTIME_DIR/zerohop/camera.sock, else /run/zerohop/camera.sock)")

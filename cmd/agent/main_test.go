@@ -107,3 +107,21 @@ func TestLidarFrameFlagsRefused(t *testing.T) {
 		}
 	}
 }
+
+// --replay-timing and --replay-speed reach the node's checks, which name
+// the in-process camera's flag (--camera), before anything starts.
+func TestReplayTimingFlagsReachTheNode(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--camera", "synthetic", "--replay-speed", "2"}, `--replay-speed 2: only for a replay (--camera replay:DIR) with recorded timing, not --camera "synthetic"`},
+		{[]string{"--replay-timing", "recorded"}, "--replay-timing recorded: only a replay (--camera replay:DIR) has recorded timing, and --camera is not given"},
+		{[]string{"--camera", "synthetic", "--replay-timing", "wall"}, `--replay-timing "wall"`},
+	} {
+		err := run(append([]string{"--duration", "2s", "--http", "127.0.0.1:0", "--log-level", "error"}, tc.args...))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("run(%q) = %v, want an error with %q", tc.args, err, tc.want)
+		}
+	}
+}

@@ -61,8 +61,8 @@ Flags:
 	fs.StringVar(&cfg.Source, "source", "synthetic", `frame source: "synthetic" (moving obstacle, hazard marking), "replay:DIR" (DIR holds .bin/.pcd point files and .png/.jpg/.jpeg images, paired in name order, or is a KITTI sequence with velodyne/ and image_2/ or a KITTI raw drive with velodyne_points/data/ and image_02/data/; --loop repeats it, --replay-timing paces it) or "ros2" (sensor_msgs/PointCloud2 and Image from ROS 2 drivers; needs a -tags ros2 build)`)
 	fs.BoolVar(&cfg.Loop, "loop", false, "replay: loop over the files (with recorded timing the first frame follows the last after the recording's median frame interval)")
 	fs.Float64Var(&cfg.Rate, "rate", 30, "frames per second, 0.001 to 10000 (0: 30); with --source ros2 the drivers set the pace and this only sizes the slot pools; a replay with recorded timing (--replay-timing) is paced by its timestamps, which also size the pools: --rate is then not used")
-	fs.StringVar(&cfg.ReplayTiming, "replay-timing", camera.ReplayTimingAuto, `replay: how the frames are paced: "recorded" (each frame at its time in the recording's timestamps file, after the first's, on the monotonic clock: KITTI raw's velodyne_points/timestamps.txt or image_02/timestamps.txt, KITTI odometry's times.txt beside velodyne/, or a timestamps.txt or times.txt in DIR, one time a line, in seconds or as 2011-09-26 13:02:25.964389445; a frame that falls behind goes out at once, and after a stall the missed frame times are dropped and counted late, as at --rate), "rate" (every frame at --rate; no timestamps file is read) or "auto" (recorded when the recording has a timestamps file, else rate). A line at start says which is used and why`)
-	fs.Float64Var(&cfg.ReplaySpeed, "replay-speed", 1, "replay with recorded timing: play this many times as fast as recorded, 0.01 to 100 (0.5: half speed; 0: 1)")
+	fs.StringVar(&cfg.ReplayTiming, "replay-timing", camera.ReplayTimingAuto, camera.ReplayTimingUsage)
+	fs.Float64Var(&cfg.ReplaySpeed, "replay-speed", 1, camera.ReplaySpeedUsage)
 	fs.IntVar(&cfg.Beams, "beams", 64, "synthetic LiDAR beams")
 	fs.BoolVar(&cfg.PlanarLidar, "planar-lidar", false, `a planar (2D) LiDAR, as a robot's laser scanner, for bin/agent --planar-lidar: the synthetic scene's LiDAR becomes one level beam 0.3 m above the ground (--beams is not used), and a replay folder's clouds are taken as recorded scans; their handles say so. With --source ros2: the --ros2-points-topic clouds are a 2D scanner's (a driver publishing PointCloud2, or laser_geometry's projection of a LaserScan); --ros2-scan-topic's clouds are marked without it`)
 	fs.IntVar(&cfg.AzimuthSteps, "azimuth-steps", 1800, "synthetic LiDAR azimuth steps per revolution")
@@ -93,7 +93,7 @@ Flags:
 	if cfg.Source != "ros2" && cfg.Source != "" && cfg.Source != "synthetic" && !strings.HasPrefix(cfg.Source, "replay:") {
 		return fmt.Errorf(`--source %q: want "synthetic", "replay:DIR" or "ros2"`, cfg.Source)
 	}
-	if err := camera.CheckReplayTiming(cfg.Source, cfg.ReplayTiming, cfg.ReplaySpeed); err != nil {
+	if err := camera.CheckReplayTiming("--source", cfg.Source, cfg.ReplayTiming, cfg.ReplaySpeed); err != nil {
 		return err
 	}
 	if err := setImageSize(&cfg, imageSize); err != nil {
