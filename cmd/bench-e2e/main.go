@@ -46,6 +46,9 @@ type options struct {
 	bin        string
 	out        string
 	transports []string
+	// healthTimeout bounds the wait for the agent's first healthy answer
+	// (healthTimeout; tests shorten it).
+	healthTimeout time.Duration
 }
 
 // transportNames are the valid --transports values.
@@ -131,6 +134,7 @@ Flags:
 	if err := checkSegments(o.seconds, o.segments, len(o.transports)); err != nil {
 		return o, err
 	}
+	o.healthTimeout = healthTimeout
 	return o, nil
 }
 
@@ -258,7 +262,22 @@ func measure(ctx context.Context, o options, transport string, d time.Duration) 
 	if err != nil {
 		return window{}, err
 	}
-	defer os.RemoveAll(dir)
+	keep := false // the children's logs, for a hang
+	defer func() {
+		if !keep {
+			os.RemoveAll(dir)
+		}
+	}()
+	camLog, err := os.Create(filepath.Join(dir, "camera.stderr"))
+	if err != nil {
+		return window{}, err
+	}
+	defer camLog.Close()
+	agentLog, err := os.Create(filepath.Join(dir, "agent.stderr"))
+	if err != nil {
+		return window{}, err
+	}
+	defer agentLog.Close()
 	sock := filepath.Join(dir, "camera.sock")
 	camAddr, err := freePort()
 	if err != nil {
@@ -282,7 +301,7 @@ func measure(ctx context.Context, o options, transport string, d time.Duration) 
 	if scan {
 		camArgs = append(camArgs, "--planar-lidar")
 	}
-	cam, err := startProc("camera", filepath.Join(o.bin, "camera"), camArgs...)
+	cam, err := startProc("camera", filepath.Join(o.bin, "camera"), camLog, camArgs...)
 	if err != nil {
 		return window{}, err
 	}
@@ -297,7 +316,7 @@ func measure(ctx context.Context, o options, transport string, d time.Duration) 
 	if scan {
 		agentArgs = append(agentArgs, "--planar-lidar")
 	}
-	agent, err := startProc("agent", filepath.Join(o.bin, "agent"), agentArgs...)
+	agent, err := startProc("agent", filepath.Join(o.bin, "agent"), agentLog, agentArgs...)
 	if err != nil {
 		return window{}, err
 	}
@@ -308,7 +327,16 @@ func measure(ctx context.Context, o options, transport string, d time.Duration) 
 	// between the window's start and end, so that connecting and warm-up
 	// are left out. A child that exits meanwhile ends the run with its
 	// exit status and stderr.
-	if err := waitHealthy(ctx, "http://"+agentAddr+"/healthz", cam, agent); err != nil {
+	if err := waitHealthy(ctx, "http://"+agentAddr+"/healthz", o.healthTimeout, cam, agent); err != nil {
+		if errors.Is(err, errNeverHealthy) {
+			// Running, and no frame made it through: say how far the
+			// frames got, and keep each child's goroutines for a look.
+			state := hangState(ctx, camAddr, agentAddr)
+			agent.dump()
+			cam.dump()
+			keep = true
+			return window{}, fmt.Errorf("%w; %s; the children's stderr, ending with their goroutines (SIGQUIT): %s, %s", err, state, agentLog.Name(), camLog.Name())
+		}
 		return window{}, err
 	}
 	if err := hold(ctx, 2*time.Second, "during warm-up", cam, agent); err != nil {
@@ -380,10 +408,42 @@ func get(ctx context.Context, url string) (*http.Response, error) {
 	return httpClient.Do(req)
 }
 
+// errNeverHealthy: the children ran, and the agent did not answer healthy
+// in time.
+var errNeverHealthy = errors.New("agent never became healthy")
+
+// hangState says how far the frames got when the agent never became
+// healthy: the clouds and images the camera published and its late
+// frames (a camera blocked in a write falls behind), and the agent's frame
+// counters; what cannot be read is said so.
+func hangState(ctx context.Context, camAddr, agentAddr string) string {
+	var parts []string
+	for _, m := range []struct{ what, name string }{
+		{"clouds published", `zerohop_camera_published_total{topic="points"}`},
+		{"images published", `zerohop_camera_published_total{topic="image"}`},
+		{"frames late", "zerohop_camera_frames_late_total"},
+	} {
+		if v, err := metric(ctx, "http://"+camAddr+"/metrics", m.name); err != nil {
+			parts = append(parts, fmt.Sprintf("camera %s: %v", m.what, err))
+		} else {
+			parts = append(parts, fmt.Sprintf("camera %s %g", m.what, v))
+		}
+	}
+	var snap snapshot
+	if err := getJSON(ctx, "http://"+agentAddr+"/latency", &snap); err != nil {
+		parts = append(parts, fmt.Sprintf("agent counters: %v", err))
+	} else {
+		for _, name := range []string{"frames_received", "frames_processed", "frames_dropped", "frames_superseded", "frames_unpaired_total"} {
+			parts = append(parts, fmt.Sprintf("agent %s %g", name, snap.Counters[name]))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
 // waitHealthy polls url until it answers 200, for at most healthTimeout;
 // it gives up early when ctx is done or one of procs exits.
-func waitHealthy(ctx context.Context, url string, procs ...*proc) error {
-	deadline := time.NewTimer(healthTimeout)
+func waitHealthy(ctx context.Context, url string, timeout time.Duration, procs ...*proc) error {
+	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	exited := anyExited(procs...)
 	var last string
@@ -408,7 +468,7 @@ func waitHealthy(ctx context.Context, url string, procs ...*proc) error {
 		case <-exited:
 			return errExited("before the agent became healthy", procs...)
 		case <-deadline.C:
-			return fmt.Errorf("agent never became healthy within %v (last: %s)", healthTimeout, last)
+			return fmt.Errorf("%w within %v (last: %s)", errNeverHealthy, timeout, last)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -153,3 +153,44 @@ func TestCancelStopsChildren(t *testing.T) {
 	}
 	checkTemp()
 }
+
+// Children that run and never get the agent healthy (a hang: in one run in
+// about 30 the copy baseline's agent got no frame in 30 s) are reported
+// with how far the frames got, then stopped with SIGQUIT, on which a Go
+// program writes its goroutines to stderr; each child's stderr is kept in
+// a file the error names.
+func TestNeverHealthyKeepsTheChildrensLogs(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	body := func(name string) string {
+		return `echo "` + name + ` up" >&2; trap 'echo "` + name + `: SIGQUIT" >&2; kill $!; exit 2' QUIT; sleep 60 & wait`
+	}
+	bin := fakeBin(t, body("camera"), body("agent"))
+	o := options{rate: 30, bin: bin, healthTimeout: time.Second}
+	start := time.Now()
+	_, err := measure(context.Background(), o, "copy", 5*time.Second)
+	if err == nil {
+		t.Fatal("measure succeeded with an agent that never answers")
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("measure took %v", d)
+	}
+	for _, want := range []string{"agent never became healthy within 1s", "camera clouds published: ", "camera frames late: ", "agent counters: ", "agent.stderr", "camera.stderr"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not contain %q", err, want)
+		}
+	}
+	for _, name := range []string{"agent", "camera"} {
+		logs, _ := filepath.Glob(filepath.Join(tmp, "zerohop-bench*", name+".stderr"))
+		if len(logs) != 1 {
+			t.Fatalf("%s's stderr: %d files kept in %s, want 1", name, len(logs), tmp)
+		}
+		if !strings.Contains(err.Error(), logs[0]) {
+			t.Errorf("error %q does not name %s", err, logs[0])
+		}
+		b, rerr := os.ReadFile(logs[0])
+		if rerr != nil || !strings.Contains(string(b), name+" up") || !strings.Contains(string(b), name+": SIGQUIT") {
+			t.Errorf("%s: %q (%v), want its start line and its SIGQUIT line", logs[0], b, rerr)
+		}
+	}
+}

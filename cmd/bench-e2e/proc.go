@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -19,12 +20,14 @@ type proc struct {
 	name   string
 	cmd    *exec.Cmd
 	stderr *childproc.TailWriter
-	exited chan struct{} // closed once Wait returned
-	err    error         // Wait's result, set before exited is closed
+	echo   *mutableWriter // our stderr, muted for a goroutine dump
+	exited chan struct{}  // closed once Wait returned
+	err    error          // Wait's result, set before exited is closed
 }
 
-// startProc starts path with args. Its stderr goes to ours and into a tail
-// buffer, so that an early exit can be reported with its last words.
+// startProc starts path with args. Its stderr goes to ours, into a tail
+// buffer, so that an early exit can be reported with its last words, and
+// to log whole (nil: nowhere), for a hang's goroutine dump (dump).
 //
 // Pdeathsig makes the kernel SIGKILL the child when its parent dies, even
 // by SIGKILL, which no handler here can catch. The kernel ties it to the
@@ -34,11 +37,14 @@ type proc struct {
 // program does; besides, measure holds its goroutine locked to its thread
 // for as long as its children live, so that thread cannot go away (see
 // measure).
-func startProc(name, path string, args ...string) (*proc, error) {
-	p := &proc{name: name, stderr: childproc.NewTailWriter(8 << 10), exited: make(chan struct{})}
+func startProc(name, path string, log io.Writer, args ...string) (*proc, error) {
+	p := &proc{name: name, stderr: childproc.NewTailWriter(8 << 10), echo: &mutableWriter{w: os.Stderr}, exited: make(chan struct{})}
 	p.cmd = exec.Command(path, args...)
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	p.cmd.Stderr = io.MultiWriter(os.Stderr, p.stderr)
+	if log == nil {
+		log = io.Discard
+	}
+	p.cmd.Stderr = io.MultiWriter(p.echo, p.stderr, log)
 	p.cmd.WaitDelay = 2 * time.Second // don't hang on a stderr pipe a grandchild kept open
 	if err := p.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
@@ -73,6 +79,45 @@ func (p *proc) stop() {
 		p.cmd.Process.Kill()
 		<-p.exited
 	}
+}
+
+// dump ends a process that hangs with SIGQUIT, on which a Go program
+// writes every goroutine's stack to its stderr (to its log, not to ours:
+// it is long), and waits for it, killing it after 5 s.
+func (p *proc) dump() {
+	if p.done() {
+		return
+	}
+	p.echo.mute()
+	p.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-p.exited:
+	case <-time.After(5 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// mutableWriter passes writes to w until muted, then drops them.
+type mutableWriter struct {
+	mu    sync.Mutex
+	w     io.Writer
+	muted bool
+}
+
+func (m *mutableWriter) Write(b []byte) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.muted {
+		return len(b), nil
+	}
+	return m.w.Write(b)
+}
+
+func (m *mutableWriter) mute() {
+	m.mu.Lock()
+	m.muted = true
+	m.mu.Unlock()
 }
 
 // exitReport describes how an exited process ended: its exit status and
