@@ -68,28 +68,23 @@ func (p *proc) done() bool {
 
 // stop asks the process to exit (SIGTERM), kills it after 5 s and waits
 // for it either way.
-func (p *proc) stop() {
-	if p.done() {
-		return
-	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(5 * time.Second):
-		p.cmd.Process.Kill()
-		<-p.exited
-	}
-}
+func (p *proc) stop() { p.end(syscall.SIGTERM) }
 
 // dump ends a process that hangs with SIGQUIT, on which a Go program
 // writes every goroutine's stack to its stderr (to its log, not to ours:
 // it is long), and waits for it, killing it after 5 s.
 func (p *proc) dump() {
+	p.echo.mute()
+	p.end(syscall.SIGQUIT)
+}
+
+// end sends sig to the process unless it has exited, then waits for it,
+// killing it after 5 s.
+func (p *proc) end(sig syscall.Signal) {
 	if p.done() {
 		return
 	}
-	p.echo.mute()
-	p.cmd.Process.Signal(syscall.SIGQUIT)
+	p.cmd.Process.Signal(sig)
 	select {
 	case <-p.exited:
 	case <-time.After(5 * time.Second):
