@@ -202,6 +202,10 @@ type Pipeline struct {
 	// the capture time of the last image taken up (0: none yet).
 	unpaired    int
 	lastImageNs int64
+	// pairingCloudNs is the capture time of the newest cloud that looked
+	// for its image (0: none yet): an image older than it by more than the
+	// tolerance pairs with no later cloud and is given back as it comes.
+	pairingCloudNs int64
 	// gpuOversize counts clouds the GPU path could not take in
 	// (gpu.ErrInputTooLarge) and the CPU filtered instead.
 	gpuOversize atomic.Uint64
@@ -504,6 +508,13 @@ func (p *Pipeline) countQueueSuperseded() {
 }
 
 // keepImage holds the freshest image for pairing, releasing the older one.
+// An image too old for the newest cloud that looked for one (so for every
+// later cloud) is given back at once: over the copy baseline the image
+// stream reads the next image only once this one is released, and the
+// camera, blocked on that next image, sends no more clouds, so a held
+// image of no use stalled the stream for good (a slow read of the first
+// image let the second cloud overtake it: the cloud found no image and
+// dropped; the image, come after, was held).
 func (p *Pipeline) keepImage(l transport.Lease) {
 	if newer, ok := p.cfg.Source.TryLatest(TopicImage); ok {
 		l.Release()
@@ -517,6 +528,10 @@ func (p *Pipeline) keepImage(l transport.Lease) {
 	}
 	p.image, p.hasImg = l, true
 	p.lastImageNs = l.Handle.CaptureNs
+	if p.pairingCloudNs != 0 && l.Handle.CaptureNs < p.pairingCloudNs-int64(p.pairTolerance()) {
+		p.dropImage()
+		p.cfg.Recorder.Inc(telemetry.FramesSuperseded)
+	}
 }
 
 // unpairedWarnAfter is how many clouds in a row must find no image before
@@ -563,6 +578,7 @@ func (p *Pipeline) notePaired() {
 func (p *Pipeline) pairImage(cloud *handles.Handle) bool {
 	tolerance := p.pairTolerance()
 	tol := int64(tolerance)
+	p.pairingCloudNs = cloud.CaptureNs
 	if l, ok := p.cfg.Source.TryLatest(TopicImage); ok {
 		p.keepImage(l)
 	}
@@ -594,8 +610,9 @@ func (p *Pipeline) pairImage(cloud *handles.Handle) bool {
 	for waiting := true; waiting; {
 		select {
 		case l := <-p.cfg.Source.C(TopicImage):
+			// One older than this cloud is given back (keepImage): wait on.
 			p.keepImage(l)
-			waiting = false
+			waiting = !p.hasImg
 		case <-staleC:
 			// The newest planned frame went stale while this cloud waits:
 			// zero now, as Run would, then wait on for the image.

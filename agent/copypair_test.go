@@ -20,10 +20,17 @@ import (
 // and the clouds of frames before imagesOnlyBefore not sent (the points
 // stream's subscriber admitted later than the image stream's: each server
 // accepts on its own goroutine).
+//
+// With lateFirstImage, frame 0's image goes out only after frame 1's
+// cloud, while the agent waits for that cloud's image: a slow reader of
+// the first image (it is 2.7 MB) let the camera's next cloud overtake it.
 type copyServers struct {
 	cam                           *camera.Camera
 	srv                           [2]*transport.CopyServer
 	staleBefore, imagesOnlyBefore uint64
+	lateFirstImage                bool
+	firstImage                    []byte // frame 0's image, held back
+	firstImageHandle              handles.Handle
 }
 
 func (c *copyServers) Publish(topic int, slot pinned.Slot, h *handles.Handle) (int, error) {
@@ -32,8 +39,16 @@ func (c *copyServers) Publish(topic int, slot pinned.Slot, h *handles.Handle) (i
 	}
 	var n int
 	var err error
-	if topic != TopicPoints || h.Seq >= c.imagesOnlyBefore {
+	switch {
+	case c.lateFirstImage && topic == TopicImage && h.Seq == 0:
+		c.firstImage, c.firstImageHandle = append([]byte(nil), slot.Bytes()[:h.Length]...), *h
+	case topic != TopicPoints || h.Seq >= c.imagesOnlyBefore:
 		n, err = c.srv[topic].Publish(h, slot.Bytes()[:h.Length])
+		if c.lateFirstImage && topic == TopicPoints && h.Seq == 1 && err == nil {
+			// Within the agent's 20 ms wait for this cloud's image.
+			time.Sleep(10 * time.Millisecond)
+			_, err = c.srv[TopicImage].Publish(&c.firstImageHandle, c.firstImage)
+		}
 	}
 	if _, perr := c.cam.Pool(topic).Publish(slot, 0); perr != nil && err == nil {
 		err = perr
@@ -47,7 +62,8 @@ func (c *copyServers) Publish(topic int, slot pinned.Slot, h *handles.Handle) (i
 // image to pair with, and the agent never processes a frame (bench-e2e:
 // "agent never became healthy", about one start in six). An image is
 // given back once its frame is dropped after pairing (too old to act on),
-// and once a cloud newer than it arrives (no later cloud can pair with it).
+// once a cloud newer than it arrives (no later cloud can pair with it),
+// and as soon as it arrives while a newer cloud waits for its image.
 func TestCopyBaselineStartsPairing(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
@@ -56,6 +72,9 @@ func TestCopyBaselineStartsPairing(t *testing.T) {
 	}{
 		{"a stale first frame", copyServers{staleBefore: 1}, true},
 		{"the image stream a frame ahead", copyServers{imagesOnlyBefore: 1}, false},
+		// An image older than the waiting cloud came in the wait and was
+		// kept: the camera, blocked on the next image, sent no more clouds.
+		{"the first image overtaken by the second cloud", copyServers{lateFirstImage: true}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) { testCopyBaselineStartsPairing(t, tc.pub, tc.wantDropped) })
 	}
