@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -41,6 +43,48 @@ func TestComposedReplayPlaysAtItsRecordedTiming(t *testing.T) {
 			f := lines[0].ContextMap()
 			if file, _ := f["file"].(string); !strings.HasSuffix(file, "timestamps.txt") || f["frames"] != int64(4) || f["speed"] != 10.0 {
 				t.Errorf("replay timing line %v: want mixed/timestamps.txt, 4 frames, speed 10", f)
+			}
+		})
+	}
+}
+
+// An in-process camera whose frames come further apart than the watchdog
+// period (a slow --rate, a replay at a low --replay-speed: KITTI's 10 Hz
+// at half speed is 206 ms) has its commands zeroed between frames; one
+// line at start says so and what to raise. None at the usual rates.
+func TestSlowInProcessCameraIsWarnedOf(t *testing.T) {
+	requireORT(t)
+	mixed, err := filepath.Abs(filepath.Join("..", "sensor", "testdata", "replay", "mixed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  NodeConfig
+		want string // the frame period logged; "" for no line
+	}{
+		{"synthetic at 2 Hz", NodeConfig{Camera: "synthetic", Rate: 2}, "500ms"},
+		{"synthetic at 30 Hz", NodeConfig{Camera: "synthetic", Rate: 30}, ""},
+		{"replay at half its recorded speed", NodeConfig{Camera: "replay:" + mixed, ReplayTiming: camera.ReplayTimingRecorded, ReplaySpeed: 0.5}, "213.08642ms"},
+		{"replay at its recorded speed", NodeConfig{Camera: "replay:" + mixed, ReplayTiming: camera.ReplayTimingRecorded}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			core, logs := observer.New(zapcore.WarnLevel)
+			cfg := tc.cfg
+			cfg.Beams, cfg.AzimuthSteps, cfg.LidarOnly = 16, 300, true
+			cfg.Sink, cfg.Threads, cfg.Providers, cfg.Log = &recordingSink{}, 1, "cpu", zap.New(core)
+			cfg.Duration, cfg.HTTP = 300*time.Millisecond, "127.0.0.1:0"
+			if err := RunNode(context.Background(), cfg); err != nil {
+				t.Fatal(err)
+			}
+			lines := logs.FilterMessageSnippet("further apart than the watchdog period").All()
+			switch {
+			case tc.want == "" && len(lines) != 0:
+				t.Errorf("warned at a usual rate: %v", lines)
+			case tc.want != "" && len(lines) != 1:
+				t.Errorf("want one warning, got %v", logs.All())
+			case tc.want != "" && fmt.Sprint(lines[0].ContextMap()["frame_period"]) != tc.want:
+				t.Errorf("warning %v: want frame_period %s", lines[0].ContextMap(), tc.want)
 			}
 		})
 	}

@@ -28,10 +28,11 @@ const (
 )
 
 // ReplayTimingUsage and ReplaySpeedUsage are the help of the
-// --replay-timing and --replay-speed flags, the camera's and the agent's.
+// --replay-timing and --replay-speed flags, the camera's and the agent's,
+// after a prefix naming the replay (the camera's "replay: ").
 const (
-	ReplayTimingUsage = `replay: how the frames are paced: "recorded" (each frame at its time in the recording's timestamps file, after the first's, on the monotonic clock: KITTI raw's velodyne_points/timestamps.txt or image_02/timestamps.txt, KITTI odometry's times.txt beside velodyne/, or a timestamps.txt or times.txt in DIR, one time a line, in seconds or as 2011-09-26 13:02:25.964389445; a frame that falls behind goes out at once, and after a stall the missed frame times are dropped and counted late, as at --rate), "rate" (every frame at --rate; no timestamps file is read) or "auto" (recorded when the recording has a timestamps file, else rate). A line at start says which is used and why`
-	ReplaySpeedUsage  = "replay with recorded timing: play this many times as fast as recorded, 0.01 to 100 (0.5: half speed; 0: 1)"
+	ReplayTimingUsage = `how the frames are paced: "recorded" (each frame at its time in the recording's timestamps file, after the first's, on the monotonic clock: KITTI raw's velodyne_points/timestamps.txt or image_02/timestamps.txt, KITTI odometry's times.txt beside velodyne/, or a timestamps.txt or times.txt in DIR, one time a line, in seconds or as 2011-09-26 13:02:25.964389445; a frame that falls behind goes out at once, and after a stall the missed frame times are dropped and counted late, as at --rate), "rate" (every frame at --rate; no timestamps file is read) or "auto" (recorded when the recording has a timestamps file, else rate). A line at start says which is used and why`
+	ReplaySpeedUsage  = "with recorded timing: play this many times as fast as recorded, 0.01 to 100 (0.5: half speed; 0: 1)"
 )
 
 // CheckReplayTiming checks --replay-timing and --replay-speed for the
@@ -91,7 +92,7 @@ func ReplaySchedule(src sensor.Source, cfg NodeConfig, log *zap.Logger) (*sensor
 			return atRate(fmt.Sprintf("--replay-timing %s: frames at --rate %g Hz; no timestamps file is read", ReplayTimingRate, rate))
 		}
 		if cfg.ReplayTiming == ReplayTimingRecorded {
-			return nil, errors.New("--replay-timing recorded: only a replay (--source replay:DIR) has recorded timing")
+			return nil, errors.New("--replay-timing recorded: only a replay (replay:DIR) has recorded timing")
 		}
 		return nil, nil
 	}
@@ -122,7 +123,7 @@ func ReplaySchedule(src sensor.Source, cfg NodeConfig, log *zap.Logger) (*sensor
 	}
 	sched, err := sensor.NewSchedule(ts.Offsets, speed, cfg.Loop)
 	if err != nil {
-		return nil, fmt.Errorf("replay timing from %q: %w", ts.File, err)
+		return nil, fmt.Errorf("replay timing from %q: %w (--replay-timing rate plays the frames at --rate without reading it)", ts.File, err)
 	}
 	why := "--replay-timing recorded: the recording's timestamps"
 	if cfg.ReplayTiming == ReplayTimingAuto {

@@ -5,8 +5,10 @@ package ros2
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -247,7 +249,8 @@ func (p *peer) pause() {
 }
 
 // allThreadsStopped reports whether every thread of process pid is in the
-// stopped state (T in /proc/PID/task/TID/stat).
+// stopped state (T in /proc/PID/task/TID/stat, t under a debugger or
+// strace); threads that end meanwhile are left out.
 func allThreadsStopped(t testing.TB, pid int) bool {
 	t.Helper()
 	stats, err := filepath.Glob(filepath.Join("/proc", fmt.Sprint(pid), "task", "*", "stat"))
@@ -256,6 +259,9 @@ func allThreadsStopped(t testing.TB, pid int) bool {
 	}
 	for _, path := range stats {
 		b, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // the thread ended
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -265,7 +271,7 @@ func allThreadsStopped(t testing.TB, pid int) bool {
 		if i < 0 || i+2 >= len(b) {
 			t.Fatalf("%s: no state in %q", path, b)
 		}
-		if b[i+2] != 'T' {
+		if b[i+2] != 'T' && b[i+2] != 't' { // t: stopped under a tracer
 			return false
 		}
 	}

@@ -331,9 +331,8 @@ func measure(ctx context.Context, o options, transport string, d time.Duration) 
 		if errors.Is(err, errNeverHealthy) {
 			// Running, and no frame made it through: say how far the
 			// frames got, and keep each child's goroutines for a look.
-			state := hangState(ctx, camAddr, agentAddr)
-			agent.dump()
-			cam.dump()
+			state := hangState(ctx, camAddr, agentAddr, !lidarOnly && !scan)
+			dumpAll(agent, cam)
 			keep = true
 			return window{}, fmt.Errorf("%w; %s; the children's stderr, ending with their goroutines (SIGQUIT): %s, %s", err, state, agentLog.Name(), camLog.Name())
 		}
@@ -413,16 +412,19 @@ func get(ctx context.Context, url string) (*http.Response, error) {
 var errNeverHealthy = errors.New("agent never became healthy")
 
 // hangState says how far the frames got when the agent never became
-// healthy: the clouds and images the camera published and its late
+// healthy: the clouds and images (if the run has any) the camera published and its late
 // frames (a camera blocked in a write falls behind), and the agent's frame
 // counters; what cannot be read is said so.
-func hangState(ctx context.Context, camAddr, agentAddr string) string {
+func hangState(ctx context.Context, camAddr, agentAddr string, images bool) string {
 	var parts []string
 	for _, m := range []struct{ what, name string }{
 		{"clouds published", `zerohop_camera_published_total{topic="points"}`},
 		{"images published", `zerohop_camera_published_total{topic="image"}`},
 		{"frames late", "zerohop_camera_frames_late_total"},
 	} {
+		if !images && m.what == "images published" {
+			continue
+		}
 		if v, err := metric(ctx, "http://"+camAddr+"/metrics", m.name); err != nil {
 			parts = append(parts, fmt.Sprintf("camera %s: %v", m.what, err))
 		} else {

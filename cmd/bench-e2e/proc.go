@@ -70,21 +70,34 @@ func (p *proc) done() bool {
 // for it either way.
 func (p *proc) stop() { p.end(syscall.SIGTERM) }
 
-// dump ends a process that hangs with SIGQUIT, on which a Go program
+// dumpAll ends processes that hang with SIGQUIT, on which a Go program
 // writes every goroutine's stack to its stderr (to its log, not to ours:
-// it is long), and waits for it, killing it after 5 s.
-func (p *proc) dump() {
-	p.echo.mute()
-	p.end(syscall.SIGQUIT)
+// it is long), all at once: one ending first would change what the others
+// show (a camera blocked writing to an agent that died carries on). It
+// waits for each, killing it after 5 s.
+func dumpAll(procs ...*proc) {
+	for _, p := range procs {
+		p.echo.mute()
+		if !p.done() {
+			p.cmd.Process.Signal(syscall.SIGQUIT)
+		}
+	}
+	for _, p := range procs {
+		p.wait()
+	}
 }
 
-// end sends sig to the process unless it has exited, then waits for it,
-// killing it after 5 s.
+// end sends sig to the process unless it has exited, then waits for it.
 func (p *proc) end(sig syscall.Signal) {
 	if p.done() {
 		return
 	}
 	p.cmd.Process.Signal(sig)
+	p.wait()
+}
+
+// wait waits for the process to exit, killing it after 5 s.
+func (p *proc) wait() {
 	select {
 	case <-p.exited:
 	case <-time.After(5 * time.Second):
