@@ -18,7 +18,6 @@ import (
 	"github.com/zerohop/zerohop/models"
 	"github.com/zerohop/zerohop/pinned"
 	"github.com/zerohop/zerohop/planner"
-	"github.com/zerohop/zerohop/sensor"
 	"github.com/zerohop/zerohop/telemetry"
 	"github.com/zerohop/zerohop/telemetry/status"
 	"github.com/zerohop/zerohop/voxel"
@@ -494,7 +493,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) (err error) {
 		if err != nil {
 			return err
 		}
-		if period := inProcessFramePeriod(cfg.Rate, sched); period > wd.Timeout() {
+		if period := cam.FramePeriod(); period > wd.Timeout() {
 			log.Warn("the in-process camera's frames come further apart than the watchdog period: cmd_vel is zeroed between frames and /healthz reads 503 (raise --rate, --replay-speed or --watchdog)",
 				zap.Duration("frame_period", period), zap.Duration("watchdog", wd.Timeout()))
 		}
@@ -781,19 +780,6 @@ func resolveNodeConfig(cfg NodeConfig) (NodeConfig, error) {
 		}
 	}
 	return cfg, camera.CheckSource("--camera", cfg.Camera)
-}
-
-// inProcessFramePeriod is how far apart the in-process camera's frames
-// come: the recording's median interval at its speed under recorded
-// timing, else 1/rate (rate 0: 30 Hz).
-func inProcessFramePeriod(rate float64, sched *sensor.Schedule) time.Duration {
-	if sched != nil && sched.Interval() > 0 {
-		return sched.Interval()
-	}
-	if rate == 0 {
-		rate = 30
-	}
-	return time.Duration(float64(time.Second) / rate)
 }
 
 // lidarPose is where --lidar-height, --lidar-xy and --lidar-rpy put the

@@ -110,6 +110,9 @@ type Camera struct {
 	pools  [2]*pinned.Pool
 	points handles.PointFormat
 	ids    [2]handles.FrameID
+	// period is how far apart frames come: the Schedule's median
+	// interval, else 1/Rate. The pools are sized for it.
+	period time.Duration
 
 	frames, late, fillErrors   atomic.Uint64
 	published, exhausted, sent [2]atomic.Uint64
@@ -160,10 +163,11 @@ func New(cfg Config) (*Camera, error) {
 		return nil, fmt.Errorf("camera: image frame id: %w", err)
 	}
 	slots := cfg.Slots
-	period := time.Duration(float64(time.Second) / cfg.Rate) // the pools' sizing frame period
+	period := time.Duration(float64(time.Second) / cfg.Rate)
 	if cfg.Schedule != nil && cfg.Schedule.Interval() > 0 {
 		period = cfg.Schedule.Interval()
 	}
+	c.period = period
 	if slots == 0 {
 		if slots, err = pinned.SlotsFor(period, cfg.ConsumerTime, cfg.Subscribers); err != nil {
 			return nil, fmt.Errorf("camera: %w", err)
@@ -433,6 +437,10 @@ func (c *Camera) fill(topic int, seq uint64, buf []byte, h *handles.Handle) erro
 	h.Length = uint64(info.Step) * uint64(info.Height)
 	return nil
 }
+
+// FramePeriod is how far apart the frames come: the Schedule's median
+// interval (at its speed), else 1/Rate; the slot pools are sized for it.
+func (c *Camera) FramePeriod() time.Duration { return c.period }
 
 // Stats returns the camera's counters.
 func (c *Camera) Stats() Stats {

@@ -412,19 +412,18 @@ func get(ctx context.Context, url string) (*http.Response, error) {
 var errNeverHealthy = errors.New("agent never became healthy")
 
 // hangState says how far the frames got when the agent never became
-// healthy: the clouds and images (if the run has any) the camera published and its late
-// frames (a camera blocked in a write falls behind), and the agent's frame
-// counters; what cannot be read is said so.
+// healthy: the clouds and images (if the run has any) the camera
+// published and its late frames (a camera blocked in a write falls
+// behind), and the agent's frame counters; what cannot be read is said so.
 func hangState(ctx context.Context, camAddr, agentAddr string, images bool) string {
+	type counter struct{ what, name string }
+	counters := []counter{{"clouds published", `zerohop_camera_published_total{topic="points"}`}}
+	if images {
+		counters = append(counters, counter{"images published", `zerohop_camera_published_total{topic="image"}`})
+	}
+	counters = append(counters, counter{"frames late", "zerohop_camera_frames_late_total"})
 	var parts []string
-	for _, m := range []struct{ what, name string }{
-		{"clouds published", `zerohop_camera_published_total{topic="points"}`},
-		{"images published", `zerohop_camera_published_total{topic="image"}`},
-		{"frames late", "zerohop_camera_frames_late_total"},
-	} {
-		if !images && m.what == "images published" {
-			continue
-		}
+	for _, m := range counters {
 		if v, err := metric(ctx, "http://"+camAddr+"/metrics", m.name); err != nil {
 			parts = append(parts, fmt.Sprintf("camera %s: %v", m.what, err))
 		} else {
